@@ -1,0 +1,1 @@
+//! An in-memory `Fs` for tests (placeholder; being written).

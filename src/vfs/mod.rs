@@ -1,0 +1,193 @@
+//! The one door to file contents: the `Fs` trait and its implementations.
+//!
+//! Everything that touches bytes goes through `Fs`. An `Fs` is confined to its
+//! boundary by construction: it takes virtual absolute paths (`VPath`), follows
+//! links only while their real target stays inside the boundary, and never
+//! names anything outside it. It knows nothing of views, grants or sessions;
+//! that is `access`.
+//!
+//! Two kinds of path cross this trait. `resolve` takes a path as the model
+//! wrote it (links allowed) and answers where it really is. Every other method
+//! takes such a *real* path and refuses to follow any link on the way
+//! (`FsError::Raced`): a link appearing between the check and the use is a
+//! race, and a race fails closed.
+
+pub mod mem;
+pub mod os;
+mod resolve;
+pub mod walk;
+
+use crate::paths::VPath;
+use std::io;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+pub use resolve::{resolve_with, Child, Lookup};
+
+/// What a node is. Links never appear here after resolution, except as
+/// entries of a listing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    Dir,
+    File,
+    Link,
+    /// A FIFO, socket or device: never opened.
+    Special,
+}
+
+/// What `stat` knows of a node, without following a final link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Meta {
+    pub kind: Kind,
+    pub len: u64,
+    /// Unix permission bits (`0o644`).
+    pub mode: u32,
+    pub modified: Option<SystemTime>,
+    /// Hard link count; more than one on a file is reported, never followed.
+    pub nlink: u64,
+}
+
+/// One entry of a directory listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: String,
+    pub kind: Kind,
+}
+
+/// Where a path really is, once its links are followed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolution {
+    /// The node exists; `meta` is the final target's (never a link).
+    Found { real: VPath, meta: Meta },
+    /// Nothing is there. `real` is where it would be created; `parent_exists`
+    /// says whether its parent is an existing directory.
+    Missing { real: VPath, parent_exists: bool },
+}
+
+impl Resolution {
+    pub fn real(&self) -> &VPath {
+        match self {
+            Resolution::Found { real, .. } | Resolution::Missing { real, .. } => real,
+        }
+    }
+}
+
+/// Why an `Fs` operation failed. Texts for the model are made by `access`,
+/// never from these directly, so no host detail leaks.
+#[derive(Debug, thiserror::Error)]
+pub enum FsError {
+    #[error("not found")]
+    NotFound,
+    #[error("not a directory")]
+    NotADir,
+    #[error("is a directory")]
+    IsADir,
+    #[error("already exists")]
+    Exists,
+    /// A link leads outside the boundary (or a path was outside it).
+    #[error("leads outside the boundary")]
+    Escapes,
+    #[error("too many levels of links")]
+    Loop,
+    /// A FIFO, socket or device where a file or directory was needed.
+    #[error("not a regular file")]
+    NotRegular,
+    #[error("file too large")]
+    TooLarge { len: u64 },
+    /// A link appeared on a path that was resolved without one.
+    #[error("the path changed during the call")]
+    Raced,
+    #[error("directory not empty")]
+    NotEmpty,
+    /// The two paths are on different devices or mounts.
+    #[error("crosses devices")]
+    CrossDevice,
+    #[error("{0}")]
+    Io(#[from] io::Error),
+}
+
+/// What a walk visitor says about a directory it was shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Descend {
+    Yes,
+    No,
+}
+
+/// Options of a recursive walk.
+#[derive(Debug, Clone, Copy)]
+pub struct WalkOptions {
+    /// Honour `.gitignore`, `.ignore` and `.git/info/exclude` as ripgrep does.
+    pub gitignore: bool,
+    /// Skip names starting with `.` (ripgrep's default).
+    pub skip_hidden: bool,
+    /// Worker threads; 0 picks the number of cores.
+    pub threads: usize,
+}
+
+impl Default for WalkOptions {
+    fn default() -> Self {
+        WalkOptions { gitignore: true, skip_hidden: true, threads: 0 }
+    }
+}
+
+/// A readable source handed to a walk visitor for a regular file.
+pub enum Source {
+    File(std::fs::File),
+    Bytes(Arc<[u8]>),
+}
+
+/// One node met by a walk. Links are reported with `Kind::Link` and never
+/// followed by the walk itself.
+pub struct WalkEntry<'a> {
+    pub path: VPath,
+    pub kind: Kind,
+    /// Opens a regular file found by the walk, relative to its already-open
+    /// directory and without following links.
+    pub open: &'a (dyn Fn() -> Result<Source, FsError> + Sync),
+}
+
+/// The visitor of a walk. Called from several threads at once.
+pub type Visitor<'a> = dyn Fn(&WalkEntry<'_>) -> Descend + Sync + 'a;
+
+/// A confined file system. See the module documentation for the two kinds
+/// of path it takes.
+pub trait Fs: Send + Sync {
+    /// The boundary's own virtual path: `/` for a tree, the project root on a device.
+    fn boundary(&self) -> &VPath;
+
+    /// Follows every link on `path`, refusing targets outside the boundary.
+    fn resolve(&self, path: &VPath) -> Result<Resolution, FsError>;
+
+    /// Metadata of a real path, without following a final link.
+    fn lstat(&self, real: &VPath) -> Result<Meta, FsError>;
+
+    /// Reads a regular file whole. Refuses specials without blocking, and
+    /// files longer than `max` bytes.
+    fn read_file(&self, real: &VPath, max: u64) -> Result<Vec<u8>, FsError>;
+
+    /// The entries of a directory, in no particular order.
+    fn read_dir(&self, real: &VPath) -> Result<Vec<DirEntry>, FsError>;
+
+    /// The target text of a link (for `stat`).
+    fn read_link(&self, real: &VPath) -> Result<String, FsError>;
+
+    /// Replaces or creates a file atomically: a crash leaves the old or the
+    /// new content. An existing file keeps its permissions; a new one gets
+    /// the process's default.
+    fn write_file(&self, real: &VPath, data: &[u8]) -> Result<(), FsError>;
+
+    /// Makes one directory; its parent must exist.
+    fn create_dir(&self, real: &VPath) -> Result<(), FsError>;
+
+    /// Renames without replacing an existing target.
+    fn rename(&self, from: &VPath, to: &VPath) -> Result<(), FsError>;
+
+    /// Moves a node out of the boundary into the trash, answering where it
+    /// went (a host path, for the user; never shown to the model).
+    fn trash(&self, real: &VPath) -> Result<String, FsError>;
+
+    /// Walks below the directory `real`, calling `visit` for every entry
+    /// (possibly from several threads). Directories are descended into when
+    /// the visitor says so.
+    fn walk(&self, real: &VPath, options: &WalkOptions, visit: &Visitor<'_>) -> Result<(), FsError>;
+}

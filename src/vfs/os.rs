@@ -1,0 +1,390 @@
+//! `OsFs`: the real, confined file system of one boundary directory.
+//!
+//! Every operation starts from the boundary directory's file descriptor,
+//! opened once, and walks name by name with `O_NOFOLLOW`, so no host path
+//! outside the boundary is ever given to the kernel. Links are followed only
+//! by `resolve` (through the shared resolver); every other method takes a real
+//! path and answers `FsError::Raced` when a link turns up on it.
+//! This is not where access is decided; see `access`.
+
+use super::resolve::{resolve_with, Child, Lookup};
+use super::{DirEntry, FsError, Fs, Kind, Meta, Resolution, Visitor, WalkOptions};
+use crate::paths::VPath;
+use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, RenameFlags};
+use rustix::io::Errno;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Flags for walking through a directory: no link follows, no read needed.
+const TRAVERSE: OFlags = OFlags::PATH.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
+/// Flags for listing a directory.
+const LIST: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
+/// Flags for reading a file: never follow, never block on a FIFO, never take a tty.
+const READ: OFlags = OFlags::RDONLY
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::NONBLOCK)
+    .union(OFlags::NOCTTY)
+    .union(OFlags::CLOEXEC);
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// The real file system below one host directory.
+pub struct OsFs {
+    host_root: PathBuf,
+    /// Text of `host_root`, for mapping absolute link targets.
+    host_root_text: String,
+    vroot: VPath,
+    root_fd: Arc<OwnedFd>,
+    trash_dir: Option<PathBuf>,
+}
+
+impl OsFs {
+    /// Opens `host_root` (canonicalised) as the boundary, presented to the
+    /// model as `vroot`. `trash_dir` must lie outside the boundary.
+    pub fn open(host_root: &Path, vroot: VPath, trash_dir: Option<PathBuf>) -> std::io::Result<OsFs> {
+        let host_root = host_root.canonicalize()?;
+        let root_fd = rfs::open(&host_root, TRAVERSE, Mode::empty())?;
+        let host_root_text = host_root.to_string_lossy().into_owned();
+        if let Some(trash) = &trash_dir {
+            if trash.starts_with(&host_root) {
+                return Err(std::io::Error::other("the trash directory must lie outside the boundary"));
+            }
+        }
+        Ok(OsFs { host_root, host_root_text, vroot, root_fd: Arc::new(root_fd), trash_dir })
+    }
+
+    /// The canonical host directory of the boundary.
+    pub fn host_root(&self) -> &Path {
+        &self.host_root
+    }
+
+    /// The names of `real` below the boundary.
+    fn names<'a>(&self, real: &'a VPath) -> Result<Vec<&'a str>, FsError> {
+        let rel = real.strip_prefix(&self.vroot).ok_or(FsError::Escapes)?;
+        Ok(rel.split('/').filter(|n| !n.is_empty()).collect())
+    }
+
+    /// Opens a real directory path without following any link.
+    fn open_dir_strict(&self, names: &[&str], flags: OFlags) -> Result<OwnedFd, FsError> {
+        let mut fd: Option<OwnedFd> = None;
+        for (i, name) in names.iter().enumerate() {
+            let last = i + 1 == names.len();
+            let dir: BorrowedFd<'_> = fd.as_ref().map(|f| f.as_fd()).unwrap_or(self.root_fd.as_fd());
+            let next = openat_dir(dir, name, if last { flags } else { TRAVERSE })?;
+            fd = Some(next);
+        }
+        match fd {
+            Some(fd) => Ok(fd),
+            None => Ok(rfs::openat(self.root_fd.as_fd(), ".", flags, Mode::empty()).map_err(errno)?),
+        }
+    }
+
+    /// Opens the parent directory of a real path, answering it with the last name.
+    fn open_parent<'a>(&self, real: &'a VPath) -> Result<(OwnedFd, &'a str), FsError> {
+        let names = self.names(real)?;
+        let (last, parents) = names.split_last().ok_or(FsError::IsADir)?;
+        Ok((self.open_dir_strict(parents, TRAVERSE)?, last))
+    }
+}
+
+/// Opens a child directory without following it, telling a link (a race)
+/// from a file.
+fn openat_dir(dir: BorrowedFd<'_>, name: &str, flags: OFlags) -> Result<OwnedFd, FsError> {
+    match rfs::openat(dir, name, flags, Mode::empty()) {
+        Ok(fd) => Ok(fd),
+        Err(Errno::NOTDIR) | Err(Errno::LOOP) => match rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => Err(FsError::Raced),
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => Err(FsError::Raced),
+            Ok(_) => Err(FsError::NotADir),
+            Err(e) => Err(errno(e)),
+        },
+        Err(e) => Err(errno(e)),
+    }
+}
+
+/// Maps an OS error to an `FsError`.
+pub(crate) fn errno(e: Errno) -> FsError {
+    match e {
+        Errno::NOENT => FsError::NotFound,
+        Errno::NOTDIR => FsError::NotADir,
+        Errno::ISDIR => FsError::IsADir,
+        Errno::EXIST => FsError::Exists,
+        Errno::LOOP => FsError::Raced,
+        Errno::NOTEMPTY => FsError::NotEmpty,
+        Errno::XDEV => FsError::CrossDevice,
+        other => FsError::Io(other.into()),
+    }
+}
+
+pub(crate) fn meta_of(st: &rfs::Stat) -> Meta {
+    let kind = match FileType::from_raw_mode(st.st_mode) {
+        FileType::Directory => Kind::Dir,
+        FileType::RegularFile => Kind::File,
+        FileType::Symlink => Kind::Link,
+        _ => Kind::Special,
+    };
+    let modified = if st.st_mtime >= 0 {
+        Some(UNIX_EPOCH + Duration::new(st.st_mtime as u64, st.st_mtime_nsec as u32))
+    } else {
+        None
+    };
+    Meta { kind, len: st.st_size as u64, mode: st.st_mode & 0o7777, modified, nlink: st.st_nlink as u64 }
+}
+
+impl Lookup for OsFs {
+    type Dir = OwnedFd;
+
+    fn boundary_dir(&self) -> Result<OwnedFd, FsError> {
+        rfs::openat(self.root_fd.as_fd(), ".", TRAVERSE, Mode::empty()).map_err(errno)
+    }
+
+    fn child(&self, dir: &OwnedFd, name: &str) -> Result<Child<OwnedFd>, FsError> {
+        let st = match rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => st,
+            Err(Errno::NOENT) => return Ok(Child::Missing),
+            Err(e) => return Err(errno(e)),
+        };
+        let meta = meta_of(&st);
+        match meta.kind {
+            Kind::Dir => Ok(Child::Dir(openat_dir(dir.as_fd(), name, TRAVERSE)?)),
+            Kind::Link => {
+                let target = rfs::readlinkat(dir, name, Vec::new()).map_err(errno)?;
+                Ok(Child::Link(target.to_string_lossy().into_owned()))
+            }
+            Kind::File | Kind::Special => Ok(Child::Node(meta)),
+        }
+    }
+
+    fn dir_meta(&self, dir: &OwnedFd) -> Result<Meta, FsError> {
+        Ok(meta_of(&rfs::fstat(dir).map_err(errno)?))
+    }
+
+    fn map_absolute(&self, target: &str) -> Option<Vec<String>> {
+        let target = VPath::parse(target).ok()?;
+        let root = VPath::parse(&self.host_root_text).ok()?;
+        let rel = target.strip_prefix(&root)?;
+        Some(rel.split('/').filter(|n| !n.is_empty()).map(str::to_string).collect())
+    }
+}
+
+impl Fs for OsFs {
+    fn boundary(&self) -> &VPath {
+        &self.vroot
+    }
+
+    fn resolve(&self, path: &VPath) -> Result<Resolution, FsError> {
+        resolve_with(self, &self.vroot, path)
+    }
+
+    fn lstat(&self, real: &VPath) -> Result<Meta, FsError> {
+        let names = self.names(real)?;
+        if names.is_empty() {
+            return Ok(meta_of(&rfs::fstat(self.root_fd.as_fd()).map_err(errno)?));
+        }
+        let (dir, name) = self.open_parent(real)?;
+        Ok(meta_of(&rfs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW).map_err(errno)?))
+    }
+
+    fn read_file(&self, real: &VPath, max: u64) -> Result<Vec<u8>, FsError> {
+        let (dir, name) = self.open_parent(real)?;
+        let before = meta_of(&rfs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW).map_err(errno)?);
+        match before.kind {
+            Kind::File => {}
+            Kind::Dir => return Err(FsError::IsADir),
+            Kind::Link => return Err(FsError::Raced),
+            Kind::Special => return Err(FsError::NotRegular),
+        }
+        let fd = rfs::openat(&dir, name, READ, Mode::empty()).map_err(errno)?;
+        let meta = meta_of(&rfs::fstat(&fd).map_err(errno)?);
+        if meta.kind != Kind::File {
+            return Err(FsError::NotRegular);
+        }
+        if meta.len > max {
+            return Err(FsError::TooLarge { len: meta.len });
+        }
+        let mut file = std::fs::File::from(fd);
+        let mut out = Vec::with_capacity(meta.len as usize);
+        Read::by_ref(&mut file).take(max + 1).read_to_end(&mut out)?;
+        if out.len() as u64 > max {
+            return Err(FsError::TooLarge { len: out.len() as u64 });
+        }
+        Ok(out)
+    }
+
+    fn read_dir(&self, real: &VPath) -> Result<Vec<DirEntry>, FsError> {
+        let names = self.names(real)?;
+        let fd = self.open_dir_strict(&names, LIST)?;
+        let mut dir = rfs::Dir::new(fd).map_err(errno)?;
+        let mut out = Vec::new();
+        while let Some(entry) = dir.read() {
+            let entry = entry.map_err(errno)?;
+            let name = entry.file_name().to_string_lossy();
+            if name == "." || name == ".." {
+                continue;
+            }
+            let kind = match entry.file_type() {
+                FileType::Directory => Kind::Dir,
+                FileType::RegularFile => Kind::File,
+                FileType::Symlink => Kind::Link,
+                FileType::Unknown => match rfs::statat(dir.fd().map_err(errno)?, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(st) => meta_of(&st).kind,
+                    Err(_) => continue,
+                },
+                _ => Kind::Special,
+            };
+            out.push(DirEntry { name: name.into_owned(), kind });
+        }
+        Ok(out)
+    }
+
+    fn read_link(&self, real: &VPath) -> Result<String, FsError> {
+        let (dir, name) = self.open_parent(real)?;
+        Ok(rfs::readlinkat(&dir, name, Vec::new()).map_err(errno)?.to_string_lossy().into_owned())
+    }
+
+    fn write_file(&self, real: &VPath, data: &[u8]) -> Result<(), FsError> {
+        let (dir, name) = self.open_parent(real)?;
+        let existing = match rfs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => Some(meta_of(&st)),
+            Err(Errno::NOENT) => None,
+            Err(e) => return Err(errno(e)),
+        };
+        match existing.as_ref().map(|m| m.kind) {
+            Some(Kind::Dir) => return Err(FsError::IsADir),
+            Some(Kind::Link) => return Err(FsError::Raced),
+            Some(Kind::Special) => return Err(FsError::NotRegular),
+            Some(Kind::File) | None => {}
+        }
+        let temp = format!(
+            ".{}.ctxfs-{}-{}.tmp",
+            name.chars().take(64).collect::<String>(),
+            std::process::id(),
+            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        let create = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rfs::openat(&dir, temp.as_str(), create, Mode::from_raw_mode(0o666)).map_err(errno)?;
+        let result = (|| -> Result<(), FsError> {
+            if let Some(meta) = &existing {
+                rfs::fchmod(&fd, Mode::from_raw_mode(meta.mode)).map_err(errno)?;
+            }
+            let mut file = std::fs::File::from(fd);
+            file.write_all(data)?;
+            file.sync_all()?;
+            drop(file);
+            rfs::renameat(&dir, temp.as_str(), &dir, name).map_err(errno)?;
+            Ok(())
+        })();
+        if result.is_err() {
+            let _ = rfs::unlinkat(&dir, temp.as_str(), AtFlags::empty());
+            return result;
+        }
+        // The rename is durable once the directory is synced.
+        rfs::fsync(&dir_for_sync(&dir)?).map_err(errno)?;
+        Ok(())
+    }
+
+    fn create_dir(&self, real: &VPath) -> Result<(), FsError> {
+        let (dir, name) = self.open_parent(real)?;
+        rfs::mkdirat(&dir, name, Mode::from_raw_mode(0o777)).map_err(errno)
+    }
+
+    fn rename(&self, from: &VPath, to: &VPath) -> Result<(), FsError> {
+        let (from_dir, from_name) = self.open_parent(from)?;
+        let (to_dir, to_name) = self.open_parent(to)?;
+        rfs::renameat_with(&from_dir, from_name, &to_dir, to_name, RenameFlags::NOREPLACE).map_err(errno)?;
+        rfs::fsync(&dir_for_sync(&to_dir)?).map_err(errno)?;
+        Ok(())
+    }
+
+    fn trash(&self, real: &VPath) -> Result<String, FsError> {
+        let trash_root = self.trash_dir.as_ref().ok_or_else(|| FsError::Io(std::io::Error::other("no trash directory")))?;
+        let stamp = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let bin = trash_root.join(format!(
+            "{}-{}-{}",
+            stamp.as_secs(),
+            std::process::id(),
+            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&bin)?;
+        let bin_fd = rfs::open(&bin, TRAVERSE, Mode::empty()).map_err(errno)?;
+        let (dir, name) = self.open_parent(real)?;
+        match rfs::renameat_with(&dir, name, &bin_fd, name, RenameFlags::NOREPLACE) {
+            Ok(()) => {}
+            Err(Errno::XDEV) => {
+                copy_out(dir.as_fd(), name, &bin.join(name))?;
+                remove_tree(dir.as_fd(), name)?;
+            }
+            Err(e) => return Err(errno(e)),
+        }
+        // A note beside the moved node says where it came from, for restoring.
+        std::fs::write(bin.join(".origin"), format!("{}\n{}\n", self.host_root.display(), real))?;
+        Ok(bin.join(name).to_string_lossy().into_owned())
+    }
+
+    fn walk(&self, real: &VPath, options: &WalkOptions, visit: &Visitor<'_>) -> Result<(), FsError> {
+        let names = self.names(real)?;
+        let fd = self.open_dir_strict(&names, LIST)?;
+        super::walk::walk_fd(fd, real.clone(), options, visit)
+    }
+}
+
+/// An fd that can be fsynced (an `O_PATH` fd cannot).
+fn dir_for_sync(dir: &OwnedFd) -> Result<OwnedFd, FsError> {
+    rfs::openat(dir, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).map_err(errno)
+}
+
+/// Copies a node (file, directory or link, never following links) from
+/// inside the boundary to a host path in the trash.
+fn copy_out(dir: BorrowedFd<'_>, name: &str, dest: &Path) -> Result<(), FsError> {
+    let meta = meta_of(&rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).map_err(errno)?);
+    match meta.kind {
+        Kind::File => {
+            let fd = rfs::openat(dir, name, READ, Mode::empty()).map_err(errno)?;
+            let mut src = std::fs::File::from(fd);
+            let mut out = std::fs::File::create(dest)?;
+            std::io::copy(&mut src, &mut out)?;
+            out.sync_all()?;
+        }
+        Kind::Dir => {
+            std::fs::create_dir(dest)?;
+            let sub = openat_dir(dir, name, LIST)?;
+            let mut listing = rfs::Dir::read_from(&sub).map_err(errno)?;
+            while let Some(entry) = listing.read() {
+                let entry = entry.map_err(errno)?;
+                let child = entry.file_name().to_string_lossy().into_owned();
+                if child != "." && child != ".." {
+                    copy_out(sub.as_fd(), &child, &dest.join(&child))?;
+                }
+            }
+        }
+        Kind::Link => {
+            let target = rfs::readlinkat(dir, name, Vec::new()).map_err(errno)?;
+            std::os::unix::fs::symlink(target.to_string_lossy().as_ref(), dest)?;
+        }
+        Kind::Special => {}
+    }
+    Ok(())
+}
+
+/// Removes a node and everything below it, never following links.
+fn remove_tree(dir: BorrowedFd<'_>, name: &str) -> Result<(), FsError> {
+    let meta = meta_of(&rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).map_err(errno)?);
+    if meta.kind == Kind::Dir {
+        let sub = openat_dir(dir, name, LIST)?;
+        let mut listing = rfs::Dir::read_from(&sub).map_err(errno)?;
+        while let Some(entry) = listing.read() {
+            let entry = entry.map_err(errno)?;
+            let child = entry.file_name().to_string_lossy().into_owned();
+            if child != "." && child != ".." {
+                remove_tree(sub.as_fd(), &child)?;
+            }
+        }
+        rfs::unlinkat(dir, name, AtFlags::REMOVEDIR).map_err(errno)
+    } else {
+        rfs::unlinkat(dir, name, AtFlags::empty()).map_err(errno)
+    }
+}
