@@ -1,0 +1,294 @@
+//! Access: every path a tool names is checked here, and every refusal gets
+//! its exact text here.
+//!
+//! `Access` joins a `View` (what the session may see and change) with an
+//! `Fs` (where things really are) and the session's start directory. Tools
+//! never call `Fs::resolve` themselves: they ask for a `Target`, which is the
+//! proof that the path was resolved, its links followed inside the boundary,
+//! and the needed level granted on both the path and where it really is.
+//! This module knows nothing of tools' arguments or of result formatting.
+
+mod view;
+
+pub use view::{Level, View, ViewFile, Visibility};
+
+use crate::paths::{PathError, VPath};
+use crate::vfs::{FsError, Fs, Kind, Meta, Resolution};
+use std::fmt;
+use std::sync::Arc;
+
+/// A tool's refusal, as the model reads it. The first rows are the spec's
+/// texts, to the letter; the rest are this server's own device errors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolError {
+    NotFound(VPath),
+    Denied(VPath),
+    ReadOnly(VPath),
+    IsADir(VPath),
+    NotADir(VPath),
+    Exists(VPath),
+    InvalidPath(PathError),
+    TooLarge { path: VPath, len: u64, max: u64 },
+    Binary(VPath),
+    NotRegular(VPath),
+    Raced(VPath),
+    Loop(VPath),
+    /// Any other sentence a tool says (a failed edit, bad arguments).
+    Message(String),
+}
+
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ToolError::NotFound(p) => write!(f, "No such file or directory: {p}"),
+            ToolError::Denied(p) => write!(f, "Access denied: {p} is not open to this session."),
+            ToolError::ReadOnly(p) => write!(f, "Read-only: {p} can be read in this session but not changed."),
+            ToolError::IsADir(p) => write!(f, "Is a directory: {p}"),
+            ToolError::NotADir(p) => write!(f, "Not a directory: {p}"),
+            ToolError::Exists(p) => write!(f, "Already exists: {p}"),
+            ToolError::InvalidPath(e) => write!(f, "{e}"),
+            ToolError::TooLarge { path, len, max } => write!(
+                f,
+                "File too large: {path} is {len} bytes, more than the {} MiB this tool opens. Search it with grep instead.",
+                max / (1024 * 1024)
+            ),
+            ToolError::Binary(p) => {
+                write!(f, "Binary file: {p} is not UTF-8 text, so it cannot be shown or edited as text.")
+            }
+            ToolError::NotRegular(p) => {
+                write!(f, "Not a regular file: {p} is a FIFO, socket or device, which this tool never opens.")
+            }
+            ToolError::Raced(p) => write!(f, "The path changed during the call: {p}. Try again."),
+            ToolError::Loop(p) => write!(f, "Too many levels of links: {p}"),
+            ToolError::Message(m) => f.write_str(m),
+        }
+    }
+}
+
+impl ToolError {
+    /// Turns a file system failure about `path` into the text the model reads.
+    /// Nothing of the host (its paths, its link targets) survives.
+    pub fn from_fs(error: FsError, path: &VPath) -> ToolError {
+        let path = path.clone();
+        match error {
+            FsError::NotFound => ToolError::NotFound(path),
+            FsError::NotADir => ToolError::NotADir(path),
+            FsError::IsADir => ToolError::IsADir(path),
+            FsError::Exists => ToolError::Exists(path),
+            FsError::Escapes => ToolError::Denied(path),
+            FsError::Loop => ToolError::Loop(path),
+            FsError::NotRegular => ToolError::NotRegular(path),
+            FsError::TooLarge { len } => ToolError::TooLarge { path, len, max: MAX_OPEN_BYTES },
+            FsError::Raced => ToolError::Raced(path),
+            FsError::NotEmpty => ToolError::Message(format!("Directory not empty: {path}")),
+            FsError::CrossDevice => {
+                ToolError::Message(format!("Cannot move {path}: the source and the target are on different devices."))
+            }
+            FsError::Io(e) => ToolError::Message(format!("Cannot access {path}: {}.", io_reason(&e))),
+        }
+    }
+}
+
+/// The reason of an OS error without its decoration (`(os error 13)`).
+fn io_reason(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.find(" (os error") {
+        Some(cut) => text[..cut].to_lowercase(),
+        None => text.to_lowercase(),
+    }
+}
+
+/// The largest file any tool loads whole.
+pub const MAX_OPEN_BYTES: u64 = 64 * 1024 * 1024;
+
+/// What a call means to do with a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// list, read, glob, grep, search, stat: ro.
+    Look,
+    /// write, edit, mkdir, mv, rm: stage.
+    Change,
+}
+
+/// A checked path: resolved by text, its links followed inside the
+/// boundary, and granted what the call needs.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// The path text the call gave, for brackets.
+    pub given: String,
+    /// The text-resolved absolute path, for every other answer.
+    pub path: VPath,
+    /// Where it really is, once links are followed.
+    pub real: VPath,
+    /// Its metadata, when it exists.
+    pub meta: Option<Meta>,
+    /// For a missing target: whether its parent directory exists.
+    pub parent_exists: bool,
+    /// The lower of the levels of `path` and `real`.
+    pub level: Level,
+}
+
+impl Target {
+    pub fn kind(&self) -> Option<Kind> {
+        self.meta.as_ref().map(|m| m.kind)
+    }
+
+    pub fn is_dir(&self) -> bool {
+        self.kind() == Some(Kind::Dir)
+    }
+}
+
+/// The checked gateway from path texts to file system operations.
+pub struct Access {
+    fs: Arc<dyn Fs>,
+    view: View,
+    start: VPath,
+}
+
+impl Access {
+    /// `start` outside the boundary or not visible is read as the boundary.
+    pub fn new(fs: Arc<dyn Fs>, view: View, start: VPath) -> Access {
+        let start = if start.starts_with(fs.boundary()) { start } else { fs.boundary().clone() };
+        Access { fs, view, start }
+    }
+
+    pub fn fs(&self) -> &dyn Fs {
+        &*self.fs
+    }
+
+    pub fn fs_arc(&self) -> Arc<dyn Fs> {
+        self.fs.clone()
+    }
+
+    pub fn view(&self) -> &View {
+        &self.view
+    }
+
+    pub fn start(&self) -> &VPath {
+        &self.start
+    }
+
+    /// Resolves a path text against the start directory.
+    pub fn path(&self, text: &str) -> Result<VPath, ToolError> {
+        VPath::resolve(&self.start, text).map_err(ToolError::InvalidPath)
+    }
+
+    /// The level of a path by the view, taking the boundary into account.
+    pub fn level(&self, path: &VPath) -> Level {
+        if path.starts_with(self.fs.boundary()) {
+            self.view.level(path)
+        } else {
+            Level::None
+        }
+    }
+
+    fn visibility(&self, path: &VPath) -> Visibility {
+        if path.starts_with(self.fs.boundary()) {
+            self.view.visibility(path)
+        } else if self.fs.boundary().starts_with(path) && self.view.level(self.fs.boundary()).can_read() {
+            Visibility::Passage
+        } else {
+            match self.view.visibility(path) {
+                Visibility::Visible(_) => Visibility::Hidden,
+                other => other,
+            }
+        }
+    }
+
+    /// The answer for a path the session cannot see: by its nearest ancestor
+    /// that is visible (No such file) or a passage (Access denied). A change
+    /// of a name directly under a visible directory is Access denied: the
+    /// name may be taken, and that is all the answer says.
+    pub fn unseen(&self, path: &VPath, need: Need) -> ToolError {
+        if self.visibility(path) == Visibility::Passage {
+            return ToolError::Denied(path.clone());
+        }
+        if need == Need::Change {
+            if let Some(parent) = path.parent() {
+                if matches!(self.visibility(&parent), Visibility::Visible(_)) {
+                    return ToolError::Denied(path.clone());
+                }
+            }
+        }
+        for ancestor in path.ancestors().iter().rev() {
+            match self.visibility(ancestor) {
+                Visibility::Visible(_) => return ToolError::NotFound(path.clone()),
+                Visibility::Passage => return ToolError::Denied(path.clone()),
+                Visibility::Hidden => {}
+            }
+        }
+        ToolError::Denied(path.clone())
+    }
+
+    /// Checks a path text for `need` and resolves it.
+    pub fn target(&self, text: &str, need: Need) -> Result<Target, ToolError> {
+        let path = self.path(text)?;
+        self.check(text, path, need)
+    }
+
+    /// Checks an already text-resolved path.
+    pub fn check(&self, given: &str, path: VPath, need: Need) -> Result<Target, ToolError> {
+        let lexical = match self.visibility(&path) {
+            Visibility::Visible(level) => level,
+            _ => return Err(self.unseen(&path, need)),
+        };
+        let resolution = self.fs.resolve(&path).map_err(|e| ToolError::from_fs(e, &path))?;
+        let real = resolution.real().clone();
+        let level = if real == path {
+            lexical
+        } else {
+            match self.visibility(&real) {
+                Visibility::Visible(level) => level.min(lexical),
+                // The link is visible, where it leads is not: its name is all it says.
+                _ => return Err(ToolError::Denied(path)),
+            }
+        };
+        if need == Need::Change && !level.can_change() {
+            return Err(ToolError::ReadOnly(path));
+        }
+        let (meta, parent_exists) = match resolution {
+            Resolution::Found { meta, .. } => (Some(meta), true),
+            Resolution::Missing { parent_exists, .. } => (None, parent_exists),
+        };
+        Ok(Target { given: given.to_string(), path, real, meta, parent_exists, level })
+    }
+
+    /// Makes every missing directory above a checked target, refusing to
+    /// create a name the session could not see.
+    pub fn create_parents(&self, target: &Target) -> Result<(), ToolError> {
+        if target.parent_exists {
+            return Ok(());
+        }
+        let boundary = self.fs.boundary();
+        for dir in target.real.ancestors() {
+            if !dir.starts_with(boundary) || dir == *boundary {
+                continue;
+            }
+            match self.fs.lstat(&dir) {
+                Ok(meta) if meta.kind == Kind::Dir => continue,
+                Ok(_) => return Err(ToolError::NotADir(target.path.clone())),
+                Err(FsError::NotFound) => {}
+                Err(e) => return Err(ToolError::from_fs(e, &target.path)),
+            }
+            if !self.level(&dir).can_change() {
+                return Err(ToolError::Denied(target.path.clone()));
+            }
+            match self.fs.create_dir(&dir) {
+                Ok(()) | Err(FsError::Exists) => {}
+                Err(e) => return Err(ToolError::from_fs(e, &target.path)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The level of an entry `name` in the listed directory `dir`: the lower
+    /// of its level by the path the model used and by where it really is.
+    pub fn entry_level(&self, dir: &Target, name: &str) -> Level {
+        let by_path = self.level(&dir.path.join(name));
+        if dir.real == dir.path {
+            by_path
+        } else {
+            by_path.min(self.level(&dir.real.join(name)))
+        }
+    }
+}

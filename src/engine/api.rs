@@ -1,0 +1,78 @@
+//! The engine's public shapes: what a front door passes in and gets back.
+//!
+//! Plain data only: no JSON-RPC, MCP or LSP types. A front door turns its
+//! protocol's messages into these and back.
+
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// How the session's world is laid out.
+#[derive(Debug, Clone)]
+pub enum Posture {
+    /// A directory presented as `/`, with grants and floors from a view file.
+    Tree { dir: PathBuf, view: PathBuf },
+    /// The machine's own paths; the boundary is the project root, writable.
+    Device { root: PathBuf },
+}
+
+/// Everything the server is started with (the CLI's flags).
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub posture: Posture,
+    /// The start directory, as a path of the session's world; default: the boundary.
+    pub start: Option<String>,
+    /// Where sessions, results and the trash live; default: the platform's data directory.
+    pub data_dir: Option<PathBuf>,
+}
+
+/// What a front door knows of its client when it opens a session.
+#[derive(Debug, Clone, Default)]
+pub struct SessionOptions {
+    /// The client's name (MCP clientInfo.name), recorded with files it creates.
+    pub client_name: Option<String>,
+    /// Host directories the client asked to work in (MCP roots). They can
+    /// only narrow the view: nothing outside them is visible, nothing is added.
+    pub roots: Option<Vec<PathBuf>>,
+}
+
+/// A tool the model can call.
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolInfo {
+    pub name: String,
+    /// The description the model reads, from the parameter type's doc comment.
+    pub description: String,
+    /// JSON Schema of the arguments, generated from the parameter type.
+    pub input_schema: serde_json::Value,
+}
+
+/// Structured facts about a result, for editors to render. The model reads `text` only.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct Facts {
+    /// The resolved absolute path the result is about, if one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The file's full SHA-256 (hex) after the call, for reads and changes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sha: Option<String>,
+    /// The unified diff of a change, uncapped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub created: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub deleted: bool,
+    /// Every file a multi-file change touched, in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<Facts>,
+}
+
+/// The answer to one tool call.
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolAnswer {
+    /// The result's id, `#0001`.
+    pub id: String,
+    /// What the model sees, starting with the bracket.
+    pub text: String,
+    pub is_error: bool,
+    pub facts: Facts,
+}

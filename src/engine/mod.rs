@@ -1,0 +1,228 @@
+//! The engine: sessions, and tool calls as plain data.
+//!
+//! A front door builds one `Engine` from a `Config`, opens `Session`s, and
+//! hands each tool call over as a name and JSON arguments; it gets back a
+//! `ToolAnswer`. Calls of one session run one at a time in the order they
+//! arrive, so a write never overtakes an earlier call. A panic inside a call
+//! is caught and answered. No protocol type appears here.
+
+pub mod api;
+pub mod registry;
+
+pub use api::*;
+
+use crate::access::{Access, Level, View, ViewFile};
+use crate::hygiene::{HostKind, Hygiene, MemoryStore};
+use crate::paths::VPath;
+use crate::tools::{Ctx, Observed};
+use crate::vfs::os::OsFs;
+use crate::vfs::Fs;
+use anyhow::{bail, Context};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// A running server's shared state: the confined file system and the view.
+pub struct Engine {
+    fs: Arc<dyn Fs>,
+    view: View,
+    start: VPath,
+    data_dir: PathBuf,
+    /// The host directory of the boundary, to map client roots.
+    host_root: PathBuf,
+    host: HostKind,
+}
+
+static SESSION_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// The platform's data directory for ctxfs (`~/.local/share/ctxfs` on Linux).
+pub fn default_data_dir() -> PathBuf {
+    directories::ProjectDirs::from("", "", "ctxfs")
+        .map(|d| d.data_dir().to_path_buf())
+        .unwrap_or_else(|| std::env::temp_dir().join("ctxfs-data"))
+}
+
+/// Reads and checks a view file, naming the file (and line) on error.
+pub fn load_view(path: &Path) -> anyhow::Result<View> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the view file {}", path.display()))?;
+    let file: ViewFile = serde_json::from_str(&text).map_err(|e| {
+        anyhow::anyhow!("the view file {} is not valid (line {}, column {}): {e}", path.display(), e.line(), e.column())
+    })?;
+    View::from_file(&file).map_err(|e| anyhow::anyhow!("the view file {}: {e}", path.display()))
+}
+
+impl Engine {
+    pub fn new(config: Config) -> anyhow::Result<Engine> {
+        let data_dir = config.data_dir.clone().unwrap_or_else(default_data_dir);
+        std::fs::create_dir_all(&data_dir).with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
+        let data_dir = data_dir.canonicalize()?;
+        let (host_root, vroot, view) = match &config.posture {
+            Posture::Tree { dir, view } => {
+                let host = dir.canonicalize().with_context(|| format!("cannot open the tree {}", dir.display()))?;
+                (host, VPath::root(), load_view(view)?)
+            }
+            Posture::Device { root } => {
+                let host = root.canonicalize().with_context(|| format!("cannot open the root {}", root.display()))?;
+                let text = host.to_str().context("the root's path is not UTF-8")?;
+                let vroot = VPath::parse(text).map_err(|e| anyhow::anyhow!("{e}"))?;
+                (host.clone(), vroot.clone(), View::single(vroot, Level::Stage))
+            }
+        };
+        if !host_root.is_dir() {
+            bail!("{} is not a directory", host_root.display());
+        }
+        if data_dir.starts_with(&host_root) {
+            bail!(
+                "the data directory {} lies inside the boundary {}; the model must not reach it. Choose another with --data.",
+                data_dir.display(),
+                host_root.display()
+            );
+        }
+        let fs: Arc<dyn Fs> = Arc::new(OsFs::open(&host_root, vroot.clone(), Some(data_dir.join("trash")))?);
+        Ok(Engine::with_fs(fs, view, config.start.as_deref(), data_dir, host_root, HostKind::Resend))
+    }
+
+    /// An engine over any `Fs` (tests use the in-memory one).
+    pub fn with_fs(fs: Arc<dyn Fs>, view: View, start: Option<&str>, data_dir: PathBuf, host_root: PathBuf, host: HostKind) -> Engine {
+        let boundary = fs.boundary().clone();
+        let start = start.and_then(|s| VPath::resolve(&boundary, s).ok()).filter(|s| s.starts_with(&boundary)).unwrap_or(boundary);
+        Engine { fs, view, start, data_dir, host_root, host }
+    }
+
+    /// Sets which kind of host the sessions serve (see `HostKind`).
+    pub fn set_host(&mut self, host: HostKind) {
+        self.host = host;
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    pub fn tools(&self) -> Vec<ToolInfo> {
+        registry::tools()
+    }
+
+    /// Maps a host directory (a client root) into the session's world.
+    fn root_to_vpath(&self, host: &Path) -> Option<VPath> {
+        let host = host.canonicalize().ok()?;
+        let rel = host.strip_prefix(&self.host_root).ok();
+        match rel {
+            Some(rel) => Some(self.fs.boundary().join_rel(rel.to_str()?)),
+            // A root above the boundary narrows nothing.
+            None if self.host_root.starts_with(&host) => Some(self.fs.boundary().clone()),
+            None => None,
+        }
+    }
+
+    pub fn open_session(&self, options: SessionOptions) -> anyhow::Result<Arc<Session>> {
+        let mut view = self.view.clone();
+        if let Some(roots) = &options.roots {
+            let mapped: Vec<VPath> = roots.iter().filter_map(|r| self.root_to_vpath(r)).collect();
+            view.restrict_to(mapped);
+        }
+        let access = Access::new(self.fs.clone(), view, self.start.clone());
+        let id = format!(
+            "{:x}-{:x}-{}",
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs(),
+            std::process::id(),
+            SESSION_COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        let hygiene = Hygiene::new(self.host, Box::new(MemoryStore::default()));
+        Ok(Arc::new(Session {
+            id,
+            client_name: options.client_name,
+            state: Mutex::new(SessionState { access, observed: Observed::default(), hygiene }),
+        }))
+    }
+}
+
+struct SessionState {
+    access: Access,
+    observed: Observed,
+    hygiene: Hygiene,
+}
+
+/// One agent's session: its view, what it observed, its results.
+pub struct Session {
+    id: String,
+    client_name: Option<String>,
+    state: Mutex<SessionState>,
+}
+
+impl Session {
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn client_name(&self) -> Option<&str> {
+        self.client_name.as_deref()
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, SessionState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs one tool call. Never panics; a tool's refusal is an answer with `is_error`.
+    pub fn call(&self, tool: &str, args: serde_json::Value) -> ToolAnswer {
+        let mut guard = self.state();
+        let state = &mut *guard;
+        if tool == "recall" {
+            return match serde_json::from_value::<crate::tools::params::RecallParams>(args) {
+                Ok(p) => state.hygiene.recall(&p.id, p.offset, p.limit),
+                Err(e) => state.hygiene.answer(tool, &serde_json::Value::Null, Err(registry::args_error(tool, &e))),
+            };
+        }
+        let mut ctx = Ctx { access: &state.access, observed: &mut state.observed };
+        let result = catch_unwind(AssertUnwindSafe(|| registry::dispatch(&mut ctx, tool, args.clone())));
+        let result = result.unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown".into());
+            tracing::error!(tool, what, "a tool call panicked");
+            Err(crate::access::ToolError::Message(format!(
+                "Internal error in {tool}: {what}. Nothing more was done; the session goes on."
+            )))
+        });
+        state.hygiene.answer(tool, &args, result)
+    }
+
+    /// A new request is being built; `carries_earlier` says whether it
+    /// resends the earlier results.
+    pub fn new_request(&self, carries_earlier: bool) {
+        self.state().hygiene.new_request(carries_earlier);
+    }
+
+    /// Compaction: the table of files read, then an empty dedupe table.
+    pub fn compact(&self) -> String {
+        self.state().hygiene.compact()
+    }
+
+    /// Takes the results after `id` out of the history.
+    pub fn rewind(&self, id: &str) -> Result<(), String> {
+        let n = crate::hygiene::format::parse_id(id).ok_or_else(|| format!("{id:?} is not a result id"))?;
+        self.state().hygiene.rewind(n);
+        Ok(())
+    }
+
+    /// What the model is told at the start: the paths it may use, and the
+    /// instruction chain.
+    pub fn instructions(&self) -> String {
+        let state = self.state();
+        let access = &state.access;
+        let mut text = String::from(
+            "ctxfs serves this session's files. Every result starts with an id in brackets; recall shows any earlier result by its id.\n",
+        );
+        text.push_str(&format!("Start directory: {}\n", access.start()));
+        text.push_str("Paths open to this session:\n");
+        for (path, level) in access.view().describe() {
+            if path.starts_with(access.fs().boundary()) {
+                let what = if level.can_change() { "read and change" } else { "read only" };
+                text.push_str(&format!("- {path} ({what})\n"));
+            }
+        }
+        text
+    }
+}

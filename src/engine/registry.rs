@@ -1,0 +1,103 @@
+//! The tool table: names, generated schemas, and dispatch to `tools`.
+//!
+//! One place lists every tool. Its schema and description come from the
+//! parameter type (`tools::params`), so what the model reads is what the
+//! code takes. Argument errors become tool errors the model can fix.
+
+use super::ToolInfo;
+use crate::access::ToolError;
+use crate::tools::params::*;
+use crate::tools::{files, find, nodes, search, Ctx, ToolResult};
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+
+/// Every tool, in the order `tools/list` shows them.
+pub const TOOL_NAMES: [&str; 14] = [
+    "read",
+    "write",
+    "edit",
+    "multiedit",
+    "apply_patch",
+    "list",
+    "glob",
+    "grep",
+    "search",
+    "mkdir",
+    "mv",
+    "rm",
+    "stat",
+    "recall",
+];
+
+fn info<P: JsonSchema>(name: &str) -> ToolInfo {
+    let mut schema = serde_json::to_value(schemars::schema_for!(P)).expect("schemas serialise");
+    let object = schema.as_object_mut().expect("a parameter schema is an object");
+    object.remove("$schema");
+    object.remove("title");
+    let description = object
+        .remove("description")
+        .and_then(|d| d.as_str().map(str::to_string))
+        .unwrap_or_default()
+        .replace('\n', " ");
+    ToolInfo { name: name.to_string(), description, input_schema: schema }
+}
+
+/// The tools with their schemas.
+pub fn tools() -> Vec<ToolInfo> {
+    TOOL_NAMES
+        .iter()
+        .map(|name| match *name {
+            "read" => info::<ReadParams>(name),
+            "write" => info::<WriteParams>(name),
+            "edit" => info::<EditParams>(name),
+            "multiedit" => info::<MultiEditParams>(name),
+            "apply_patch" => info::<ApplyPatchParams>(name),
+            "list" => info::<ListParams>(name),
+            "glob" => info::<GlobParams>(name),
+            "grep" => info::<GrepParams>(name),
+            "search" => info::<SearchParams>(name),
+            "mkdir" => info::<MkdirParams>(name),
+            "mv" => info::<MvParams>(name),
+            "rm" => info::<RmParams>(name),
+            "stat" => info::<StatParams>(name),
+            "recall" => info::<RecallParams>(name),
+            other => unreachable!("{other} is in TOOL_NAMES without a schema"),
+        })
+        .collect()
+}
+
+/// An argument error, in words the model can act on.
+pub fn args_error(tool: &str, error: &serde_json::Error) -> ToolError {
+    ToolError::Message(format!("Invalid arguments for {tool}: {error}."))
+}
+
+fn run<P: DeserializeOwned>(
+    ctx: &mut Ctx<'_>,
+    tool: &str,
+    args: serde_json::Value,
+    f: fn(&mut Ctx<'_>, P) -> ToolResult,
+) -> ToolResult {
+    let args = if args.is_null() { serde_json::Value::Object(Default::default()) } else { args };
+    let params = serde_json::from_value::<P>(args).map_err(|e| args_error(tool, &e))?;
+    f(ctx, params)
+}
+
+/// Runs the tool `tool` (all but recall, which hygiene answers).
+pub fn dispatch(ctx: &mut Ctx<'_>, tool: &str, args: serde_json::Value) -> ToolResult {
+    match tool {
+        "read" => run(ctx, tool, args, files::read),
+        "write" => run(ctx, tool, args, files::write),
+        "edit" => run(ctx, tool, args, files::edit),
+        "multiedit" => run(ctx, tool, args, files::multiedit),
+        "apply_patch" => run(ctx, tool, args, files::apply_patch),
+        "list" => run(ctx, tool, args, nodes::list),
+        "glob" => run(ctx, tool, args, find::glob),
+        "grep" => run(ctx, tool, args, find::grep),
+        "search" => run(ctx, tool, args, search::search),
+        "mkdir" => run(ctx, tool, args, nodes::mkdir),
+        "mv" => run(ctx, tool, args, nodes::mv),
+        "rm" => run(ctx, tool, args, nodes::rm),
+        "stat" => run(ctx, tool, args, nodes::stat),
+        other => Err(ToolError::Message(format!("Unknown tool {other:?}. The tools are: {}.", TOOL_NAMES.join(", ")))),
+    }
+}

@@ -1,0 +1,297 @@
+//! Context hygiene: every result gets an id, is stored in full, and is
+//! turned into what the model sees (a stub, a capped text, a diff).
+//!
+//! `Hygiene` is one session's state: the id counter, the dedupe table (the
+//! results the request being built carries), the reads the next compaction
+//! table covers, and the store of full texts. It acts only when a result is
+//! inserted and never rewrites an earlier one. It does not run tools.
+
+pub mod format;
+pub mod store;
+
+use crate::access::ToolError;
+use crate::engine::{Facts, ToolAnswer};
+use crate::paths::VPath;
+use crate::tools::{hex, Change, FileChange, Outcome, ReadOutcome, Sha};
+use format::*;
+use std::collections::{BTreeMap, HashMap};
+pub use store::{MemoryStore, ResultStore};
+
+/// Which results a host's next request carries, deciding what a stub may name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HostKind {
+    /// Every request resends every earlier result (a CLI agent): the table
+    /// lasts until a compaction or a rewind.
+    Resend,
+    /// A new request carries no earlier results (a chat's next reply): the
+    /// table starts empty at each request.
+    Fresh,
+}
+
+/// A full read in the dedupe table or the compaction history.
+#[derive(Debug, Clone)]
+struct ReadRecord {
+    id: u64,
+    given: String,
+    real: VPath,
+    first: usize,
+    last: usize,
+    total: usize,
+    sha: Sha,
+}
+
+/// A listing or search in the dedupe table.
+#[derive(Debug, Clone)]
+struct SearchRecord {
+    id: u64,
+    body: String,
+}
+
+/// One session's hygiene state.
+pub struct Hygiene {
+    host: HostKind,
+    next_id: u64,
+    store: Box<dyn ResultStore>,
+    /// Full reads in the dedupe table, oldest first.
+    table_reads: Vec<ReadRecord>,
+    /// Listings and searches in the dedupe table, by canonical call.
+    table_searches: HashMap<String, SearchRecord>,
+    /// Full reads since the last compaction, in turns still in the history.
+    history: Vec<ReadRecord>,
+}
+
+/// Tools whose same call with the same result is answered with a stub.
+const DEDUPE_BY_RESULT: [&str; 4] = ["list", "glob", "grep", "search"];
+
+impl Hygiene {
+    pub fn new(host: HostKind, store: Box<dyn ResultStore>) -> Hygiene {
+        let next_id = store.last_id().map_or(1, |id| id + 1);
+        Hygiene { host, next_id, store, table_reads: Vec::new(), table_searches: HashMap::new(), history: Vec::new() }
+    }
+
+    pub fn host(&self) -> HostKind {
+        self.host
+    }
+
+    fn take_id(&mut self) -> (u64, String) {
+        let id = self.next_id;
+        self.next_id += 1;
+        (id, id_text(id))
+    }
+
+    fn keep(&mut self, id: u64, tool: &str, full: &str) {
+        if let Err(e) = self.store.put(id, tool, full) {
+            tracing::error!(error = %e, "could not store result {}", id_text(id));
+        }
+    }
+
+    /// Numbers, stores and shapes one tool result.
+    pub fn answer(&mut self, tool: &str, args: &serde_json::Value, result: Result<Outcome, ToolError>) -> ToolAnswer {
+        let (id, id_str) = self.take_id();
+        let outcome = match result {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                let text = format!("[{id_str}]\n{error}");
+                self.keep(id, tool, &text);
+                return ToolAnswer { id: id_str, text, is_error: true, facts: Facts::default() };
+            }
+        };
+        let facts = facts_of(&outcome);
+        let (full, shown) = match outcome {
+            Outcome::Read(read) => {
+                let full = read_text(&id_str, &read);
+                match self.stub_for(&read) {
+                    Some(stub) => {
+                        let shown = read_stub(&id_str, &read, &id_text(stub.id), stub.first, stub.last);
+                        (full, shown)
+                    }
+                    None => {
+                        let record = ReadRecord {
+                            id,
+                            given: read.given.clone(),
+                            real: read.real.clone(),
+                            first: read.first,
+                            last: read.last,
+                            total: read.total,
+                            sha: read.sha,
+                        };
+                        self.table_reads.push(record.clone());
+                        self.history.push(record);
+                        (full.clone(), full)
+                    }
+                }
+            }
+            Outcome::Text { body, .. } => {
+                let full = format!("[{id_str}]\n{body}");
+                if DEDUPE_BY_RESULT.contains(&tool) {
+                    let key = format!("{tool} {}", canonical_json(args));
+                    match self.table_searches.get(&key) {
+                        Some(earlier) if earlier.body == body => {
+                            let shown = format!("[{id_str}] Same result as {}.", id_text(earlier.id));
+                            self.keep(id, tool, &full);
+                            return ToolAnswer { id: id_str, text: shown, is_error: false, facts };
+                        }
+                        _ => {
+                            self.table_searches.insert(key, SearchRecord { id, body });
+                        }
+                    }
+                }
+                let shown = cap(&full, &id_str).unwrap_or_else(|| full.clone());
+                (full, shown)
+            }
+            Outcome::Changed(change) => {
+                let full = change_text(Some(&id_str), &change);
+                let shown = cap(&full, &id_str).unwrap_or_else(|| full.clone());
+                (full, shown)
+            }
+            Outcome::Patch(changes) => {
+                let mut full = format!("[{id_str}]");
+                for change in &changes {
+                    full.push('\n');
+                    full.push_str(&change_text(None, change));
+                }
+                let shown = cap(&full, &id_str).unwrap_or_else(|| full.clone());
+                (full, shown)
+            }
+        };
+        self.keep(id, tool, &full);
+        ToolAnswer { id: id_str, text: shown, is_error: false, facts }
+    }
+
+    /// The earlier full read in the table that an unchanged re-read lies within.
+    fn stub_for(&self, read: &ReadOutcome) -> Option<&ReadRecord> {
+        if read.total == 0 || read.last < read.first {
+            return None;
+        }
+        self.table_reads
+            .iter()
+            .rev()
+            .find(|r| r.real == read.real && r.sha == read.sha && r.first <= read.first && read.last <= r.last)
+    }
+
+    /// recall: a stored result again, a window of its lines.
+    pub fn recall(&mut self, target: &str, offset: Option<u64>, limit: Option<u64>) -> ToolAnswer {
+        let (id, id_str) = self.take_id();
+        let wanted = parse_id(target);
+        let stored = wanted.and_then(|n| self.store.get(n).ok().flatten());
+        let (text, is_error) = match (wanted, stored) {
+            (Some(n), Some(full)) => {
+                let limit = match limit {
+                    Some(0) | None => RECALL_WINDOW,
+                    Some(n) => n as usize,
+                };
+                let (first, last, total, body) = window(&full, offset.unwrap_or(1) as usize, limit);
+                (format!("[{id_str} recall {} lines {first}-{last} of {total}]\n{body}", id_text(n)), false)
+            }
+            (Some(n), None) => (format!("[{id_str}] No stored result {} in this session.", id_text(n)), true),
+            (None, _) => {
+                let shown = target.trim().trim_start_matches('#');
+                (format!("[{id_str}] No stored result #{shown} in this session."), true)
+            }
+        };
+        self.keep(id, "recall", &text);
+        ToolAnswer { id: id_str, text, is_error, facts: Facts::default() }
+    }
+
+    /// A new request is being built. A host that does not carry earlier
+    /// results (or a request that does not) starts with an empty table.
+    pub fn new_request(&mut self, carries_earlier: bool) {
+        if self.host == HostKind::Fresh || !carries_earlier {
+            self.table_reads.clear();
+            self.table_searches.clear();
+        }
+    }
+
+    /// Takes every result newer than `id` out of the history and the table
+    /// (an undo, a rewind, a regenerated turn). Ids are never reused.
+    pub fn rewind(&mut self, id: u64) {
+        self.table_reads.retain(|r| r.id <= id);
+        self.table_searches.retain(|_, s| s.id <= id);
+        self.history.retain(|r| r.id <= id);
+    }
+
+    /// Compaction: answers the table of files read since the last one and
+    /// empties the dedupe table. Empty text when nothing was read.
+    pub fn compact(&mut self) -> String {
+        let mut newest: BTreeMap<&VPath, &ReadRecord> = BTreeMap::new();
+        for read in &self.history {
+            newest.insert(&read.real, read);
+        }
+        let mut rows: Vec<&ReadRecord> = newest.into_values().collect();
+        rows.sort_by_key(|r| r.id);
+        let skip = rows.len().saturating_sub(COMPACTION_ROWS);
+        let mut text = String::new();
+        if !rows.is_empty() {
+            text.push_str("## Files read before this summary\n\nRead a file again for its content; recall shows a result by its id.\n\n| Path | Lines | sha | Result |\n|---|---|---|---|\n");
+            for r in &rows[skip..] {
+                let lines = if r.total == 0 { "empty".to_string() } else { format!("{}-{} of {}", r.first, r.last, r.total) };
+                text.push_str(&format!("| {} | {lines} | {} | {} |\n", r.given, short_sha(&r.sha), id_text(r.id)));
+            }
+        }
+        self.history.clear();
+        self.table_reads.clear();
+        self.table_searches.clear();
+        text
+    }
+}
+
+/// JSON with object keys sorted, for comparing calls.
+pub fn canonical_json(value: &serde_json::Value) -> String {
+    // serde_json keeps insertion order with `preserve_order`, so write keys in order by hand.
+    fn write(value: &serde_json::Value, out: &mut String) {
+        match value {
+            serde_json::Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                out.push('{');
+                for (i, key) in keys.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&serde_json::Value::String(key.clone()).to_string());
+                    out.push(':');
+                    write(&map[key], out);
+                }
+                out.push('}');
+            }
+            serde_json::Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write(item, out);
+                }
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    let mut out = String::new();
+    write(value, &mut out);
+    out
+}
+
+fn change_facts(change: &FileChange) -> Facts {
+    let mut facts = Facts {
+        path: Some(change.path.to_string()),
+        sha: change.sha.as_ref().map(hex),
+        ..Facts::default()
+    };
+    match &change.change {
+        Change::Created { .. } => facts.created = true,
+        Change::Deleted => facts.deleted = true,
+        Change::Modified { diff } | Change::Moved { diff, .. } => facts.diff = Some(diff.clone()),
+    }
+    facts
+}
+
+fn facts_of(outcome: &Outcome) -> Facts {
+    match outcome {
+        Outcome::Read(read) => Facts { path: Some(read.path.to_string()), sha: Some(hex(&read.sha)), ..Facts::default() },
+        Outcome::Changed(change) => change_facts(change),
+        Outcome::Patch(changes) => Facts { files: changes.iter().map(change_facts).collect(), ..Facts::default() },
+        Outcome::Text { path, .. } => Facts { path: path.as_ref().map(|p| p.to_string()), ..Facts::default() },
+    }
+}

@@ -1,0 +1,356 @@
+//! Tools over a file's contents: read, write, edit, multiedit, apply_patch.
+//!
+//! They own the safety of the user's files: read before write, the stale
+//! guard (the hash this session last saw must still be the file's), text
+//! decoding that keeps line endings and a BOM, and all-or-nothing changes.
+//! The bytes themselves are read and written through `Fs`, whose writes are
+//! atomic. Numbering results and capping them is not done here.
+
+use super::params::{ApplyPatchParams, EditParams, MultiEditParams, ReadParams, WriteParams};
+use super::text::{self, PatchOp, TextFile};
+use super::{sha256, Change, Ctx, FileChange, Outcome, ReadOutcome, Sha, ToolResult};
+use crate::access::{Need, Target, ToolError, MAX_OPEN_BYTES};
+use crate::paths::VPath;
+use crate::vfs::Kind;
+use std::collections::HashSet;
+
+/// Lines a read shows when no limit is given.
+pub const READ_WINDOW: u64 = 2000;
+/// The most bytes of lines one read returns.
+pub const READ_MAX_BYTES: usize = 1024 * 1024;
+/// Lines longer than this many characters are cut in a read.
+pub const LINE_MAX_CHARS: usize = 2000;
+
+/// Loads a checked target that must be an existing regular file.
+fn load(ctx: &Ctx<'_>, target: &Target) -> Result<Vec<u8>, ToolError> {
+    match target.kind() {
+        None => return Err(ToolError::NotFound(target.path.clone())),
+        Some(Kind::Dir) => return Err(ToolError::IsADir(target.path.clone())),
+        Some(Kind::Special) => return Err(ToolError::NotRegular(target.path.clone())),
+        Some(Kind::File) | Some(Kind::Link) => {}
+    }
+    ctx.access.fs().read_file(&target.real, MAX_OPEN_BYTES).map_err(|e| ToolError::from_fs(e, &target.path))
+}
+
+/// Loads an existing file for a change: it must have been observed by this
+/// session, unchanged since.
+fn load_for_change(ctx: &Ctx<'_>, target: &Target) -> Result<(Sha, TextFile), ToolError> {
+    let bytes = load(ctx, target)?;
+    let sha = sha256(&bytes);
+    match ctx.observed.get(&target.real) {
+        None => {
+            return Err(ToolError::Message(format!(
+                "{} has not been read in this session. Read it before changing it.",
+                target.path
+            )))
+        }
+        Some(seen) if *seen != sha => {
+            return Err(ToolError::Message(format!(
+                "{} has changed since this session last read it. Read it again before changing it.",
+                target.path
+            )))
+        }
+        Some(_) => {}
+    }
+    let file = TextFile::decode(&bytes).map_err(|_| ToolError::Binary(target.path.clone()))?;
+    Ok((sha, file))
+}
+
+/// Writes bytes to a checked target, making missing parents first.
+fn store(ctx: &mut Ctx<'_>, target: &Target, bytes: &[u8]) -> Result<Sha, ToolError> {
+    ctx.access.create_parents(target)?;
+    ctx.access.fs().write_file(&target.real, bytes).map_err(|e| ToolError::from_fs(e, &target.path))?;
+    let sha = sha256(bytes);
+    ctx.observed.record(&target.real, sha);
+    Ok(sha)
+}
+
+pub fn read(ctx: &mut Ctx<'_>, params: ReadParams) -> ToolResult {
+    let target = ctx.access.target(&params.file_path, Need::Look)?;
+    if target.is_dir() {
+        let body = super::nodes::listing(ctx.access, &target)?;
+        return Ok(Outcome::Text { body, path: Some(target.path) });
+    }
+    let bytes = load(ctx, &target)?;
+    let sha = sha256(&bytes);
+    let file = TextFile::decode(&bytes).map_err(|_| ToolError::Binary(target.path.clone()))?;
+    ctx.observed.record(&target.real, sha);
+    let text = file.text();
+    let total = text::count_lines(text);
+    let offset = params.offset.unwrap_or(1).max(1);
+    let limit = match params.limit {
+        Some(0) | None => READ_WINDOW,
+        Some(n) => n,
+    };
+    if total > 0 && offset as usize > total {
+        return Err(ToolError::Message(format!(
+            "Offset {offset} is past the end of {}, which has {total} lines.",
+            target.path
+        )));
+    }
+    let first = offset as usize;
+    let mut body = String::new();
+    let mut last = first.saturating_sub(1);
+    let mut note = None;
+    for (index, line) in text.split('\n').enumerate().skip(first - 1).take(limit.min(usize::MAX as u64) as usize) {
+        let number = index + 1;
+        if number > total {
+            break;
+        }
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        let shown = cut_line(line);
+        if body.len() + shown.len() + 12 > READ_MAX_BYTES && number > first {
+            note = Some(format!(
+                "(Stopped at line {last}: a read returns at most 1 MiB. Continue with offset {}.)",
+                last + 1
+            ));
+            break;
+        }
+        body.push_str(&number.to_string());
+        body.push_str(": ");
+        body.push_str(&shown);
+        body.push('\n');
+        last = number;
+    }
+    Ok(Outcome::Read(ReadOutcome {
+        given: target.given,
+        path: target.path,
+        real: target.real,
+        first,
+        last,
+        total,
+        sha,
+        body,
+        note,
+    }))
+}
+
+/// A line as a read shows it: cut past `LINE_MAX_CHARS` with a marker.
+fn cut_line(line: &str) -> std::borrow::Cow<'_, str> {
+    match line.char_indices().nth(LINE_MAX_CHARS) {
+        None => line.into(),
+        Some((cut, _)) => {
+            let total = line.chars().count();
+            format!("{} […line cut: {LINE_MAX_CHARS} of {total} characters shown]", &line[..cut]).into()
+        }
+    }
+}
+
+/// Normalises text the model wrote to LF line breaks.
+fn to_lf(text: &str) -> String {
+    text.replace("\r\n", "\n")
+}
+
+pub fn write(ctx: &mut Ctx<'_>, params: WriteParams) -> ToolResult {
+    let target = ctx.access.target(&params.file_path, Need::Change)?;
+    if target.meta.is_none() {
+        let sha = store(ctx, &target, params.content.as_bytes())?;
+        let lines = text::count_lines(&params.content);
+        return Ok(Outcome::Changed(FileChange {
+            given: target.given,
+            path: target.path,
+            sha: Some(sha),
+            change: Change::Created { lines },
+        }));
+    }
+    let (_, file) = load_for_change(ctx, &target)?;
+    let new_text = to_lf(params.content.strip_prefix('\u{feff}').unwrap_or(&params.content));
+    changed(ctx, target, &file, &new_text)
+}
+
+/// Writes the new text of an existing file and answers its diff.
+fn changed(ctx: &mut Ctx<'_>, target: Target, file: &TextFile, new_text: &str) -> ToolResult {
+    let bytes = file.encode(new_text);
+    let sha = store(ctx, &target, &bytes)?;
+    let diff = text::unified_diff(file.text(), new_text);
+    Ok(Outcome::Changed(FileChange { given: target.given, path: target.path, sha: Some(sha), change: Change::Modified { diff } }))
+}
+
+pub fn edit(ctx: &mut Ctx<'_>, params: EditParams) -> ToolResult {
+    let target = ctx.access.target(&params.file_path, Need::Change)?;
+    let (_, file) = load_for_change(ctx, &target)?;
+    let (new_text, _) = text::apply_edit(file.text(), &params.old_string, &params.new_string, params.replace_all.unwrap_or(false))
+        .map_err(|e| ToolError::Message(e.message(target.path.as_str())))?;
+    changed(ctx, target, &file, &new_text)
+}
+
+pub fn multiedit(ctx: &mut Ctx<'_>, params: MultiEditParams) -> ToolResult {
+    if params.edits.is_empty() {
+        return Err(ToolError::Message("edits is empty; give at least one replacement.".into()));
+    }
+    let target = ctx.access.target(&params.file_path, Need::Change)?;
+    let (_, file) = load_for_change(ctx, &target)?;
+    let edits: Vec<(String, String, bool)> = params
+        .edits
+        .into_iter()
+        .map(|e| (e.old_string, e.new_string, e.replace_all.unwrap_or(false)))
+        .collect();
+    let new_text = text::apply_multiedit(file.text(), &edits).map_err(|(index, e)| {
+        ToolError::Message(format!(
+            "Edit {} of {} failed, so none was made: {}",
+            index + 1,
+            edits.len(),
+            e.message(target.path.as_str())
+        ))
+    })?;
+    changed(ctx, target, &file, &new_text)
+}
+
+/// One file's part of a checked patch, ready to commit.
+enum Step {
+    Create { target: Target, bytes: Vec<u8>, lines: usize },
+    Update { target: Target, bytes: Vec<u8>, diff: String, moved_to: Option<Target> },
+    Delete { target: Target },
+}
+
+pub fn apply_patch(ctx: &mut Ctx<'_>, params: ApplyPatchParams) -> ToolResult {
+    let ops = text::parse_patch(&params.patch).map_err(|e| ToolError::Message(e.to_string()))?;
+    if ops.is_empty() {
+        return Err(ToolError::Message("The patch changes no file.".into()));
+    }
+    // Check everything before changing anything.
+    let mut steps = Vec::with_capacity(ops.len());
+    let mut named: HashSet<VPath> = HashSet::new();
+    let mut once = |target: &Target| -> Result<(), ToolError> {
+        if named.insert(target.real.clone()) {
+            Ok(())
+        } else {
+            Err(ToolError::Message(format!(
+                "The patch names {} more than once; put all its changes in one section.",
+                target.path
+            )))
+        }
+    };
+    for op in ops {
+        match op {
+            PatchOp::Add { path, content } => {
+                let target = ctx.access.target(&path, Need::Change)?;
+                if target.meta.is_some() {
+                    return Err(ToolError::Exists(target.path));
+                }
+                once(&target)?;
+                let lines = text::count_lines(&content);
+                steps.push(Step::Create { target, bytes: content.into_bytes(), lines });
+            }
+            PatchOp::Delete { path } => {
+                let target = ctx.access.target(&path, Need::Change)?;
+                load(ctx, &target)?;
+                once(&target)?;
+                steps.push(Step::Delete { target });
+            }
+            PatchOp::Update { path, move_to, chunks } => {
+                let target = ctx.access.target(&path, Need::Change)?;
+                let (_, file) = load_for_change(ctx, &target)?;
+                once(&target)?;
+                let new_text = text::apply_update_chunks(file.text(), &chunks)
+                    .map_err(|e| ToolError::Message(format!("{}: {e}", target.path)))?;
+                let moved_to = match move_to {
+                    Some(dest) => {
+                        let dest = ctx.access.target(&dest, Need::Change)?;
+                        if dest.meta.is_some() && dest.real != target.real {
+                            return Err(ToolError::Exists(dest.path));
+                        }
+                        once(&dest)?;
+                        Some(dest)
+                    }
+                    None => None,
+                };
+                let diff = text::unified_diff(file.text(), &new_text);
+                steps.push(Step::Update { target, bytes: file.encode(&new_text), diff, moved_to });
+            }
+        }
+    }
+    commit(ctx, steps)
+}
+
+/// Carries out checked patch steps: writes first, removals last, and on a
+/// failure puts back what was already written.
+fn commit(ctx: &mut Ctx<'_>, steps: Vec<Step>) -> ToolResult {
+    let mut undo: Vec<Box<dyn FnOnce(&mut Ctx<'_>)>> = Vec::new();
+    let mut changes: Vec<Option<FileChange>> = Vec::with_capacity(steps.len());
+    let mut failure = None;
+    for step in &steps {
+        let result = match step {
+            Step::Create { target, bytes, lines } => store(ctx, target, bytes).map(|sha| {
+                let real = target.real.clone();
+                let shown = target.clone();
+                undo.push(Box::new(move |ctx| {
+                    let _ = ctx.access.fs().trash(&real);
+                    let _ = shown;
+                }));
+                Some(FileChange {
+                    given: target.given.clone(),
+                    path: target.path.clone(),
+                    sha: Some(sha),
+                    change: Change::Created { lines: *lines },
+                })
+            }),
+            Step::Update { target, bytes, diff, moved_to } => {
+                let old = ctx.access.fs().read_file(&target.real, MAX_OPEN_BYTES).map_err(|e| ToolError::from_fs(e, &target.path));
+                old.and_then(|old| {
+                    let dest = moved_to.as_ref().unwrap_or(target);
+                    if let Some(dest) = moved_to {
+                        ctx.access.create_parents(dest)?;
+                        if dest.real != target.real {
+                            ctx.access
+                                .fs()
+                                .rename(&target.real, &dest.real)
+                                .map_err(|e| ToolError::from_fs(e, &target.path))?;
+                            ctx.observed.forget_below(&target.real);
+                        }
+                    }
+                    let sha = store(ctx, dest, bytes)?;
+                    let (from, to, previous) = (target.real.clone(), dest.real.clone(), old);
+                    undo.push(Box::new(move |ctx| {
+                        let _ = ctx.access.fs().write_file(&to, &previous);
+                        if from != to {
+                            let _ = ctx.access.fs().rename(&to, &from);
+                        }
+                    }));
+                    let change = match moved_to {
+                        Some(_) if dest.real != target.real => {
+                            Change::Moved { from: target.given.clone(), diff: diff.clone() }
+                        }
+                        _ => Change::Modified { diff: diff.clone() },
+                    };
+                    Ok(Some(FileChange { given: dest.given.clone(), path: dest.path.clone(), sha: Some(sha), change }))
+                })
+            }
+            Step::Delete { .. } => Ok(None),
+        };
+        match result {
+            Ok(change) => changes.push(change),
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    if failure.is_none() {
+        for (index, step) in steps.iter().enumerate() {
+            if let Step::Delete { target } = step {
+                match super::nodes::remove(ctx, target) {
+                    Ok(()) => {
+                        changes[index] = Some(FileChange {
+                            given: target.given.clone(),
+                            path: target.path.clone(),
+                            sha: None,
+                            change: Change::Deleted,
+                        })
+                    }
+                    Err(e) => {
+                        failure = Some(e);
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    if let Some(error) = failure {
+        for step in undo.into_iter().rev() {
+            step(ctx);
+        }
+        return Err(error);
+    }
+    Ok(Outcome::Patch(changes.into_iter().flatten().collect()))
+}

@@ -1,0 +1,136 @@
+//! The file tools: what each one does with a checked path.
+//!
+//! A tool takes its parsed arguments and a `Ctx` (the session's `Access` and
+//! what it has observed) and answers an `Outcome` or a `ToolError`. It does
+//! not number results, cap output or remember earlier answers: that is
+//! `hygiene`, applied by the engine to every outcome alike.
+
+pub mod files;
+pub mod find;
+pub mod nodes;
+pub mod params;
+pub mod search;
+pub mod text;
+
+use crate::access::{Access, ToolError};
+use crate::paths::VPath;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+
+/// A SHA-256 of a file's bytes.
+pub type Sha = [u8; 32];
+
+pub fn sha256(bytes: &[u8]) -> Sha {
+    Sha256::digest(bytes).into()
+}
+
+/// Lowercase hex of a hash.
+pub fn hex(sha: &Sha) -> String {
+    let mut out = String::with_capacity(64);
+    for byte in sha {
+        out.push_str(&format!("{byte:02x}"));
+    }
+    out
+}
+
+/// The content hash this session last saw of each file, by real path:
+/// what makes a file safe to change (read before write, stale guard).
+#[derive(Debug, Default, Clone)]
+pub struct Observed {
+    seen: HashMap<VPath, Sha>,
+}
+
+impl Observed {
+    pub fn record(&mut self, real: &VPath, sha: Sha) {
+        self.seen.insert(real.clone(), sha);
+    }
+
+    pub fn get(&self, real: &VPath) -> Option<&Sha> {
+        self.seen.get(real)
+    }
+
+    /// Forgets `real` and everything below it (it was removed).
+    pub fn forget_below(&mut self, real: &VPath) {
+        self.seen.retain(|k, _| !k.starts_with(real));
+    }
+
+    /// Moves the observations of `from` (and everything below it) to `to`.
+    pub fn moved(&mut self, from: &VPath, to: &VPath) {
+        let keys: Vec<VPath> = self.seen.keys().filter(|k| k.starts_with(from)).cloned().collect();
+        for key in keys {
+            if let Some(sha) = self.seen.remove(&key) {
+                let rest = key.strip_prefix(from).unwrap_or("");
+                self.seen.insert(to.join_rel(rest), sha);
+            }
+        }
+    }
+}
+
+/// What a tool works with.
+pub struct Ctx<'a> {
+    pub access: &'a Access,
+    pub observed: &'a mut Observed,
+}
+
+/// A read of a file's lines.
+#[derive(Debug, Clone)]
+pub struct ReadOutcome {
+    /// The path as the call gave it.
+    pub given: String,
+    pub path: VPath,
+    pub real: VPath,
+    /// First and last line shown (1-based); `last < first` when nothing was shown.
+    pub first: usize,
+    pub last: usize,
+    pub total: usize,
+    pub sha: Sha,
+    /// The numbered lines, `N: text`, each ending in a newline.
+    pub body: String,
+    /// A note after the lines (a window cut short by the size limit).
+    pub note: Option<String>,
+}
+
+/// How one file changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    Created { lines: usize },
+    Modified { diff: String },
+    Deleted,
+    /// Moved from `from` (its given path), possibly changed on the way.
+    Moved { from: String, diff: String },
+}
+
+/// One changed file.
+#[derive(Debug, Clone)]
+pub struct FileChange {
+    pub given: String,
+    pub path: VPath,
+    /// The new content's hash; none for a deletion.
+    pub sha: Option<Sha>,
+    pub change: Change,
+}
+
+/// What a tool answers before hygiene.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    Read(ReadOutcome),
+    /// write, edit, multiedit: one file.
+    Changed(FileChange),
+    /// apply_patch: every file, in the patch's order.
+    Patch(Vec<FileChange>),
+    /// Everything else: a listing, matches, a message.
+    Text { body: String, path: Option<VPath> },
+}
+
+impl Outcome {
+    pub fn text(body: impl Into<String>) -> Outcome {
+        Outcome::Text { body: body.into(), path: None }
+    }
+}
+
+pub type ToolResult = Result<Outcome, ToolError>;
+
+/// An argument error in the model's words.
+pub fn bad_args(message: impl Into<String>) -> ToolError {
+    ToolError::Message(message.into())
+}

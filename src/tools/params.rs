@@ -1,0 +1,224 @@
+//! The tools' arguments, as the model sees them.
+//!
+//! Each struct's doc comment is the tool's description and each field's doc
+//! comment is the argument's: `schemas/tools/*.json` is generated from these
+//! types, and a test fails when it is stale. Names are public API.
+//! Nothing here runs a tool.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// Read a text file, with numbered lines (`N: text`). Shows up to 2000 lines from `offset`
+/// (at most 1 MiB per call); the first line of the answer says which lines of how many were
+/// shown and the file's hash. Very long lines are cut with a marker. Given a directory, it lists
+/// it. Binary files are refused. Reading a file is what allows changing it later.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadParams {
+    /// Path of the file: absolute, or relative to the start directory.
+    pub file_path: String,
+    /// First line to show, counting from 1. Default 1.
+    #[serde(default)]
+    pub offset: Option<u64>,
+    /// Number of lines to show. Default 2000.
+    #[serde(default)]
+    pub limit: Option<u64>,
+}
+
+/// Write a whole text file, creating it (and missing parent directories) or replacing it. To
+/// replace an existing file, read it first in this session; if it changed since, read it again.
+/// The file's line endings, byte-order mark and permissions are kept. Prefer edit for small
+/// changes to an existing file.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteParams {
+    /// Path of the file: absolute, or relative to the start directory.
+    pub file_path: String,
+    /// The complete new content.
+    pub content: String,
+}
+
+/// Replace literal text in a file read earlier in this session. `old_string` must occur exactly
+/// once unless `replace_all` is set; include enough surrounding lines to make it unique. Line
+/// endings need not match (LF text matches a CRLF file, which stays CRLF). Answers with the diff.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EditParams {
+    /// Path of the file: absolute, or relative to the start directory.
+    pub file_path: String,
+    /// The exact text to find. Must not be empty.
+    pub old_string: String,
+    /// The text to put in its place; empty deletes it.
+    pub new_string: String,
+    /// Replace every occurrence instead of requiring exactly one. Default false.
+    #[serde(default)]
+    pub replace_all: Option<bool>,
+}
+
+/// One replacement of a multiedit.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EditItem {
+    /// The exact text to find, in the file as the earlier edits left it.
+    pub old_string: String,
+    /// The text to put in its place.
+    pub new_string: String,
+    /// Replace every occurrence. Default false.
+    #[serde(default)]
+    pub replace_all: Option<bool>,
+}
+
+/// Make several replacements in one file, in order, all or nothing: if any edit fails, the file
+/// is left untouched and the answer says which edit failed. The file must have been read in
+/// this session. Answers with the diff.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MultiEditParams {
+    /// Path of the file: absolute, or relative to the start directory.
+    pub file_path: String,
+    /// The replacements, applied one after another.
+    pub edits: Vec<EditItem>,
+}
+
+/// Apply a patch that adds, updates, deletes or moves files, all or nothing across files. Format:
+/// `*** Begin Patch`, then for each file `*** Add File: path` (lines starting with `+`),
+/// `*** Delete File: path`, or `*** Update File: path` (optionally `*** Move to: path`) followed by
+/// hunks that start with `@@` (optionally `@@ line to anchor on`) and lines starting with ` `
+/// (context), `-` (remove) or `+` (add); then `*** End Patch`. Files to update must have been read
+/// in this session. Answers with each file's diff in the patch's order.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApplyPatchParams {
+    /// The whole patch text, from `*** Begin Patch` to `*** End Patch`.
+    pub patch: String,
+}
+
+/// List a directory: one entry per line, directories first (with a trailing `/`), then files, by
+/// name. An entry this session can read but not change, in a directory it can change, is marked
+/// `[read-only]`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    /// Directory to list: absolute, or relative to the start directory. Default: the start directory.
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+/// Find files by name pattern, below a directory. `*` and `?` do not cross `/`, `**` does,
+/// `{a,b}` picks one; a pattern without `/` matches file names at any depth (`*.rs`). Honours
+/// .gitignore and skips hidden files, as ripgrep does. Answers absolute paths, sorted, and stops
+/// at 500 matches (saying so).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GlobParams {
+    /// The pattern, relative to `path`, such as `src/**/*.ts` or `*.md`.
+    pub pattern: String,
+    /// Directory to search in. Default: the start directory.
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+/// Search file contents with a regular expression (Rust regex syntax, as ripgrep), below a
+/// directory or in one file. Honours .gitignore and skips hidden and binary files. Answers
+/// `path:line:text` lines (context lines as `path-line-text`), sorted by path.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GrepParams {
+    /// The regular expression (or literal text with `fixed_strings`).
+    pub pattern: String,
+    /// File or directory to search. Default: the start directory.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Only search files whose path matches this glob, such as `*.rs` or `src/**/*.py`.
+    #[serde(default)]
+    pub glob: Option<String>,
+    /// Match case-insensitively. Default false.
+    #[serde(default)]
+    pub ignore_case: Option<bool>,
+    /// Treat the pattern as literal text, not a regular expression. Default false.
+    #[serde(default)]
+    pub fixed_strings: Option<bool>,
+    /// Lines of context to show before and after each match. Default 0.
+    #[serde(default)]
+    pub context: Option<u32>,
+    /// `content` (matching lines, the default), `files` (paths of matching files only) or
+    /// `count` (matches per file).
+    #[serde(default)]
+    pub output: Option<GrepOutput>,
+}
+
+/// What grep answers with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum GrepOutput {
+    Content,
+    Files,
+    Count,
+}
+
+/// Find passages by meaning and by words, best first: describe what you are looking for in
+/// plain language ("where failed uploads are retried"). Each result is `path:first-last` and
+/// then the passage. Use grep for exact text.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchParams {
+    /// What to look for.
+    pub query: String,
+    /// Directory to search in. Default: the start directory.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Most results to answer. Default 10.
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+/// Make a directory, and any missing parents.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MkdirParams {
+    /// Path of the new directory.
+    pub path: String,
+}
+
+/// Move or rename a file or directory. The destination must not exist.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MvParams {
+    /// What to move.
+    pub source: String,
+    /// Its new path (not a directory to move into).
+    pub destination: String,
+}
+
+/// Remove a file or directory by moving it to a trash outside the workspace, where the user can
+/// restore it.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RmParams {
+    /// What to remove.
+    pub path: String,
+}
+
+/// Show what a path is: its kind, size, line count, modification time, permissions, and what
+/// this session may do with it.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StatParams {
+    /// The path to look at.
+    pub path: String,
+}
+
+/// Show an earlier result of this session again, in full, by its id (such as `#0012`), up to
+/// 2000 lines from `offset`. Use it for output that was shortened, or a result no longer in view.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecallParams {
+    /// The result's id, with or without `#`.
+    pub id: String,
+    /// First line to show, counting from 1. Default 1.
+    #[serde(default)]
+    pub offset: Option<u64>,
+    /// Number of lines to show. Default 2000.
+    #[serde(default)]
+    pub limit: Option<u64>,
+}
