@@ -31,6 +31,7 @@ pub const TOOL_NAMES: [&str; 14] = [
 
 fn info<P: JsonSchema>(name: &str) -> ToolInfo {
     let mut schema = serde_json::to_value(schemars::schema_for!(P)).expect("schemas serialise");
+    drop_null_options(&mut schema);
     let object = schema.as_object_mut().expect("a parameter schema is an object");
     object.remove("$schema");
     object.remove("title");
@@ -40,6 +41,40 @@ fn info<P: JsonSchema>(name: &str) -> ToolInfo {
         .unwrap_or_default()
         .replace('\n', " ");
     ToolInfo { name: name.to_string(), description, input_schema: schema }
+}
+
+/// An optional argument is shown as optional, not as nullable: models do
+/// better with `"type": "integer"` than with `["integer", "null"]`.
+fn drop_null_options(value: &mut serde_json::Value) {
+    use serde_json::Value;
+    let Value::Object(map) = value else {
+        if let Value::Array(items) = value {
+            items.iter_mut().for_each(drop_null_options);
+        }
+        return;
+    };
+    if map.get("default") == Some(&Value::Null) {
+        map.remove("default");
+    }
+    if let Some(Value::Array(types)) = map.get_mut("type") {
+        types.retain(|t| t != "null");
+        if types.len() == 1 {
+            let only = types.remove(0);
+            map.insert("type".into(), only);
+        }
+    }
+    if let Some(Value::Array(options)) = map.get("anyOf") {
+        let rest: Vec<Value> = options.iter().filter(|o| o.get("type") != Some(&Value::from("null"))).cloned().collect();
+        if rest.len() == 1 {
+            map.remove("anyOf");
+            if let Value::Object(only) = &rest[0] {
+                for (k, v) in only {
+                    map.insert(k.clone(), v.clone());
+                }
+            }
+        }
+    }
+    map.values_mut().for_each(drop_null_options);
 }
 
 /// The tools with their schemas.

@@ -18,10 +18,8 @@ pub struct ReadParams {
     /// Path of the file: absolute, or relative to the start directory.
     pub file_path: String,
     /// First line to show, counting from 1. Default 1.
-    #[serde(default)]
     pub offset: Option<u64>,
     /// Number of lines to show. Default 2000.
-    #[serde(default)]
     pub limit: Option<u64>,
 }
 
@@ -51,7 +49,6 @@ pub struct EditParams {
     /// The text to put in its place; empty deletes it.
     pub new_string: String,
     /// Replace every occurrence instead of requiring exactly one. Default false.
-    #[serde(default)]
     pub replace_all: Option<bool>,
 }
 
@@ -64,7 +61,6 @@ pub struct EditItem {
     /// The text to put in its place.
     pub new_string: String,
     /// Replace every occurrence. Default false.
-    #[serde(default)]
     pub replace_all: Option<bool>,
 }
 
@@ -100,7 +96,6 @@ pub struct ApplyPatchParams {
 #[serde(deny_unknown_fields)]
 pub struct ListParams {
     /// Directory to list: absolute, or relative to the start directory. Default: the start directory.
-    #[serde(default)]
     pub path: Option<String>,
 }
 
@@ -114,7 +109,6 @@ pub struct GlobParams {
     /// The pattern, relative to `path`, such as `src/**/*.ts` or `*.md`.
     pub pattern: String,
     /// Directory to search in. Default: the start directory.
-    #[serde(default)]
     pub path: Option<String>,
 }
 
@@ -127,23 +121,17 @@ pub struct GrepParams {
     /// The regular expression (or literal text with `fixed_strings`).
     pub pattern: String,
     /// File or directory to search. Default: the start directory.
-    #[serde(default)]
     pub path: Option<String>,
     /// Only search files whose path matches this glob, such as `*.rs` or `src/**/*.py`.
-    #[serde(default)]
     pub glob: Option<String>,
     /// Match case-insensitively. Default false.
-    #[serde(default)]
     pub ignore_case: Option<bool>,
     /// Treat the pattern as literal text, not a regular expression. Default false.
-    #[serde(default)]
     pub fixed_strings: Option<bool>,
     /// Lines of context to show before and after each match. Default 0.
-    #[serde(default)]
     pub context: Option<u32>,
     /// `content` (matching lines, the default), `files` (paths of matching files only) or
     /// `count` (matches per file).
-    #[serde(default)]
     pub output: Option<GrepOutput>,
 }
 
@@ -165,10 +153,8 @@ pub struct SearchParams {
     /// What to look for.
     pub query: String,
     /// Directory to search in. Default: the start directory.
-    #[serde(default)]
     pub path: Option<String>,
     /// Most results to answer. Default 10.
-    #[serde(default)]
     pub limit: Option<u32>,
 }
 
@@ -216,9 +202,7 @@ pub struct RecallParams {
     /// The result's id, with or without `#`.
     pub id: String,
     /// First line to show, counting from 1. Default 1.
-    #[serde(default)]
     pub offset: Option<u64>,
     /// Number of lines to show. Default 2000.
-    #[serde(default)]
     pub limit: Option<u64>,
 }

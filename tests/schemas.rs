@@ -1,0 +1,46 @@
+//! `schemas/tools/*.json` must be exactly what the parameter types generate.
+//! Run with `CTXFS_BLESS=1` to write them after changing a parameter type.
+
+use std::path::Path;
+
+#[test]
+fn tool_schemas_are_current() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/tools");
+    let bless = std::env::var_os("CTXFS_BLESS").is_some();
+    let mut stale = Vec::new();
+    let tools = ctxfs::engine::registry::tools();
+    for tool in &tools {
+        let text = serde_json::to_string_pretty(tool).unwrap() + "\n";
+        let path = dir.join(format!("{}.json", tool.name));
+        if bless {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&path, &text).unwrap();
+        } else if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+            stale.push(tool.name.clone());
+        }
+    }
+    let on_disk: Vec<String> = std::fs::read_dir(&dir)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    for name in on_disk {
+        if !tools.iter().any(|t| format!("{}.json", t.name) == name) {
+            stale.push(format!("{name} (no such tool)"));
+        }
+    }
+    assert!(stale.is_empty(), "stale schemas: {stale:?}; regenerate with CTXFS_BLESS=1 cargo test --test schemas");
+}
+
+#[test]
+fn every_tool_has_a_description_and_documented_arguments() {
+    for tool in ctxfs::engine::registry::tools() {
+        assert!(tool.description.len() > 40, "{} has no real description", tool.name);
+        let props = tool.input_schema["properties"].as_object().unwrap();
+        for (name, prop) in props {
+            let described = prop.get("description").is_some()
+                || prop.get("items").is_some()
+                || prop.get("$ref").is_some()
+                || prop.get("anyOf").is_some();
+            assert!(described, "{}.{name} has no description", tool.name);
+        }
+    }
+}
