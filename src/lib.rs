@@ -3,5 +3,11 @@
 //! Layers depend one way only: `paths` ← `vfs` ← `access` ← {`tools`,
 //! `hygiene`} ← `engine` ← {`mcp`, `cli`}. See ARCHITECTURE.md.
 
+pub mod access;
+pub mod cli;
+pub mod engine;
+pub mod hygiene;
+pub mod mcp;
 pub mod paths;
+pub mod tools;
 pub mod vfs;

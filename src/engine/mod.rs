@@ -12,7 +12,7 @@ pub mod registry;
 pub use api::*;
 
 use crate::access::{Access, Level, View, ViewFile};
-use crate::hygiene::{HostKind, Hygiene, MemoryStore};
+use crate::hygiene::{HostKind, Hygiene, MemoryStore, ResultStore, SqliteStore};
 use crate::paths::VPath;
 use crate::tools::{Ctx, Observed};
 use crate::vfs::os::OsFs;
@@ -116,19 +116,47 @@ impl Engine {
     }
 
     pub fn open_session(&self, options: SessionOptions) -> anyhow::Result<Arc<Session>> {
-        let mut view = self.view.clone();
-        if let Some(roots) = &options.roots {
-            let mapped: Vec<VPath> = roots.iter().filter_map(|r| self.root_to_vpath(r)).collect();
-            view.restrict_to(mapped);
-        }
-        let access = Access::new(self.fs.clone(), view, self.start.clone());
         let id = format!(
             "{:x}-{:x}-{}",
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs(),
             std::process::id(),
             SESSION_COUNTER.fetch_add(1, Ordering::Relaxed)
         );
-        let hygiene = Hygiene::new(self.host, Box::new(MemoryStore::default()));
+        self.session_with_id(id, options)
+    }
+
+    /// Reopens a session by id after a restart: its results stay
+    /// recallable and its ids go on from the last one. What it observed and
+    /// its dedupe table start empty, as for a request without earlier results.
+    pub fn reopen_session(&self, id: &str, options: SessionOptions) -> anyhow::Result<Arc<Session>> {
+        if id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+            bail!("{id:?} is not a session id");
+        }
+        if !SqliteStore::exists(&self.sessions_db(), id)? {
+            bail!("no session {id} in {}", self.data_dir.display());
+        }
+        self.session_with_id(id.to_string(), options)
+    }
+
+    fn sessions_db(&self) -> PathBuf {
+        self.data_dir.join("sessions.db")
+    }
+
+    fn session_with_id(&self, id: String, options: SessionOptions) -> anyhow::Result<Arc<Session>> {
+        let mut view = self.view.clone();
+        if let Some(roots) = &options.roots {
+            let mapped: Vec<VPath> = roots.iter().filter_map(|r| self.root_to_vpath(r)).collect();
+            view.restrict_to(mapped);
+        }
+        let access = Access::new(self.fs.clone(), view, self.start.clone());
+        let store: Box<dyn ResultStore> = match SqliteStore::open(&self.sessions_db(), &id) {
+            Ok(store) => Box::new(store),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot open the session store; results of this session live in memory only");
+                Box::new(MemoryStore::default())
+            }
+        };
+        let hygiene = Hygiene::new(self.host, store);
         Ok(Arc::new(Session {
             id,
             client_name: options.client_name,

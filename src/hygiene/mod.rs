@@ -15,7 +15,7 @@ use crate::paths::VPath;
 use crate::tools::{hex, Change, FileChange, Outcome, ReadOutcome, Sha};
 use format::*;
 use std::collections::{BTreeMap, HashMap};
-pub use store::{MemoryStore, ResultStore};
+pub use store::{MemoryStore, ResultStore, SqliteStore};
 
 /// Which results a host's next request carries, deciding what a stub may name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
@@ -41,11 +41,12 @@ struct ReadRecord {
     sha: Sha,
 }
 
-/// A listing or search in the dedupe table.
+/// A listing or search in the dedupe table: its id and the hash of its text
+/// (the text itself is in the store).
 #[derive(Debug, Clone)]
 struct SearchRecord {
     id: u64,
-    body: String,
+    body_sha: Sha,
 }
 
 /// One session's hygiene state.
@@ -126,14 +127,15 @@ impl Hygiene {
                 let full = format!("[{id_str}]\n{body}");
                 if DEDUPE_BY_RESULT.contains(&tool) {
                     let key = format!("{tool} {}", canonical_json(args));
+                    let body_sha = crate::tools::sha256(body.as_bytes());
                     match self.table_searches.get(&key) {
-                        Some(earlier) if earlier.body == body => {
+                        Some(earlier) if earlier.body_sha == body_sha => {
                             let shown = format!("[{id_str}] Same result as {}.", id_text(earlier.id));
                             self.keep(id, tool, &full);
                             return ToolAnswer { id: id_str, text: shown, is_error: false, facts };
                         }
                         _ => {
-                            self.table_searches.insert(key, SearchRecord { id, body });
+                            self.table_searches.insert(key, SearchRecord { id, body_sha });
                         }
                     }
                 }
