@@ -75,6 +75,8 @@ pub fn run(engine: &Engine, input: impl BufRead, mut output: impl Write) -> anyh
             Err(e) => json!({"line": number + 1, "error": format!("not a step: {e}")}),
         };
         writeln!(output, "{answer}")?;
+        // A driver may wait for each answer before writing the next step.
+        output.flush()?;
     }
     Ok(())
 }

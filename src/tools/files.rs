@@ -205,9 +205,6 @@ enum Step {
 
 pub fn apply_patch(ctx: &mut Ctx<'_>, params: ApplyPatchParams) -> ToolResult {
     let ops = text::parse_patch(&params.patch).map_err(|e| ToolError::Message(e.to_string()))?;
-    if ops.is_empty() {
-        return Err(ToolError::Message("The patch changes no file.".into()));
-    }
     // Check everything before changing anything.
     let mut steps = Vec::with_capacity(ops.len());
     let mut named: HashSet<VPath> = HashSet::new();
@@ -243,7 +240,7 @@ pub fn apply_patch(ctx: &mut Ctx<'_>, params: ApplyPatchParams) -> ToolResult {
                 let (_, file) = load_for_change(ctx, &target)?;
                 once(&target)?;
                 let new_text = text::apply_update_chunks(file.text(), &chunks)
-                    .map_err(|e| ToolError::Message(format!("{}: {e}", target.path)))?;
+                    .map_err(|e| ToolError::Message(e.message(target.path.as_str())))?;
                 let moved_to = match move_to {
                     Some(dest) => {
                         let dest = ctx.access.target(&dest, Need::Change)?;
