@@ -1,1 +1,163 @@
-fn main() {}
+//! `ctxfs`: the command line. Logs go to stderr (filter: `CTXFS_LOG`, default `warn`).
+
+use anyhow::Context;
+use clap::{ArgGroup, Args, Parser, Subcommand};
+use ctxfs::engine::{Config, Engine, Posture, SessionOptions};
+use ctxfs::hygiene::HostKind;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Parser, Debug)]
+#[command(name = "ctxfs", version, about = "A confined, context-aware file system for AI coding agents.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Serve MCP on stdin/stdout.
+    Mcp {
+        #[command(flatten)]
+        posture: PostureArgs,
+    },
+    /// Run one tool call and print its answer (exit 1 when it is an error).
+    Call {
+        #[command(flatten)]
+        posture: PostureArgs,
+        /// The tool's name, such as `read`.
+        tool: String,
+        /// The arguments, as a JSON object.
+        #[arg(default_value = "{}")]
+        args: String,
+    },
+    /// Run a script of tool calls and session events (JSON lines; `-` for stdin),
+    /// printing each answer as a JSON line.
+    Replay {
+        #[command(flatten)]
+        posture: PostureArgs,
+        /// The script file, or `-` to read steps from stdin as they come.
+        script: PathBuf,
+    },
+    /// Run a scripted session over a temporary workspace and print it.
+    Demo,
+}
+
+/// Where the session's world is: exactly one of `--tree DIR --view VIEW.json` and `--root DIR`.
+#[derive(Args, Debug, Clone)]
+#[command(group(ArgGroup::new("posture").required(true).multiple(false).args(["tree", "root"])))]
+struct PostureArgs {
+    /// A directory presented as `/`, with grants and floors from `--view`.
+    #[arg(long, value_name = "DIR", requires = "view")]
+    tree: Option<PathBuf>,
+    /// The view file (grants and floors) for `--tree`.
+    #[arg(long, value_name = "VIEW.json", requires = "tree")]
+    view: Option<PathBuf>,
+    /// The project root, on the machine's own paths: the boundary, writable.
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+    /// The start directory, as a path of the session's world. Default: the boundary.
+    #[arg(long, value_name = "PATH")]
+    start: Option<String>,
+    /// Where sessions, results and the trash live. Default: the platform's data directory.
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// What the client's next request carries: `resend` (every earlier result, as agent
+    /// CLIs do; stubs may point at earlier results) or `fresh` (none; no stubs).
+    #[arg(long, value_name = "KIND", default_value = "resend", value_parser = parse_host)]
+    host: HostKind,
+}
+
+fn parse_host(text: &str) -> Result<HostKind, String> {
+    match text {
+        "resend" => Ok(HostKind::Resend),
+        "fresh" => Ok(HostKind::Fresh),
+        other => Err(format!("{other:?} is not a host kind; use resend or fresh")),
+    }
+}
+
+impl PostureArgs {
+    fn config(&self) -> anyhow::Result<Config> {
+        let absolute = |p: &PathBuf| std::path::absolute(p).with_context(|| format!("bad path {}", p.display()));
+        let posture = match (&self.tree, &self.view, &self.root) {
+            (Some(dir), Some(view), None) => Posture::Tree { dir: absolute(dir)?, view: absolute(view)? },
+            (None, None, Some(root)) => Posture::Device { root: absolute(root)? },
+            // clap enforces the combinations; this is a guard, not a path users reach.
+            _ => anyhow::bail!("give either --tree DIR --view VIEW.json, or --root DIR"),
+        };
+        Ok(Config { posture, start: self.start.clone(), data_dir: self.data.as_ref().map(absolute).transpose()? })
+    }
+
+    fn engine(&self) -> anyhow::Result<Engine> {
+        let mut engine = Engine::new(self.config()?)?;
+        engine.set_host(self.host);
+        Ok(engine)
+    }
+}
+
+fn init_logging() {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CTXFS_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("ctxfs: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Mcp { posture } => {
+            let engine = Arc::new(posture.engine()?);
+            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let served = runtime.block_on(ctxfs::mcp::serve_stdio(engine));
+            // A call still running when the client left gets a moment to finish.
+            runtime.shutdown_timeout(Duration::from_secs(10));
+            served?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Call { posture, tool, args } => {
+            let args: serde_json::Value = serde_json::from_str(&args)
+                .context("the arguments must be a JSON object, such as '{\"file_path\": \"a.txt\"}'")?;
+            let engine = posture.engine()?;
+            let session = engine.open_session(SessionOptions { client_name: Some("ctxfs-cli".into()), roots: None })?;
+            let answer = session.call(&tool, args);
+            if answer.text.ends_with('\n') {
+                print!("{}", answer.text);
+            } else {
+                println!("{}", answer.text);
+            }
+            Ok(if answer.is_error { ExitCode::from(1) } else { ExitCode::SUCCESS })
+        }
+        Command::Replay { posture, script } => {
+            let engine = posture.engine()?;
+            let stdout = std::io::stdout().lock();
+            if script.as_os_str() == "-" {
+                ctxfs::cli::replay::run(&engine, std::io::stdin().lock(), stdout)?;
+            } else {
+                let file = std::fs::File::open(&script).with_context(|| format!("cannot open {}", script.display()))?;
+                ctxfs::cli::replay::run(&engine, std::io::BufReader::new(file), stdout)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Demo => {
+            ctxfs::cli::demo::run(std::io::stdout().lock())?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

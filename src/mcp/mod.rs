@@ -1,0 +1,453 @@
+//! The MCP front door: the engine's tools over MCP's stdio transport (rmcp).
+//!
+//! One connection is one session, opened at `initialize` with the client's
+//! name. A client that declares roots is asked for them once initialized,
+//! and the session is re-opened narrowed to them (the engine decides what
+//! narrowing means; roots never widen anything).
+//!
+//! Ordering: rmcp runs each request in a task of its own, so two calls of
+//! one connection could otherwise start in either order. The transport gives
+//! every tool call a ticket as it reads it, and a call starts only when all
+//! earlier ones have finished: calls run one at a time, in arrival order (see
+//! `order`). The roots refresh takes a ticket too, so no call runs on the
+//! un-narrowed session once the client has said it has roots.
+//!
+//! Bad input never ends the server: see `transport` for lines, and tool
+//! errors are answers (`isError`), never protocol errors.
+
+mod order;
+mod transport;
+
+#[cfg(test)]
+mod tests;
+
+use crate::engine::{Engine, Session, SessionOptions, ToolAnswer, ToolInfo};
+use order::{Sequencer, Ticket};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest, CustomResult, DiscoverResult,
+    ErrorData, Implementation, InitializeRequestParams, InitializeResult, ListToolsResult, MetaObject,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{RoleServer, ServerHandler};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
+pub use transport::MAX_MESSAGE;
+
+/// How long to wait for the client's answer to `roots/list`.
+const ROOTS_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serves MCP on stdin/stdout until the client closes stdin.
+pub async fn serve_stdio(engine: Arc<Engine>) -> anyhow::Result<()> {
+    let (read, write) = rmcp::transport::stdio_pipes();
+    serve(engine, read, write).await
+}
+
+/// Serves one MCP connection over a byte stream pair.
+pub async fn serve<H, R, W>(host: Arc<H>, read: R, write: W) -> anyhow::Result<()>
+where
+    H: Host,
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    let transport = transport::LineTransport::new(read, write, Sequencer::new());
+    serve_transport(host, transport).await
+}
+
+async fn serve_transport<H, R, W>(host: Arc<H>, transport: transport::LineTransport<R, W>) -> anyhow::Result<()>
+where
+    H: Host,
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    let server = McpServer::new(host);
+    let running = match rmcp::serve_server(server, transport).await {
+        Ok(running) => running,
+        Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
+            tracing::info!("the client left before initializing");
+            return Ok(());
+        }
+        Err(e) => return Err(anyhow::anyhow!("MCP handshake failed: {e}")),
+    };
+    let reason = running.waiting().await?;
+    tracing::info!(?reason, "MCP connection ended");
+    Ok(())
+}
+
+/// What the front door needs of the engine. `Engine` is the one real host;
+/// the trait lets the protocol layer be tested without it.
+pub trait Host: Send + Sync + 'static {
+    type Session: HostSession;
+    fn tools(&self) -> Vec<ToolInfo>;
+    fn open_session(&self, options: SessionOptions) -> anyhow::Result<Arc<Self::Session>>;
+}
+
+pub trait HostSession: Send + Sync + 'static {
+    fn id(&self) -> &str;
+    fn call(&self, tool: &str, args: serde_json::Value) -> ToolAnswer;
+    fn instructions(&self) -> String;
+}
+
+impl Host for Engine {
+    type Session = Session;
+    fn tools(&self) -> Vec<ToolInfo> {
+        Engine::tools(self)
+    }
+    fn open_session(&self, options: SessionOptions) -> anyhow::Result<Arc<Session>> {
+        Engine::open_session(self, options)
+    }
+}
+
+impl HostSession for Session {
+    fn id(&self) -> &str {
+        Session::id(self)
+    }
+    fn call(&self, tool: &str, args: serde_json::Value) -> ToolAnswer {
+        Session::call(self, tool, args)
+    }
+    fn instructions(&self) -> String {
+        Session::instructions(self)
+    }
+}
+
+/// One connection's handler.
+pub struct McpServer<H: Host> {
+    host: Arc<H>,
+    tools: Vec<Tool>,
+    state: Mutex<State<H::Session>>,
+    /// Held while a session is being opened, so two openers never race.
+    opening: tokio::sync::Mutex<()>,
+}
+
+struct State<S> {
+    client_name: Option<String>,
+    /// The current session, or why there is none.
+    session: Option<Result<Arc<S>, String>>,
+    instructions: String,
+    /// The roots the session was last narrowed to.
+    roots: Option<Vec<PathBuf>>,
+}
+
+impl<H: Host> McpServer<H> {
+    pub fn new(host: Arc<H>) -> Self {
+        let tools = host.tools().into_iter().map(to_mcp_tool).collect();
+        McpServer {
+            host,
+            tools,
+            state: Mutex::new(State { client_name: None, session: None, instructions: String::new(), roots: None }),
+            opening: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State<H::Session>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Opens a session for the current client name and `roots`, replacing the current one.
+    /// Opening may take a while (the engine reads the instruction chain): runs off the runtime.
+    async fn open(&self, roots: Option<Vec<PathBuf>>) {
+        let _opening = self.opening.lock().await;
+        self.open_locked(roots).await
+    }
+
+    async fn open_locked(&self, roots: Option<Vec<PathBuf>>) {
+        let client_name = self.state().client_name.clone();
+        let host = self.host.clone();
+        let options = SessionOptions { client_name, roots: roots.clone() };
+        let opened = tokio::task::spawn_blocking(move || {
+            host.open_session(options).map(|s| {
+                let instructions = s.instructions();
+                (s, instructions)
+            })
+        })
+        .await
+        .map_err(|e| anyhow::anyhow!("opening the session panicked: {e}"))
+        .and_then(|r| r);
+        let mut state = self.state();
+        state.roots = roots;
+        match opened {
+            Ok((session, instructions)) => {
+                tracing::info!(session = session.id(), "session opened");
+                state.session = Some(Ok(session));
+                state.instructions = instructions;
+            }
+            Err(e) => {
+                tracing::error!("could not open a session: {e:#}");
+                state.session = Some(Err(format!("{e:#}")));
+            }
+        }
+    }
+
+    /// The session, opening one first if none was (a client that skipped
+    /// `initialize`, using 2026-07-28 inline metadata: its name comes with
+    /// each request).
+    async fn session(&self, context: &RequestContext<RoleServer>) -> Result<Arc<H::Session>, String> {
+        if let Some(existing) = self.state().session.clone() {
+            return existing;
+        }
+        let _opening = self.opening.lock().await;
+        {
+            let mut state = self.state();
+            if let Some(existing) = state.session.clone() {
+                return existing;
+            }
+            if state.client_name.is_none() {
+                state.client_name = context.client_info().map(|c| c.name);
+            }
+        }
+        self.open_locked(None).await;
+        self.state().session.clone().unwrap_or_else(|| Err("no session".into()))
+    }
+
+    /// Asks the client for its roots and re-opens the session narrowed to them.
+    #[allow(deprecated)] // roots are deprecated from protocol 2026-07-28 on; older clients use them
+    async fn refresh_roots(&self, peer: &rmcp::Peer<RoleServer>) {
+        let declared = peer.peer_info().is_some_and(|info| info.capabilities.roots.is_some());
+        if !declared {
+            return;
+        }
+        let asked = tokio::time::timeout(ROOTS_TIMEOUT, peer.list_roots()).await;
+        let roots = match asked {
+            Ok(Ok(result)) => result.roots,
+            Ok(Err(e)) => {
+                tracing::warn!("the client declared roots but roots/list failed: {e}; keeping the session as it is");
+                return;
+            }
+            Err(_) => {
+                tracing::warn!("the client did not answer roots/list in time; keeping the session as it is");
+                return;
+            }
+        };
+        let mut paths = Vec::new();
+        for root in &roots {
+            match file_uri_to_path(&root.uri) {
+                Some(path) => paths.push(path),
+                None => tracing::warn!(uri = root.uri, "ignored a root that is not a local file:// URI"),
+            }
+        }
+        if paths.is_empty() {
+            // No usable roots says nothing about where to work: keep the posture's own view.
+            tracing::warn!("the client's roots name no local directory; the session is not narrowed");
+            return;
+        }
+        paths.sort();
+        paths.dedup();
+        if self.state().roots.as_ref() == Some(&paths) {
+            return;
+        }
+        tracing::info!(?paths, "narrowing the session to the client's roots");
+        self.open(Some(paths)).await;
+    }
+}
+
+fn to_mcp_tool(info: ToolInfo) -> Tool {
+    let schema = match info.input_schema {
+        serde_json::Value::Object(map) => map,
+        other => {
+            tracing::error!(tool = info.name, "input schema is not an object: {other}");
+            serde_json::Map::from_iter([("type".to_string(), serde_json::Value::from("object"))])
+        }
+    };
+    Tool::new(info.name, info.description, Arc::new(schema))
+}
+
+/// The MCP result for an engine answer: the text the model reads, `isError`,
+/// and the answer's id and facts in `_meta` (not in `structuredContent`:
+/// some clients, Claude Code among them, then show the model that JSON
+/// instead of the text).
+fn to_mcp_result(answer: ToolAnswer) -> CallToolResult {
+    let content = vec![ContentBlock::text(answer.text)];
+    let result = if answer.is_error { CallToolResult::error(content) } else { CallToolResult::success(content) };
+    let mut meta = serde_json::Map::new();
+    meta.insert("ctxfs/id".into(), answer.id.into());
+    if answer.facts != Default::default() {
+        if let Ok(facts) = serde_json::to_value(&answer.facts) {
+            meta.insert("ctxfs/facts".into(), facts);
+        }
+    }
+    result.with_meta(Some(MetaObject(meta)))
+}
+
+fn tool_error(text: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(text)])
+}
+
+/// A `file://` URI's local path (`file:///a/b`, `file://localhost/a/b`), percent-decoded.
+pub fn file_uri_to_path(uri: &str) -> Option<PathBuf> {
+    let rest = uri.strip_prefix("file://").or_else(|| uri.strip_prefix("FILE://"))?;
+    let path =
+        if rest.starts_with('/') { rest } else { rest.strip_prefix("localhost").filter(|p| p.starts_with('/'))? };
+    let path = path.split(['?', '#']).next().unwrap_or(path);
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    if out.contains(&0) {
+        return None;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStringExt;
+        Some(PathBuf::from(std::ffi::OsString::from_vec(out)))
+    }
+    #[cfg(not(unix))]
+    {
+        Some(PathBuf::from(String::from_utf8(out).ok()?))
+    }
+}
+
+impl<H: Host> ServerHandler for McpServer<H> {
+    fn get_info(&self) -> ServerConfig {
+        let config = ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("ctxfs", env!("CARGO_PKG_VERSION")).with_title("ctxfs"));
+        // Always a string (maybe empty), so clients need not tell "none" from "empty".
+        config.with_instructions(self.state().instructions.clone())
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        let first = {
+            let mut state = self.state();
+            let first = state.session.is_none();
+            if first {
+                state.client_name = Some(request.client_info.name.clone());
+            }
+            first
+        };
+        if first {
+            self.open(None).await;
+        }
+        // A failed open is not a failed handshake (that would end the server):
+        // tool calls answer why instead.
+        self.negotiate_initialize(&request)
+    }
+
+    /// The 2026-07-28 opener: opens the session (as `initialize` does) so
+    /// that the answer carries the instructions.
+    async fn discover(&self, context: RequestContext<RoleServer>) -> Result<DiscoverResult, ErrorData> {
+        let _ = self.session(&context).await;
+        Ok(DiscoverResult::from_server_info(self.supported_protocol_versions().into_owned(), self.get_info()))
+    }
+
+    async fn on_initialized(&self, mut context: NotificationContext<RoleServer>) {
+        let ticket = context.extensions.remove::<Ticket>();
+        if let Some(ticket) = &ticket {
+            ticket.turn().await;
+        }
+        self.refresh_roots(&context.peer).await;
+        drop(ticket);
+    }
+
+    async fn on_roots_list_changed(&self, mut context: NotificationContext<RoleServer>) {
+        let ticket = context.extensions.remove::<Ticket>();
+        if let Some(ticket) = &ticket {
+            ticket.turn().await;
+        }
+        self.refresh_roots(&context.peer).await;
+        drop(ticket);
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.clone()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        mut context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let ticket = context.extensions.remove::<Ticket>();
+        if let Some(ticket) = &ticket {
+            tokio::select! {
+                _ = ticket.turn() => {}
+                _ = context.ct.cancelled() => {
+                    tracing::info!(tool = %request.name, "call cancelled before it started");
+                    return Err(ErrorData::invalid_request("cancelled", None));
+                }
+            }
+        }
+        if context.ct.is_cancelled() {
+            return Err(ErrorData::invalid_request("cancelled", None));
+        }
+        let session = match self.session(&context).await {
+            Ok(session) => session,
+            Err(why) => return Ok(tool_error(format!("The session could not be opened: {why}")).into()),
+        };
+        let name = request.name.to_string();
+        let args = serde_json::Value::Object(request.arguments.unwrap_or_default());
+        tracing::debug!(tool = name, "call");
+        // The ticket moves into the blocking job: the next call starts only
+        // when this one has really finished, even if this future is dropped.
+        let answer = tokio::task::spawn_blocking(move || {
+            let answer = session.call(&name, args);
+            drop(ticket);
+            answer
+        })
+        .await;
+        Ok(match answer {
+            Ok(answer) => to_mcp_result(answer),
+            Err(e) => {
+                tracing::error!("a tool call panicked: {e}");
+                tool_error("Internal error: the call failed unexpectedly. The server is still running.")
+            }
+        }
+        .into())
+    }
+
+    /// Well-formed requests rmcp could not type land here (its request enum is
+    /// untagged): a known method with bad params answers "invalid params".
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        let CustomRequest { method, params, .. } = request;
+        if method == "tools/call" {
+            let why = match serde_json::from_value::<CallToolRequestParams>(params.unwrap_or_default()) {
+                Err(e) => e.to_string(),
+                Ok(_) => "unexpected shape".into(),
+            };
+            return Err(ErrorData::invalid_params(format!("Invalid params for tools/call: {why}"), None));
+        }
+        if KNOWN_METHODS.contains(&method.as_str()) {
+            return Err(ErrorData::invalid_params(format!("Invalid params for {method}"), None));
+        }
+        Err(ErrorData::new(rmcp::model::ErrorCode::METHOD_NOT_FOUND, format!("Method not found: {method}"), None))
+    }
+}
+
+const KNOWN_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "completion/complete",
+    "logging/setLevel",
+];

@@ -1,0 +1,370 @@
+"""End-to-end: the real `ctxfs mcp` binary against the official MCP Python SDK.
+
+Builds nothing: the binary comes from $CTXFS_BIN (default target/debug/ctxfs,
+relative to the repository). Run: CTXFS_BIN=target/debug/ctxfs python3 -m pytest -q tests/e2e
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import subprocess
+import threading
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp import types
+from mcp.client.stdio import stdio_client
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(os.environ.get("CTXFS_BIN", "target/debug/ctxfs"))
+if not BIN.is_absolute():
+    BIN = REPO / BIN
+
+TOOLS = {"read", "write", "edit", "multiedit", "apply_patch", "list", "glob", "grep",
+         "search", "mkdir", "mv", "rm", "stat", "recall"}
+DENIED = re.compile(r"Access denied: .+ is not open to this session\.")
+TIMEOUT = 60
+
+
+@pytest.fixture(scope="session", autouse=True)
+def binary_exists():
+    if not BIN.is_file():
+        pytest.fail(f"no ctxfs binary at {BIN}: run `cargo build` first, or set CTXFS_BIN")
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "hello.txt").write_text("hello\nworld\n")
+    (tmp_path / "outside").write_text("secret\n")
+    data = tmp_path / "data"
+    return ws, data
+
+
+@asynccontextmanager
+async def connect(args, errlog_path, **session_kwargs):
+    """Spawns `ctxfs mcp ARGS` and yields (session, initialize result)."""
+    params = StdioServerParameters(command=str(BIN), args=["mcp", *args], env={"CTXFS_LOG": "info"})
+    with open(errlog_path, "w") as errlog:
+        async with stdio_client(params, errlog=errlog) as streams:
+            read, write = streams[0], streams[1]
+            async with ClientSession(read, write, **session_kwargs) as session:
+                with anyio.fail_after(TIMEOUT):
+                    init = await session.initialize()
+                yield session, init
+
+
+def text_of(result) -> str:
+    assert result.content, result
+    return result.content[0].text
+
+
+async def call(session, name, arguments):
+    with anyio.fail_after(TIMEOUT):
+        return await session.call_tool(name, arguments)
+
+
+async def call_fails(session, name, arguments) -> str:
+    """Calls a tool that must fail: a tool error answer or a JSON-RPC error, either is fine."""
+    try:
+        result = await call(session, name, arguments)
+    except Exception as e:  # a JSON-RPC error (MCPError) from the SDK
+        return str(e)
+    assert result.is_error, f"{name}({arguments}) should fail: {result}"
+    return text_of(result)
+
+
+def run(fn):
+    anyio.run(fn)
+
+
+# --- Device posture, through the SDK ----------------------------------------
+
+
+def test_initialize_lists_the_tools(workspace, tmp_path):
+    ws, data = workspace
+
+    async def main():
+        async with connect(["--root", str(ws), "--data", str(data)], tmp_path / "stderr.log") as (session, init):
+            assert isinstance(init.instructions, str)
+            assert init.server_info.name == "ctxfs"
+            assert init.capabilities.tools is not None
+            with anyio.fail_after(TIMEOUT):
+                listed = await session.list_tools()
+            by_name = {t.name: t for t in listed.tools}
+            missing = TOOLS - set(by_name)
+            assert not missing, f"missing tools: {missing}"
+            for name in TOOLS:
+                tool = by_name[name]
+                assert tool.input_schema.get("type") == "object", (name, tool.input_schema)
+                assert tool.description, name
+
+    run(main)
+
+
+def test_write_then_read(workspace, tmp_path):
+    ws, data = workspace
+
+    async def main():
+        async with connect(["--root", str(ws), "--data", str(data)], tmp_path / "stderr.log") as (session, _):
+            written = await call(session, "write", {"file_path": "notes/new.txt", "content": "alpha\nbeta\n"})
+            assert not written.is_error, text_of(written)
+            assert (ws / "notes" / "new.txt").read_text() == "alpha\nbeta\n"
+            read = await call(session, "read", {"file_path": "notes/new.txt"})
+            assert not read.is_error, text_of(read)
+            text = text_of(read)
+            assert text.startswith("[#000"), text
+            assert "1: alpha" in text and "2: beta" in text, text
+
+    run(main)
+
+
+def test_outside_the_root_is_denied(workspace, tmp_path):
+    ws, data = workspace
+
+    async def main():
+        async with connect(["--root", str(ws), "--data", str(data)], tmp_path / "stderr.log") as (session, _):
+            result = await call(session, "read", {"file_path": "../outside"})
+            assert result.is_error
+            assert DENIED.search(text_of(result)), text_of(result)
+            assert "secret" not in text_of(result)
+
+    run(main)
+
+
+def test_unknown_tool_and_wrong_types_leave_the_session_working(workspace, tmp_path):
+    ws, data = workspace
+
+    async def main():
+        async with connect(["--root", str(ws), "--data", str(data)], tmp_path / "stderr.log") as (session, _):
+            await call_fails(session, "no_such_tool", {"x": 1})
+            ok = await call(session, "read", {"file_path": "hello.txt"})
+            assert not ok.is_error and "1: hello" in text_of(ok)
+
+            await call_fails(session, "read", {"file_path": 123})
+            await call_fails(session, "read", {"file_path": "hello.txt", "offset": "first"})
+            await call_fails(session, "write", {"file_path": ["a"], "content": {"b": 1}})
+            await call_fails(session, "read", {})
+            ok = await call(session, "write", {"file_path": "after.txt", "content": "still here\n"})
+            assert not ok.is_error, text_of(ok)
+            ok = await call(session, "read", {"file_path": "after.txt"})
+            assert not ok.is_error and "1: still here" in text_of(ok), text_of(ok)
+
+    run(main)
+
+
+def test_client_roots_narrow_the_session(workspace, tmp_path):
+    ws, data = workspace
+    (ws / "inside").mkdir()
+    (ws / "inside" / "a.txt").write_text("in\n")
+    (ws / "elsewhere").mkdir()
+    (ws / "elsewhere" / "b.txt").write_text("out\n")
+
+    async def list_roots(context):
+        return types.ListRootsResult(roots=[types.Root(uri=(ws / "inside").as_uri(), name="inside")])
+
+    async def main():
+        async with connect(["--root", str(ws), "--data", str(data)], tmp_path / "stderr.log",
+                           list_roots_callback=list_roots) as (session, _):
+            ok = await call(session, "read", {"file_path": str(ws / "inside" / "a.txt")})
+            assert not ok.is_error, text_of(ok)
+            assert "1: in" in text_of(ok)
+            denied = await call(session, "read", {"file_path": str(ws / "elsewhere" / "b.txt")})
+            assert denied.is_error, text_of(denied)
+            assert "out" not in text_of(denied).split("\n", 1)[-1]
+
+    run(main)
+
+
+# --- Tree posture -------------------------------------------------------------
+
+
+def test_tree_posture_with_a_view(tmp_path):
+    tree = tmp_path / "tree"
+    (tree / "src").mkdir(parents=True)
+    (tree / "src" / "main.txt").write_text("fn main\n")
+    (tree / "private").mkdir()
+    (tree / "private" / "key.txt").write_text("hunter2\n")
+    view = tmp_path / "view.json"
+    view.write_text(json.dumps({"grants": {"/src": "commit"}}))
+    data = tmp_path / "data"
+
+    async def main():
+        args = ["--tree", str(tree), "--view", str(view), "--start", "/src", "--data", str(data)]
+        async with connect(args, tmp_path / "stderr.log") as (session, init):
+            assert isinstance(init.instructions, str)
+            read = await call(session, "read", {"file_path": "/src/main.txt"})
+            assert not read.is_error, text_of(read)
+            assert "1: fn main" in text_of(read)
+            relative = await call(session, "read", {"file_path": "main.txt"})
+            assert not relative.is_error, text_of(relative)
+
+            denied = await call(session, "read", {"file_path": "/private/key.txt"})
+            assert denied.is_error
+            assert DENIED.search(text_of(denied)), text_of(denied)
+            assert "hunter2" not in text_of(denied)
+
+            written = await call(session, "write", {"file_path": "/src/new.txt", "content": "x\n"})
+            assert not written.is_error, text_of(written)
+            assert (tree / "src" / "new.txt").read_text() == "x\n"
+            refused = await call(session, "write", {"file_path": "/private/new.txt", "content": "x\n"})
+            assert refused.is_error
+            assert not (tree / "private" / "new.txt").exists()
+
+    run(main)
+
+
+# --- Raw stdio: no SDK, hostile input ------------------------------------------
+
+
+class Raw:
+    """The server over plain pipes; stdout lines are collected by a thread."""
+
+    def __init__(self, args, errlog_path):
+        self.errlog = open(errlog_path, "w")
+        self.proc = subprocess.Popen([str(BIN), "mcp", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.errlog, env={**os.environ, "CTXFS_LOG": "info"})
+        self.lines: queue.Queue = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def send_bytes(self, data: bytes):
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def send(self, message):
+        self.send_bytes(json.dumps(message).encode() + b"\n")
+
+    def recv(self, timeout=TIMEOUT):
+        line = self.lines.get(timeout=timeout)
+        assert line is not None, f"server closed stdout (exit {self.proc.poll()})"
+        return json.loads(line)
+
+    def answer_to(self, id_, timeout=TIMEOUT):
+        while True:
+            message = self.recv(timeout)
+            if message.get("id") == id_ and "method" not in message:
+                return message
+
+    def close(self):
+        try:
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        try:
+            return self.proc.wait(timeout=30)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.errlog.close()
+
+
+def initialize(raw, id_=1):
+    raw.send({"jsonrpc": "2.0", "id": id_, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw-test", "version": "0"}}})
+    answer = raw.answer_to(id_)
+    assert "result" in answer, answer
+    raw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    return answer["result"]
+
+
+def tool_call(id_, name, arguments):
+    return {"jsonrpc": "2.0", "id": id_, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+
+
+def test_raw_stdio_survives_bad_input(workspace, tmp_path):
+    ws, data = workspace
+    raw = Raw(["--root", str(ws), "--data", str(data)], tmp_path / "stderr.log")
+    try:
+        # Garbage first: ignored, and the server stays up.
+        raw.send_bytes(b"{this is not json\n")
+        raw.send_bytes(b"\n")
+        result = initialize(raw)
+        assert result["serverInfo"]["name"] == "ctxfs"
+        assert isinstance(result.get("instructions"), str)
+        raw.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        tools = raw.answer_to(2)["result"]["tools"]
+        assert TOOLS <= {t["name"] for t in tools}
+        assert raw.proc.poll() is None
+
+        # More garbage after the handshake.
+        raw.send_bytes(b"\x00\xff garbage \xfe\n")
+        raw.send_bytes(b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":"nope"}\n')
+        assert "error" in raw.answer_to(3)
+        raw.send(tool_call(4, "read", "not an object"))
+        assert "error" in raw.answer_to(4)
+        raw.send({"jsonrpc": "2.0", "id": 5, "method": "no/such/method"})
+        assert raw.answer_to(5)["error"]["code"] == -32601
+        raw.send(tool_call(6, "no_such_tool", {}))
+        answer = raw.answer_to(6)
+        assert "error" in answer or answer["result"]["isError"] is True, answer
+        raw.send(tool_call(7, "read", {"file_path": 42}))
+        answer = raw.answer_to(7)
+        assert "error" in answer or answer["result"]["isError"] is True, answer
+
+        # A message over 16 MiB: answered with an error for its id, then discarded.
+        big = "x" * (16 * 1024 * 1024 + 10)
+        head = b'{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"write","arguments":{"file_path":"big.txt","content":"'
+        writer = threading.Thread(target=raw.send_bytes, args=(head + big.encode() + b'"}}}\n',))
+        writer.start()
+        answer = raw.answer_to(8)
+        writer.join(timeout=TIMEOUT)
+        assert answer["error"]["code"] == -32600, answer
+        assert "too large" in answer["error"]["message"]
+        assert not (ws / "big.txt").exists()
+
+        # Still serving.
+        raw.send(tool_call(9, "read", {"file_path": "hello.txt"}))
+        answer = raw.answer_to(9)
+        assert answer["result"]["isError"] is False, answer
+        assert "1: hello" in answer["result"]["content"][0]["text"]
+        assert raw.proc.poll() is None
+    finally:
+        code = raw.close()
+    assert code == 0, (tmp_path / "stderr.log").read_text()
+
+
+def test_raw_stdio_pipelined_calls_keep_their_order(workspace, tmp_path):
+    """Calls sent in one burst run in arrival order: each write needs the read
+    just before it (writes to an existing file require a read in the session),
+    and each read must see the write just before it."""
+    ws, data = workspace
+    raw = Raw(["--root", str(ws), "--data", str(data)], tmp_path / "stderr.log")
+    try:
+        initialize(raw)
+        burst = [tool_call(100, "write", {"file_path": "seq.txt", "content": "v0\n"})]
+        rounds = 15
+        for i in range(1, rounds + 1):
+            burst.append(tool_call(100 + 2 * i - 1, "read", {"file_path": "seq.txt"}))
+            burst.append(tool_call(100 + 2 * i, "write", {"file_path": "seq.txt", "content": f"v{i}\n"}))
+        burst.append(tool_call(1000, "read", {"file_path": "seq.txt"}))
+        raw.send_bytes(b"".join(json.dumps(m).encode() + b"\n" for m in burst))
+
+        answers = {}
+        while len(answers) < len(burst):
+            message = raw.recv()
+            if "id" in message and "method" not in message:
+                answers[message["id"]] = message
+        for i in range(1, rounds + 1):
+            read = answers[100 + 2 * i - 1]["result"]
+            assert read["isError"] is False, read
+            assert f"1: v{i - 1}" in read["content"][0]["text"], (i, read)
+            write = answers[100 + 2 * i]["result"]
+            assert write["isError"] is False, (i, write)
+        last = answers[1000]["result"]["content"][0]["text"]
+        assert f"1: v{rounds}" in last, last
+        assert (ws / "seq.txt").read_text() == f"v{rounds}\n"
+    finally:
+        code = raw.close()
+    assert code == 0, (tmp_path / "stderr.log").read_text()
