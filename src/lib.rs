@@ -7,6 +7,7 @@ pub mod access;
 pub mod cli;
 pub mod engine;
 pub mod hygiene;
+pub mod instructions;
 pub mod mcp;
 pub mod paths;
 pub mod tools;

@@ -14,7 +14,9 @@ pub use api::*;
 use crate::access::{Access, Level, View, ViewFile};
 use crate::hygiene::{HostKind, Hygiene, MemoryStore, ResultStore, SqliteStore};
 use crate::paths::VPath;
-use crate::tools::{Ctx, Observed};
+use crate::instructions::{self, Chain, UserConfig};
+use crate::tools::{Ctx, Observed, Outcome};
+use std::collections::HashSet;
 use crate::vfs::os::OsFs;
 use crate::vfs::Fs;
 use anyhow::{bail, Context};
@@ -32,6 +34,8 @@ pub struct Engine {
     /// The host directory of the boundary, to map client roots.
     host_root: PathBuf,
     host: HostKind,
+    /// The user's config directory: global instructions and skills.
+    user: UserConfig,
 }
 
 static SESSION_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -87,7 +91,13 @@ impl Engine {
     pub fn with_fs(fs: Arc<dyn Fs>, view: View, start: Option<&str>, data_dir: PathBuf, host_root: PathBuf, host: HostKind) -> Engine {
         let boundary = fs.boundary().clone();
         let start = start.and_then(|s| VPath::resolve(&boundary, s).ok()).filter(|s| s.starts_with(&boundary)).unwrap_or(boundary);
-        Engine { fs, view, start, data_dir, host_root, host }
+        Engine { fs, view, start, data_dir, host_root, host, user: UserConfig::platform() }
+    }
+
+    /// Sets where the user's own configuration is (global AGENTS.md,
+    /// `skills/`, `config.json`); `None` for none.
+    pub fn set_user_config(&mut self, dir: Option<PathBuf>) {
+        self.user = UserConfig { dir };
     }
 
     /// Sets which kind of host the sessions serve (see `HostKind`).
@@ -160,7 +170,13 @@ impl Engine {
         Ok(Arc::new(Session {
             id,
             client_name: options.client_name,
-            state: Mutex::new(SessionState { access, observed: Observed::default(), hygiene }),
+            user: self.user.clone(),
+            state: Mutex::new(SessionState {
+                access,
+                observed: Observed::default(),
+                hygiene,
+                nearby_seen: HashSet::new(),
+            }),
         }))
     }
 }
@@ -169,12 +185,15 @@ struct SessionState {
     access: Access,
     observed: Observed,
     hygiene: Hygiene,
+    /// Directories whose nearby instructions were looked at (handed over at most once).
+    nearby_seen: HashSet<VPath>,
 }
 
 /// One agent's session: its view, what it observed, its results.
 pub struct Session {
     id: String,
     client_name: Option<String>,
+    user: UserConfig,
     state: Mutex<SessionState>,
 }
 
@@ -198,10 +217,10 @@ impl Session {
         if tool == "recall" {
             return match serde_json::from_value::<crate::tools::params::RecallParams>(args) {
                 Ok(p) => state.hygiene.recall(&p.id, p.offset, p.limit),
-                Err(e) => state.hygiene.answer(tool, &serde_json::Value::Null, Err(registry::args_error(tool, &e))),
+                Err(e) => state.hygiene.answer(tool, &serde_json::Value::Null, Err(registry::args_error(tool, &e)), None),
             };
         }
-        let mut ctx = Ctx { access: &state.access, observed: &mut state.observed };
+        let mut ctx = Ctx { access: &state.access, observed: &mut state.observed, user_dir: self.user.dir.as_deref() };
         let result = catch_unwind(AssertUnwindSafe(|| registry::dispatch(&mut ctx, tool, args.clone())));
         let result = result.unwrap_or_else(|panic| {
             let what = panic
@@ -214,7 +233,16 @@ impl Session {
                 "Internal error in {tool}: {what}. Nothing more was done; the session goes on."
             )))
         });
-        state.hygiene.answer(tool, &args, result)
+        let appendix = match (&result, tool) {
+            (Ok(outcome), "read") => nearby_appendix(state, outcome),
+            _ => None,
+        };
+        state.hygiene.answer(tool, &args, result, appendix)
+    }
+
+    /// The instruction chain as structured data, for editors to render.
+    pub fn instruction_chain(&self) -> Chain {
+        instructions::chain(&self.state().access, &self.user)
     }
 
     /// A new request is being built; `carries_earlier` says whether it
@@ -251,6 +279,29 @@ impl Session {
                 text.push_str(&format!("- {path} ({what})\n"));
             }
         }
+        let chain = instructions::chain(access, &self.user).render();
+        if !chain.is_empty() {
+            text.push('\n');
+            text.push_str(&chain);
+        }
         text
     }
+}
+
+/// Nearby instruction files a read hands over with its result, once per session.
+fn nearby_appendix(state: &mut SessionState, outcome: &Outcome) -> Option<String> {
+    let (path, is_dir) = match outcome {
+        Outcome::Read(read) => (read.path.clone(), false),
+        Outcome::Text { path: Some(path), .. } => (path.clone(), true),
+        _ => return None,
+    };
+    let found = instructions::nearby(&state.access, &path, is_dir, &mut state.nearby_seen);
+    let mut text = String::new();
+    for file in &found.files {
+        text.push_str(&format!("\n## Instructions from {} (they apply to files under its directory)\n\n{}\n", file.path, file.text.trim_end()));
+    }
+    for note in &found.notes {
+        text.push_str(&format!("\nNote: {note}\n"));
+    }
+    (!text.is_empty()).then_some(text)
 }

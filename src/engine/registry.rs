@@ -7,12 +7,12 @@
 use super::ToolInfo;
 use crate::access::ToolError;
 use crate::tools::params::*;
-use crate::tools::{files, find, nodes, search, Ctx, ToolResult};
+use crate::tools::{files, find, nodes, search, skills, Ctx, ToolResult};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
 /// Every tool, in the order `tools/list` shows them.
-pub const TOOL_NAMES: [&str; 14] = [
+pub const TOOL_NAMES: [&str; 17] = [
     "read",
     "write",
     "edit",
@@ -27,6 +27,9 @@ pub const TOOL_NAMES: [&str; 14] = [
     "rm",
     "stat",
     "recall",
+    "skills_list",
+    "skill_view",
+    "skill_manage",
 ];
 
 fn info<P: JsonSchema>(name: &str) -> ToolInfo {
@@ -35,6 +38,8 @@ fn info<P: JsonSchema>(name: &str) -> ToolInfo {
     let object = schema.as_object_mut().expect("a parameter schema is an object");
     object.remove("$schema");
     object.remove("title");
+    // Some clients insist on `properties`, even for a tool without arguments.
+    object.entry("properties").or_insert_with(|| serde_json::json!({}));
     let description = object
         .remove("description")
         .and_then(|d| d.as_str().map(str::to_string))
@@ -96,6 +101,9 @@ pub fn tools() -> Vec<ToolInfo> {
             "rm" => info::<RmParams>(name),
             "stat" => info::<StatParams>(name),
             "recall" => info::<RecallParams>(name),
+            "skills_list" => info::<SkillsListParams>(name),
+            "skill_view" => info::<SkillViewParams>(name),
+            "skill_manage" => info::<SkillManageParams>(name),
             other => unreachable!("{other} is in TOOL_NAMES without a schema"),
         })
         .collect()
@@ -133,6 +141,9 @@ pub fn dispatch(ctx: &mut Ctx<'_>, tool: &str, args: serde_json::Value) -> ToolR
         "mv" => run(ctx, tool, args, nodes::mv),
         "rm" => run(ctx, tool, args, nodes::rm),
         "stat" => run(ctx, tool, args, nodes::stat),
+        "skills_list" => run(ctx, tool, args, skills::skills_list),
+        "skill_view" => run(ctx, tool, args, skills::skill_view),
+        "skill_manage" => run(ctx, tool, args, skills::skill_manage),
         other => Err(ToolError::Message(format!("Unknown tool {other:?}. The tools are: {}.", TOOL_NAMES.join(", ")))),
     }
 }

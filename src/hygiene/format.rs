@@ -76,6 +76,15 @@ fn lines_word(n: usize) -> &'static str {
 
 /// One changed file: its bracket (with the id inside when given) and what follows.
 pub fn change_text(id: Option<&str>, change: &FileChange) -> String {
+    let mut text = change_lines(id, change);
+    if let Some(note) = &change.note {
+        text.push('\n');
+        text.push_str(note);
+    }
+    text
+}
+
+fn change_lines(id: Option<&str>, change: &FileChange) -> String {
     let open = match id {
         Some(id) => format!("[{id} {}", change.given),
         None => format!("[{}", change.given),

@@ -88,7 +88,27 @@ impl Hygiene {
     }
 
     /// Numbers, stores and shapes one tool result.
-    pub fn answer(&mut self, tool: &str, args: &serde_json::Value, result: Result<Outcome, ToolError>) -> ToolAnswer {
+    /// `appendix` (nearby instructions) follows the result's text, in what is
+    /// shown and what is stored.
+    pub fn answer(
+        &mut self,
+        tool: &str,
+        args: &serde_json::Value,
+        result: Result<Outcome, ToolError>,
+        appendix: Option<String>,
+    ) -> ToolAnswer {
+        let mut answer = self.shape(tool, args, result);
+        if let Some(extra) = appendix {
+            answer.text.push_str(&extra);
+            if let Ok(Some(mut full)) = self.store.get(self.next_id - 1) {
+                full.push_str(&extra);
+                self.keep(self.next_id - 1, tool, &full);
+            }
+        }
+        answer
+    }
+
+    fn shape(&mut self, tool: &str, args: &serde_json::Value, result: Result<Outcome, ToolError>) -> ToolAnswer {
         let (id, id_str) = self.take_id();
         let outcome = match result {
             Ok(outcome) => outcome,

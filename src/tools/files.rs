@@ -144,26 +144,40 @@ fn to_lf(text: &str) -> String {
 pub fn write(ctx: &mut Ctx<'_>, params: WriteParams) -> ToolResult {
     let target = ctx.access.target(&params.file_path, Need::Change)?;
     if target.meta.is_none() {
-        let sha = store(ctx, &target, params.content.as_bytes())?;
-        let lines = text::count_lines(&params.content);
-        return Ok(Outcome::Changed(FileChange {
-            given: target.given,
-            path: target.path,
-            sha: Some(sha),
-            change: Change::Created { lines },
-        }));
+        return Ok(Outcome::Changed(created(ctx, target, &params.content)?));
     }
     let (_, file) = load_for_change(ctx, &target)?;
     let new_text = to_lf(params.content.strip_prefix('\u{feff}').unwrap_or(&params.content));
-    changed(ctx, target, &file, &new_text)
+    Ok(Outcome::Changed(changed(ctx, target, &file, &new_text)?))
+}
+
+/// Creates a new file with `content` as given.
+fn created(ctx: &mut Ctx<'_>, target: Target, content: &str) -> Result<FileChange, ToolError> {
+    let sha = store(ctx, &target, content.as_bytes())?;
+    let note = super::skills::note_for(ctx.access, &target.path, content);
+    let lines = text::count_lines(content);
+    Ok(FileChange { given: target.given, path: target.path, sha: Some(sha), change: Change::Created { lines }, note })
 }
 
 /// Writes the new text of an existing file and answers its diff.
-fn changed(ctx: &mut Ctx<'_>, target: Target, file: &TextFile, new_text: &str) -> ToolResult {
+fn changed(ctx: &mut Ctx<'_>, target: Target, file: &TextFile, new_text: &str) -> Result<FileChange, ToolError> {
     let bytes = file.encode(new_text);
     let sha = store(ctx, &target, &bytes)?;
     let diff = text::unified_diff(file.text(), new_text);
-    Ok(Outcome::Changed(FileChange { given: target.given, path: target.path, sha: Some(sha), change: Change::Modified { diff } }))
+    let note = super::skills::note_for(ctx.access, &target.path, new_text);
+    Ok(FileChange { given: target.given, path: target.path, sha: Some(sha), change: Change::Modified { diff }, note })
+}
+
+/// Creates or replaces a checked target with `text`, keeping an existing
+/// file's line endings, BOM and mode. For tools whose own checks stand in
+/// for read-before-write (skill_manage).
+pub fn put_text(ctx: &mut Ctx<'_>, target: Target, text: &str) -> Result<FileChange, ToolError> {
+    if target.meta.is_none() {
+        return created(ctx, target, text);
+    }
+    let bytes = load(ctx, &target)?;
+    let file = TextFile::decode(&bytes).map_err(|_| ToolError::Binary(target.path.clone()))?;
+    changed(ctx, target, &file, &to_lf(text))
 }
 
 pub fn edit(ctx: &mut Ctx<'_>, params: EditParams) -> ToolResult {
@@ -171,7 +185,7 @@ pub fn edit(ctx: &mut Ctx<'_>, params: EditParams) -> ToolResult {
     let (_, file) = load_for_change(ctx, &target)?;
     let (new_text, _) = text::apply_edit(file.text(), &params.old_string, &params.new_string, params.replace_all.unwrap_or(false))
         .map_err(|e| ToolError::Message(e.message(target.path.as_str())))?;
-    changed(ctx, target, &file, &new_text)
+    Ok(Outcome::Changed(changed(ctx, target, &file, &new_text)?))
 }
 
 pub fn multiedit(ctx: &mut Ctx<'_>, params: MultiEditParams) -> ToolResult {
@@ -193,13 +207,13 @@ pub fn multiedit(ctx: &mut Ctx<'_>, params: MultiEditParams) -> ToolResult {
             e.message(target.path.as_str())
         ))
     })?;
-    changed(ctx, target, &file, &new_text)
+    Ok(Outcome::Changed(changed(ctx, target, &file, &new_text)?))
 }
 
 /// One file's part of a checked patch, ready to commit.
 enum Step {
-    Create { target: Target, bytes: Vec<u8>, lines: usize },
-    Update { target: Target, bytes: Vec<u8>, diff: String, moved_to: Option<Target> },
+    Create { target: Target, bytes: Vec<u8>, lines: usize, note: Option<String> },
+    Update { target: Target, bytes: Vec<u8>, diff: String, moved_to: Option<Target>, note: Option<String> },
     Delete { target: Target },
 }
 
@@ -227,7 +241,8 @@ pub fn apply_patch(ctx: &mut Ctx<'_>, params: ApplyPatchParams) -> ToolResult {
                 }
                 once(&target)?;
                 let lines = text::count_lines(&content);
-                steps.push(Step::Create { target, bytes: content.into_bytes(), lines });
+                let note = super::skills::note_for(ctx.access, &target.path, &content);
+                steps.push(Step::Create { target, bytes: content.into_bytes(), lines, note });
             }
             PatchOp::Delete { path } => {
                 let target = ctx.access.target(&path, Need::Change)?;
@@ -253,7 +268,8 @@ pub fn apply_patch(ctx: &mut Ctx<'_>, params: ApplyPatchParams) -> ToolResult {
                     None => None,
                 };
                 let diff = text::unified_diff(file.text(), &new_text);
-                steps.push(Step::Update { target, bytes: file.encode(&new_text), diff, moved_to });
+                let note = super::skills::note_for(ctx.access, &moved_to.as_ref().unwrap_or(&target).path, &new_text);
+                steps.push(Step::Update { target, bytes: file.encode(&new_text), diff, moved_to, note });
             }
         }
     }
@@ -268,7 +284,7 @@ fn commit(ctx: &mut Ctx<'_>, steps: Vec<Step>) -> ToolResult {
     let mut failure = None;
     for step in &steps {
         let result = match step {
-            Step::Create { target, bytes, lines } => store(ctx, target, bytes).map(|sha| {
+            Step::Create { target, bytes, lines, note } => store(ctx, target, bytes).map(|sha| {
                 let real = target.real.clone();
                 let shown = target.clone();
                 undo.push(Box::new(move |ctx| {
@@ -280,9 +296,10 @@ fn commit(ctx: &mut Ctx<'_>, steps: Vec<Step>) -> ToolResult {
                     path: target.path.clone(),
                     sha: Some(sha),
                     change: Change::Created { lines: *lines },
+                    note: note.clone(),
                 })
             }),
-            Step::Update { target, bytes, diff, moved_to } => {
+            Step::Update { target, bytes, diff, moved_to, note } => {
                 let old = ctx.access.fs().read_file(&target.real, MAX_OPEN_BYTES).map_err(|e| ToolError::from_fs(e, &target.path));
                 old.and_then(|old| {
                     let dest = moved_to.as_ref().unwrap_or(target);
@@ -310,7 +327,13 @@ fn commit(ctx: &mut Ctx<'_>, steps: Vec<Step>) -> ToolResult {
                         }
                         _ => Change::Modified { diff: diff.clone() },
                     };
-                    Ok(Some(FileChange { given: dest.given.clone(), path: dest.path.clone(), sha: Some(sha), change }))
+                    Ok(Some(FileChange {
+                        given: dest.given.clone(),
+                        path: dest.path.clone(),
+                        sha: Some(sha),
+                        change,
+                        note: note.clone(),
+                    }))
                 })
             }
             Step::Delete { .. } => Ok(None),
@@ -333,6 +356,7 @@ fn commit(ctx: &mut Ctx<'_>, steps: Vec<Step>) -> ToolResult {
                             path: target.path.clone(),
                             sha: None,
                             change: Change::Deleted,
+                            note: None,
                         })
                     }
                     Err(e) => {

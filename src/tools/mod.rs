@@ -10,6 +10,7 @@ pub mod find;
 pub mod nodes;
 pub mod params;
 pub mod search;
+pub mod skills;
 pub mod text;
 
 use crate::access::{Access, ToolError};
@@ -70,6 +71,8 @@ impl Observed {
 pub struct Ctx<'a> {
     pub access: &'a Access,
     pub observed: &'a mut Observed,
+    /// The user's own config directory (global skills), outside the view.
+    pub user_dir: Option<&'a std::path::Path>,
 }
 
 /// A read of a file's lines.
@@ -108,6 +111,8 @@ pub struct FileChange {
     /// The new content's hash; none for a deletion.
     pub sha: Option<Sha>,
     pub change: Change,
+    /// A sentence the tool adds after the diff (a skill file written outside skill_manage).
+    pub note: Option<String>,
 }
 
 /// What a tool answers before hygiene.

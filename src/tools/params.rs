@@ -206,3 +206,30 @@ pub struct RecallParams {
     /// Number of lines to show. Default 2000.
     pub limit: Option<u64>,
 }
+
+/// List the skills this session can use: each skill's name, what it is for, and where its
+/// SKILL.md is. Load one with skill_view before following it.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SkillsListParams {}
+
+/// Load a skill: its SKILL.md in full and the list of its other files (read them with read).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SkillViewParams {
+    /// The skill's name, as skills_list shows it.
+    pub name: String,
+}
+
+/// Create a skill or replace its SKILL.md under `skills/<name>/`. The content must start with
+/// frontmatter: a line `---`, then `name: <name>` and `description: <what it is for and when to
+/// use it>`, then `---`; the name is lowercase letters, digits and single hyphens; at most 64 KiB.
+/// Other files of the skill are written with write.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SkillManageParams {
+    /// The skill's name, such as `release-notes`; the same as in the frontmatter.
+    pub name: String,
+    /// The whole SKILL.md, frontmatter first.
+    pub content: String,
+}
