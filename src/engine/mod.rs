@@ -58,6 +58,12 @@ pub fn load_view(path: &Path) -> anyhow::Result<View> {
 
 impl Engine {
     pub fn new(config: Config) -> anyhow::Result<Engine> {
+        Engine::new_layered(config, |fs| fs)
+    }
+
+    /// Like `new`, with the confined OS file system wrapped by `layer` (the
+    /// LSP door puts its overlay of open editor buffers there).
+    pub fn new_layered(config: Config, layer: impl FnOnce(Arc<dyn Fs>) -> Arc<dyn Fs>) -> anyhow::Result<Engine> {
         let data_dir = config.data_dir.clone().unwrap_or_else(default_data_dir);
         std::fs::create_dir_all(&data_dir).with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
         let data_dir = data_dir.canonicalize()?;
@@ -83,7 +89,7 @@ impl Engine {
                 host_root.display()
             );
         }
-        let fs: Arc<dyn Fs> = Arc::new(OsFs::open(&host_root, vroot.clone(), Some(data_dir.join("trash")))?);
+        let fs: Arc<dyn Fs> = layer(Arc::new(OsFs::open(&host_root, vroot.clone(), Some(data_dir.join("trash")))?));
         Ok(Engine::with_fs(fs, view, config.start.as_deref(), data_dir, host_root, HostKind::Resend))
     }
 
@@ -107,6 +113,23 @@ impl Engine {
 
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
+    }
+
+    /// The confined file system the sessions share.
+    pub fn fs(&self) -> &Arc<dyn Fs> {
+        &self.fs
+    }
+
+    /// Maps a host path to the session's world, if it lies inside the boundary.
+    pub fn host_to_vpath(&self, host: &Path) -> Option<VPath> {
+        let rel = host.strip_prefix(&self.host_root).ok()?;
+        Some(self.fs.boundary().join_rel(rel.to_str()?))
+    }
+
+    /// Maps a path of the session's world to its host path.
+    pub fn vpath_to_host(&self, path: &VPath) -> Option<PathBuf> {
+        let rel = path.strip_prefix(self.fs.boundary())?;
+        Some(if rel.is_empty() { self.host_root.clone() } else { self.host_root.join(rel) })
     }
 
     pub fn tools(&self) -> Vec<ToolInfo> {
