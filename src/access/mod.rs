@@ -106,8 +106,12 @@ pub const MAX_OPEN_BYTES: u64 = 64 * 1024 * 1024;
 pub enum Need {
     /// list, read, glob, grep, search, stat: ro.
     Look,
-    /// write, edit, mkdir, mv, rm: stage.
+    /// edit, rm, mv's source: stage, on something that exists.
     Change,
+    /// write, mkdir, mv's target: stage, on a name that may be made. A name
+    /// taken by a hidden entry answers Access denied (the one thing the view
+    /// cannot hide), where a change of it reads as a missing file.
+    Create,
 }
 
 /// A checked path: resolved by text, its links followed inside the
@@ -203,7 +207,7 @@ impl Access {
         if self.visibility(path) == Visibility::Passage {
             return ToolError::Denied(path.clone());
         }
-        if need == Need::Change {
+        if need == Need::Create {
             if let Some(parent) = path.parent() {
                 if matches!(self.visibility(&parent), Visibility::Visible(_)) {
                     return ToolError::Denied(path.clone());
@@ -243,7 +247,7 @@ impl Access {
                 _ => return Err(ToolError::Denied(path)),
             }
         };
-        if need == Need::Change && !level.can_change() {
+        if need != Need::Look && !level.can_change() {
             return Err(ToolError::ReadOnly(path));
         }
         let (meta, parent_exists) = match resolution {

@@ -142,7 +142,7 @@ fn to_lf(text: &str) -> String {
 }
 
 pub fn write(ctx: &mut Ctx<'_>, params: WriteParams) -> ToolResult {
-    let target = ctx.access.target(&params.file_path, Need::Change)?;
+    let target = ctx.access.target(&params.file_path, Need::Create)?;
     if target.meta.is_none() {
         return Ok(Outcome::Changed(created(ctx, target, &params.content)?));
     }
@@ -235,7 +235,7 @@ pub fn apply_patch(ctx: &mut Ctx<'_>, params: ApplyPatchParams) -> ToolResult {
     for op in ops {
         match op {
             PatchOp::Add { path, content } => {
-                let target = ctx.access.target(&path, Need::Change)?;
+                let target = ctx.access.target(&path, Need::Create)?;
                 if target.meta.is_some() {
                     return Err(ToolError::Exists(target.path));
                 }
@@ -258,7 +258,7 @@ pub fn apply_patch(ctx: &mut Ctx<'_>, params: ApplyPatchParams) -> ToolResult {
                     .map_err(|e| ToolError::Message(e.message(target.path.as_str())))?;
                 let moved_to = match move_to {
                     Some(dest) => {
-                        let dest = ctx.access.target(&dest, Need::Change)?;
+                        let dest = ctx.access.target(&dest, Need::Create)?;
                         if dest.meta.is_some() && dest.real != target.real {
                             return Err(ToolError::Exists(dest.path));
                         }

@@ -39,9 +39,6 @@ pub fn listing(access: &Access, dir: &Target) -> Result<String, ToolError> {
         }
         out.push('\n');
     }
-    if out.is_empty() {
-        out.push_str("(empty directory)\n");
-    }
     Ok(out)
 }
 
@@ -118,7 +115,7 @@ pub fn format_utc(secs: u64) -> String {
 }
 
 pub fn mkdir(ctx: &mut Ctx<'_>, params: MkdirParams) -> ToolResult {
-    let target = ctx.access.target(&params.path, Need::Change)?;
+    let target = ctx.access.target(&params.path, Need::Create)?;
     if target.meta.is_some() {
         return Err(ToolError::Exists(target.path));
     }
@@ -154,7 +151,7 @@ pub fn mv(ctx: &mut Ctx<'_>, params: MvParams) -> ToolResult {
     }
     refuse_boundary(ctx.access, &source, "move")?;
     refuse_mixed_levels(ctx.access, &source, "move")?;
-    let dest = ctx.access.target(&params.destination, Need::Change)?;
+    let dest = ctx.access.target(&params.destination, Need::Create)?;
     if dest.meta.is_some() {
         return Err(ToolError::Exists(dest.path));
     }

@@ -252,7 +252,7 @@ pub fn skill_manage(ctx: &mut Ctx<'_>, params: SkillManageParams) -> ToolResult 
     }
     let path = skills_dir(ctx.access).join(&params.name).join("SKILL.md");
     let shown = path.strip_prefix(ctx.access.fs().boundary()).unwrap_or(path.as_str()).to_string();
-    let target = ctx.access.check(&shown, path, Need::Change)?;
+    let target = ctx.access.check(&shown, path, Need::Create)?;
     let change: FileChange = super::files::put_text(ctx, target, &params.content)?;
     Ok(Outcome::Changed(change))
 }
