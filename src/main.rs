@@ -68,6 +68,10 @@ struct PostureArgs {
     /// CLIs do; stubs may point at earlier results) or `fresh` (none; no stubs).
     #[arg(long, value_name = "KIND", default_value = "resend", value_parser = parse_host)]
     host: HostKind,
+    /// The user's config directory (global AGENTS.md, skills/, config.json).
+    /// Default: the platform's config directory.
+    #[arg(long, value_name = "DIR")]
+    config: Option<PathBuf>,
 }
 
 fn parse_host(text: &str) -> Result<HostKind, String> {
@@ -93,6 +97,9 @@ impl PostureArgs {
     fn engine(&self) -> anyhow::Result<Engine> {
         let mut engine = Engine::new(self.config()?)?;
         engine.set_host(self.host);
+        if let Some(dir) = &self.config {
+            engine.set_user_config(Some(std::path::absolute(dir)?));
+        }
         Ok(engine)
     }
 }
