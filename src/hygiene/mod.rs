@@ -201,7 +201,7 @@ impl Hygiene {
             (Some(n), Some(full)) => {
                 let limit = match limit {
                     Some(0) | None => RECALL_WINDOW,
-                    Some(n) => n as usize,
+                    Some(n) => (n as usize).min(RECALL_WINDOW),
                 };
                 let (first, last, total, body) = window(&full, offset.unwrap_or(1) as usize, limit);
                 (format!("[{id_str} recall {} lines {first}-{last} of {total}]\n{body}", id_text(n)), false)

@@ -78,9 +78,10 @@ pub fn read(ctx: &mut Ctx<'_>, params: ReadParams) -> ToolResult {
     let text = file.text();
     let total = text::count_lines(text);
     let offset = params.offset.unwrap_or(1).max(1);
+    // A read is a window of at most READ_WINDOW lines, whatever limit asks for.
     let limit = match params.limit {
         Some(0) | None => READ_WINDOW,
-        Some(n) => n,
+        Some(n) => n.min(READ_WINDOW),
     };
     if total > 0 && offset as usize > total {
         return Err(ToolError::Message(format!(

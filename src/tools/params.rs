@@ -19,7 +19,7 @@ pub struct ReadParams {
     pub file_path: String,
     /// First line to show, counting from 1. Default 1.
     pub offset: Option<u64>,
-    /// Number of lines to show. Default 2000.
+    /// Number of lines to show: at most 2000, the default.
     pub limit: Option<u64>,
 }
 
@@ -203,7 +203,7 @@ pub struct RecallParams {
     pub id: String,
     /// First line to show, counting from 1. Default 1.
     pub offset: Option<u64>,
-    /// Number of lines to show. Default 2000.
+    /// Number of lines to show: at most 2000, the default.
     pub limit: Option<u64>,
 }
 

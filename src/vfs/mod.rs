@@ -14,6 +14,7 @@
 
 pub mod mem;
 pub mod os;
+pub mod overlay;
 mod resolve;
 pub mod walk;
 
