@@ -23,6 +23,16 @@ enum Command {
         #[command(flatten)]
         posture: PostureArgs,
     },
+    /// Serve LSP on stdin/stdout (Content-Length framing), for editor extensions.
+    /// The posture comes from initializationOptions, else these flags, else the
+    /// workspace folders (one: its root; several: one grant each).
+    Lsp {
+        #[command(flatten)]
+        defaults: LspArgs,
+        /// Accepted for clients that append it; stdio is the only transport.
+        #[arg(long)]
+        stdio: bool,
+    },
     /// Run one tool call and print its answer (exit 1 when it is an error).
     Call {
         #[command(flatten)]
@@ -43,6 +53,26 @@ enum Command {
     },
     /// Run a scripted session over a temporary workspace and print it.
     Demo,
+    /// Cut a file into search pieces by tokens and print each as a JSON line
+    /// (`start`, `end`, `first_line`, `last_line`, `tokens`, `text`), for debugging and tests.
+    Chunk {
+        /// How tokens are counted: `whitespace` (a run of non-whitespace), `bytes`
+        /// (ceil(UTF-8 bytes / 2)), `chars` (one per character) or `model` (the embedder's own).
+        #[arg(long, value_enum, default_value = "bytes")]
+        tokenizer: ChunkTokenizer,
+        /// The most tokens in a piece.
+        #[arg(long, value_name = "N", default_value_t = ctxfs::index::chunk::SIZE)]
+        size: usize,
+        /// How many tokens a piece repeats from the one before it.
+        #[arg(long, value_name = "N", default_value_t = ctxfs::index::chunk::OVERLAP)]
+        overlap: usize,
+        /// Where to look for the embedder's table (`models/` under it), for `--tokenizer model`.
+        /// Default: the platform's data directory.
+        #[arg(long, value_name = "DIR")]
+        data: Option<PathBuf>,
+        /// The file to cut (UTF-8 text).
+        file: PathBuf,
+    },
 }
 
 /// Where the session's world is: exactly one of `--tree DIR --view VIEW.json` and `--root DIR`.
@@ -104,6 +134,49 @@ impl PostureArgs {
     }
 }
 
+/// `ctxfs lsp`'s flags: those of `ctxfs mcp`, all optional (defaults under
+/// the client's initializationOptions).
+#[derive(Args, Debug, Clone)]
+struct LspArgs {
+    /// A directory presented as `/`, with grants and floors from `--view`.
+    #[arg(long, value_name = "DIR", requires = "view", conflicts_with = "root")]
+    tree: Option<PathBuf>,
+    /// The view file (grants and floors) for `--tree`.
+    #[arg(long, value_name = "VIEW.json", requires = "tree")]
+    view: Option<PathBuf>,
+    /// The project root, on the machine's own paths: the boundary, writable.
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+    /// The start directory, as a path of the session's world. Default: the boundary.
+    #[arg(long, value_name = "PATH")]
+    start: Option<String>,
+    /// Where sessions, results and the trash live. Default: the platform's data directory.
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// What the client's next request carries: `resend` or `fresh` (see `ctxfs mcp --help`).
+    #[arg(long, value_name = "KIND", value_parser = parse_host)]
+    host: Option<HostKind>,
+    /// The user's config directory (global AGENTS.md, skills/, config.json).
+    /// Default: the platform's config directory.
+    #[arg(long, value_name = "DIR")]
+    config: Option<PathBuf>,
+}
+
+impl LspArgs {
+    fn defaults(&self) -> anyhow::Result<ctxfs::lsp::Defaults> {
+        let absolute = |p: &PathBuf| std::path::absolute(p).with_context(|| format!("bad path {}", p.display()));
+        Ok(ctxfs::lsp::Defaults {
+            tree: self.tree.as_ref().map(absolute).transpose()?,
+            view: self.view.as_ref().map(absolute).transpose()?,
+            root: self.root.as_ref().map(absolute).transpose()?,
+            start: self.start.clone(),
+            data: self.data.as_ref().map(absolute).transpose()?,
+            host: self.host,
+            config: self.config.as_ref().map(absolute).transpose()?,
+        })
+    }
+}
+
 fn init_logging() {
     use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_env("CTXFS_LOG")
@@ -138,6 +211,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             served?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Lsp { defaults, stdio: _ } => {
+            let defaults = defaults.defaults()?;
+            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let served = runtime.block_on(ctxfs::lsp::serve_stdio(defaults));
+            // stdin's reader may still be blocked in a read: do not wait for it long.
+            runtime.shutdown_timeout(Duration::from_secs(2));
+            served?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Call { posture, tool, args } => {
             let args: serde_json::Value = serde_json::from_str(&args)
                 .context("the arguments must be a JSON object, such as '{\"file_path\": \"a.txt\"}'")?;
@@ -166,5 +248,45 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             ctxfs::cli::demo::run(std::io::stdout().lock())?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Chunk { tokenizer, size, overlap, data, file } => {
+            chunk_file(tokenizer, size, overlap, data, &file)?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
+}
+
+/// The tokenizers `ctxfs chunk` can count with.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum ChunkTokenizer {
+    Whitespace,
+    Bytes,
+    Chars,
+    Model,
+}
+
+/// `ctxfs chunk`: the pieces of one file as JSON lines.
+fn chunk_file(kind: ChunkTokenizer, size: usize, overlap: usize, data: Option<PathBuf>, file: &std::path::Path) -> anyhow::Result<()> {
+    use ctxfs::index::chunk::{chunk, Characters, HalfBytes, Tokenizer, Whitespace};
+    use std::io::Write;
+    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let text = String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", file.display()))?;
+    let tokenizer: Box<dyn Tokenizer> = match kind {
+        ChunkTokenizer::Whitespace => Box::new(Whitespace),
+        ChunkTokenizer::Bytes => Box::new(HalfBytes),
+        ChunkTokenizer::Chars => Box::new(Characters),
+        ChunkTokenizer::Model => {
+            let data = data.unwrap_or_else(ctxfs::engine::default_data_dir);
+            match ctxfs::index::embed::model_tokenizer(&data) {
+                Some(model) => Box::new(model),
+                None => anyhow::bail!("the model tokenizer is not installed; use --tokenizer bytes, whitespace or chars"),
+            }
+        }
+    };
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for piece in chunk(&text, tokenizer.as_ref(), size, overlap) {
+        serde_json::to_writer(&mut out, &piece)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    Ok(())
 }

@@ -11,8 +11,16 @@
 //! every answer (`--nocapture`).
 //!
 //! A new area is one more test function: `#[test] fn area() { run_area("area"); }`.
+//!
+//! Session events (`{"event": "compact" | "rewind" | "new_request" | "reopen", ...}`)
+//! exist over the engine only: MCP has no method for them. A case with one
+//! runs over the core only, and so does a case whose `doors` says so; every
+//! other case runs over both doors. `{"event": "instructions"}` runs over
+//! both: the engine's structured chain, or the MCP `initialize` result's
+//! `instructions` text.
 
 use ctxfs::engine::{Config, Engine, Posture, SessionOptions};
+use ctxfs::hygiene::HostKind;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -23,6 +31,16 @@ use std::time::{Duration, Instant};
 #[test]
 fn fs_access() {
     run_area("fs_access");
+}
+
+#[test]
+fn context() {
+    run_area("context");
+}
+
+#[test]
+fn instructions() {
+    run_area("instructions");
 }
 
 /// How long one MCP answer may take before the case fails.
@@ -62,6 +80,7 @@ fn run_area(area: &str) {
     let mut failures: Vec<String> = Vec::new();
     let mut skipped: Vec<String> = Vec::new();
     let mut now_passing: Vec<String> = Vec::new();
+    let mut only_some: Vec<String> = Vec::new();
     let mut ran = 0usize;
     for case in cases {
         let name = case["name"].as_str().unwrap_or("<unnamed>").to_string();
@@ -71,10 +90,24 @@ fn run_area(area: &str) {
         if filter.as_deref().is_some_and(|f| !name.contains(f)) {
             continue;
         }
+        let doors = match case_doors(case) {
+            Ok(doors) => doors,
+            Err(why) => {
+                failures.push(format!("{area}/{name}: {why}"));
+                continue;
+            }
+        };
+        let case_modes: Vec<Mode> = modes.iter().copied().filter(|m| doors.contains(m)).collect();
+        if case_modes.is_empty() {
+            continue;
+        }
+        if case_modes.len() < modes.len() {
+            only_some.push(format!("{name} [{}]", case_modes.iter().map(|m| m.name()).collect::<Vec<_>>().join(", ")));
+        }
         ran += 1;
         let known_bug = case.get("known_bug").and_then(Value::as_str);
         let mut problems = Vec::new();
-        for &mode in &modes {
+        for &mode in &case_modes {
             if let Err(why) = run_case(case, mode) {
                 problems.push(format!("[{}] {why}", mode.name()));
             }
@@ -88,6 +121,9 @@ fn run_area(area: &str) {
     }
 
     eprintln!("conformance {area}: {ran} cases run in {:?}", modes.iter().map(|m| m.name()).collect::<Vec<_>>());
+    if !only_some.is_empty() {
+        eprintln!("  {} of them over some doors only (session events are the engine's): {}", only_some.len(), only_some.join("; "));
+    }
     for s in &skipped {
         eprintln!("  SKIPPED {s}");
     }
@@ -99,24 +135,104 @@ fn run_area(area: &str) {
     }
 }
 
+/// Session events: the engine's own operations, which MCP has no method for.
+const SESSION_EVENTS: [&str; 4] = ["compact", "rewind", "new_request", "reopen"];
+
+/// The doors a case runs over: its `doors`, else the core alone when it has
+/// a session event, else both.
+fn case_doors(case: &Value) -> Result<Vec<Mode>, String> {
+    if let Some(doors) = case.get("doors") {
+        let names = doors.as_array().ok_or("doors is not a list")?;
+        return names
+            .iter()
+            .map(|n| match n.as_str() {
+                Some("core") => Ok(Mode::Core),
+                Some("mcp") => Ok(Mode::Mcp),
+                other => Err(format!("unknown door {other:?} (core or mcp)")),
+            })
+            .collect();
+    }
+    let has_event = case["calls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|step| step.get("event").and_then(Value::as_str).is_some_and(|e| SESSION_EVENTS.contains(&e)));
+    Ok(if has_event { vec![Mode::Core] } else { vec![Mode::Core, Mode::Mcp] })
+}
+
+// ---------------------------------------------------------------------------
+// Generated texts
+// ---------------------------------------------------------------------------
+
+/// Whether `value` is a generated text: `{"repeat": "…{n}…", "from": a, "to": b}`
+/// or `{"parts": [text, …]}`.
+fn is_generated(value: &Value) -> bool {
+    value.as_object().is_some_and(|m| {
+        (m.len() == 1 && m.get("parts").is_some_and(Value::is_array))
+            || (m.len() == 3 && m.get("repeat").is_some_and(Value::is_string) && m.contains_key("from") && m.contains_key("to"))
+    })
+}
+
+/// A text: a string, or a generated one (see `is_generated`); parts are
+/// strings or generated texts.
+fn gen_text(value: &Value) -> Result<String, String> {
+    match value {
+        Value::String(s) => Ok(s.clone()),
+        Value::Object(m) if m.contains_key("repeat") => {
+            let template = m["repeat"].as_str().ok_or("repeat is not a string")?;
+            let from = m["from"].as_u64().ok_or("from is not a number")?;
+            let to = m["to"].as_u64().ok_or("to is not a number")?;
+            let mut out = String::new();
+            for n in from..=to {
+                out.push_str(&template.replace("{n}", &n.to_string()));
+            }
+            Ok(out)
+        }
+        Value::Object(m) if m.contains_key("parts") => {
+            m["parts"].as_array().ok_or("parts is not a list")?.iter().map(gen_text).collect()
+        }
+        other => Err(format!("{other} is not a text")),
+    }
+}
+
+/// `value` with every generated text in it replaced by the string it makes.
+fn expand(value: &Value) -> Result<Value, String> {
+    if is_generated(value) {
+        return gen_text(value).map(Value::String);
+    }
+    Ok(match value {
+        Value::Array(items) => Value::Array(items.iter().map(expand).collect::<Result<_, _>>()?),
+        Value::Object(map) => {
+            Value::Object(map.iter().map(|(k, v)| Ok((k.clone(), expand(v)?))).collect::<Result<_, String>>()?)
+        }
+        other => other.clone(),
+    })
+}
+
 // ---------------------------------------------------------------------------
 // The workspace of one case
 // ---------------------------------------------------------------------------
 
 /// A case's host directories, all under one temporary directory:
-/// `ws` (the workspace, `{root}`), `outside` (`{outside}`), `data`, `view.json`.
+/// `ws` (the workspace, `{root}`), `outside` (`{outside}`), `config` (the
+/// user's config directory, `{config}`: always given, so that no case reads
+/// the real one), `data`, `view.json`.
 struct World {
     _base: tempfile::TempDir,
     root: PathBuf,
     data: PathBuf,
+    config: PathBuf,
     view: Option<PathBuf>,
     root_text: String,
     outside_text: String,
+    config_text: String,
 }
 
 impl World {
     fn subst(&self, text: &str) -> String {
-        text.replace("{root}", &self.root_text).replace("{outside}", &self.outside_text)
+        text.replace("{root}", &self.root_text)
+            .replace("{outside}", &self.outside_text)
+            .replace("{config}", &self.config_text)
     }
 
     fn subst_value(&self, value: &Value) -> Value {
@@ -144,16 +260,19 @@ impl World {
         let root = canonical.join("ws");
         let outside = canonical.join("outside");
         let data = canonical.join("data");
-        for dir in [&root, &outside, &data] {
+        let config = canonical.join("config");
+        for dir in [&root, &outside, &data, &config] {
             std::fs::create_dir_all(dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
         }
         std::fs::write(outside.join("secret.txt"), "TOP-SECRET").map_err(|e| format!("secret: {e}"))?;
         let mut world = World {
             root_text: root.to_str().ok_or("non-UTF-8 temp dir")?.to_string(),
             outside_text: outside.to_str().ok_or("non-UTF-8 temp dir")?.to_string(),
+            config_text: config.to_str().ok_or("non-UTF-8 temp dir")?.to_string(),
             _base: base,
             root,
             data,
+            config,
             view: None,
         };
 
@@ -170,7 +289,21 @@ impl World {
                     Value::Null => mkdirs(&host)?,
                     Value::String(_) if rel.ends_with('/') => mkdirs(&host)?,
                     Value::String(text) => write_file(&host, text)?,
-                    other => return Err(format!("tree entry {rel:?}: {other} is neither a string nor null")),
+                    other if is_generated(other) => write_file(&host, &gen_text(other)?)?,
+                    other => return Err(format!("tree entry {rel:?}: {other} is neither a text nor null")),
+                }
+            }
+        }
+        // Many files at once: {path with {n}, content (may use {n}), from, to}.
+        if let Some(many) = case.get("tree_many").and_then(Value::as_array) {
+            for group in many {
+                let path = group["path"].as_str().ok_or("tree_many: path is not a string")?;
+                let content = group["content"].as_str().ok_or("tree_many: content is not a string")?;
+                let from = group["from"].as_u64().ok_or("tree_many: from is not a number")?;
+                let to = group["to"].as_u64().ok_or("tree_many: to is not a number")?;
+                for n in from..=to {
+                    let n = n.to_string();
+                    write_file(&relative(&path.replace("{n}", &n))?, &content.replace("{n}", &n))?;
                 }
             }
         }
@@ -201,6 +334,14 @@ impl World {
                     return Err(format!("host file {path:?} must lie in the case's temporary directory"));
                 }
                 write_file(&host, content.as_str().ok_or("host file content is not a string")?)?;
+            }
+        }
+        if let Some(files) = case.get("user_config").and_then(Value::as_object) {
+            for (rel, content) in files {
+                if rel.is_empty() || rel.starts_with('/') || rel.split('/').any(|p| p == "..") {
+                    return Err(format!("user_config {rel:?}: paths must be relative and stay inside the config directory"));
+                }
+                write_file(&world.config.join(rel), &world.subst(&gen_text(content)?))?;
             }
         }
         if case["posture"] == "tree" {
@@ -237,6 +378,10 @@ impl World {
             args.extend(["--start".into(), start]);
         }
         args.extend(["--data".into(), self.data.to_string_lossy().into_owned()]);
+        args.extend(["--config".into(), self.config_text.clone()]);
+        if let Some(host) = case.get("host").and_then(Value::as_str) {
+            args.extend(["--host".into(), host.to_string()]);
+        }
         args
     }
 }
@@ -269,6 +414,13 @@ struct Answer {
 /// One front door to a fresh session.
 trait Door {
     fn call(&mut self, tool: &str, args: Value) -> Result<Answer, String>;
+    /// A call whose arguments are JSON text, sent with its keys in the
+    /// text's order where the door can (`args_text`; the engine takes a
+    /// parsed value, so over the core it is the same as `args`).
+    fn call_text(&mut self, tool: &str, args_text: &str) -> Result<Answer, String> {
+        let args = serde_json::from_str(args_text).map_err(|e| format!("args_text is not JSON: {e}"))?;
+        self.call(tool, args)
+    }
     /// A pseudo-call other than `external_write` (an area's own steps, such
     /// as a compaction); it may answer a text checked like a call's.
     fn pseudo(&mut self, name: &str, _args: &Value) -> Result<Option<Answer>, String> {
@@ -289,6 +441,13 @@ fn run_case(case: &Value, mode: Mode) -> Result<(), String> {
     let mut problems = Vec::new();
     for (index, step) in calls.iter().enumerate() {
         let number = index + 1;
+        let step = &match expand(step) {
+            Ok(step) => world.subst_value(&step),
+            Err(why) => {
+                problems.push(format!("step {number}: {why}"));
+                continue;
+            }
+        };
         if let Some(external) = step.get("external_write") {
             let path = external["path"].as_str().ok_or("external_write without a path")?;
             let content = external["content"].as_str().ok_or("external_write without content")?;
@@ -296,14 +455,24 @@ fn run_case(case: &Value, mode: Mode) -> Result<(), String> {
             continue;
         }
         let Some(tool) = step.get("tool").and_then(Value::as_str) else {
-            // A pseudo-call: its one key that is not an expectation names it.
-            let pseudo = step.as_object().and_then(|m| m.iter().find(|(k, _)| !k.starts_with("expect")));
+            // A pseudo-call: a session event ({"event": name, ...}, the step
+            // is its body), else its one key that is not an expectation.
+            let pseudo = match step.get("event").and_then(Value::as_str) {
+                Some(event) => Some((event, step)),
+                None => step
+                    .as_object()
+                    .and_then(|m| m.iter().find(|(k, _)| !k.starts_with("expect")))
+                    .map(|(k, v)| (k.as_str(), v)),
+            };
             let Some((name, body)) = pseudo else {
                 problems.push(format!("step {number} has neither a tool nor a pseudo-call"));
                 continue;
             };
-            match door.pseudo(name, &world.subst_value(body)) {
+            match door.pseudo(name, body) {
                 Ok(Some(answer)) => {
+                    if std::env::var_os("CTXFS_CONFORMANCE_SHOW").is_some() {
+                        eprintln!("--- {} [{}] step {number} {name}\n{}", case["name"], mode.name(), answer.text);
+                    }
                     if let Err(why) = check(step, &answer, &world) {
                         problems.push(format!("step {number} {name}: {why}"));
                     }
@@ -314,7 +483,12 @@ fn run_case(case: &Value, mode: Mode) -> Result<(), String> {
             continue;
         };
         let args = world.subst_value(step.get("args").unwrap_or(&json!({})));
-        match door.call(tool, args.clone()) {
+        let answered = match step.get("args_text").and_then(Value::as_str) {
+            Some(text) => door.call_text(tool, text),
+            None => door.call(tool, args.clone()),
+        };
+        let args = step.get("args_text").cloned().unwrap_or(args);
+        match answered {
             Ok(answer) => {
                 if std::env::var_os("CTXFS_CONFORMANCE_SHOW").is_some() {
                     eprintln!("--- {} [{}] step {number} {tool} {args} isError={}\n{}", case["name"], mode.name(), answer.is_error, answer.text);
@@ -377,6 +551,19 @@ fn check(step: &Value, answer: &Answer, world: &World) -> Result<(), String> {
             wrong.push(format!("expected a text containing {part:?}, got\n{}", indent(&answer.text)));
         }
     }
+    if let Some(parts) = step.get("expect_in_order") {
+        let mut from = 0;
+        for part in as_list(Some(parts)) {
+            let part = world.subst(&part);
+            match answer.text[from..].find(&part) {
+                Some(at) => from += at + part.len(),
+                None => {
+                    wrong.push(format!("expected {part:?} after what came before it, got\n{}", indent(&answer.text)));
+                    break;
+                }
+            }
+        }
+    }
     for part in as_list(step.get("expect_not_contains")) {
         let part = world.subst(&part);
         if answer.text.contains(&part) {
@@ -437,15 +624,32 @@ fn check_after(after: &Value, world: &World) -> Vec<String> {
 struct CoreDoor {
     session: std::sync::Arc<ctxfs::engine::Session>,
     _engine: Engine,
+    /// What the engine was built with, to build it again (`reopen`).
+    config: Config,
+    host: HostKind,
+    user_config: PathBuf,
 }
 
 impl CoreDoor {
     fn open(world: &World, case: &Value) -> Result<CoreDoor, String> {
-        let engine = Engine::new(world.config(case)?).map_err(|e| format!("Engine::new: {e:#}"))?;
+        let host = match case.get("host").and_then(Value::as_str) {
+            None | Some("resend") => HostKind::Resend,
+            Some("fresh") => HostKind::Fresh,
+            Some(other) => return Err(format!("unknown host {other:?} (resend or fresh)")),
+        };
+        let config = world.config(case)?;
+        let engine = CoreDoor::engine(&config, host, &world.config)?;
         let session = engine
             .open_session(SessionOptions { client_name: Some("conformance".into()), roots: None })
             .map_err(|e| format!("open_session: {e:#}"))?;
-        Ok(CoreDoor { session, _engine: engine })
+        Ok(CoreDoor { session, _engine: engine, config, host, user_config: world.config.clone() })
+    }
+
+    fn engine(config: &Config, host: HostKind, user_config: &Path) -> Result<Engine, String> {
+        let mut engine = Engine::new(config.clone()).map_err(|e| format!("Engine::new: {e:#}"))?;
+        engine.set_host(host);
+        engine.set_user_config(Some(user_config.to_path_buf()));
+        Ok(engine)
     }
 }
 
@@ -454,6 +658,121 @@ impl Door for CoreDoor {
         let answer = self.session.call(tool, args);
         Ok(Answer { text: answer.text, is_error: answer.is_error })
     }
+
+    /// The session events, and `instructions`: the structured chain is
+    /// checked here, the text (`Session::instructions`) is answered.
+    fn pseudo(&mut self, name: &str, step: &Value) -> Result<Option<Answer>, String> {
+        match name {
+            "reopen" => {
+                // A restart: a new engine over the same data directory, the session reopened by id.
+                let id = self.session.id().to_string();
+                let engine = CoreDoor::engine(&self.config, self.host, &self.user_config)?;
+                let session = engine
+                    .reopen_session(&id, SessionOptions { client_name: Some("conformance".into()), roots: None })
+                    .map_err(|e| format!("reopen_session: {e:#}"))?;
+                self.session = session;
+                self._engine = engine;
+                Ok(None)
+            }
+            "compact" => Ok(Some(Answer { text: self.session.compact(), is_error: false })),
+            "rewind" => {
+                let to = step.get("to").and_then(Value::as_str).ok_or("rewind without a \"to\" id")?;
+                self.session.rewind(to)?;
+                Ok(None)
+            }
+            "new_request" => {
+                let carries = step.get("carries_earlier").and_then(Value::as_bool).unwrap_or(true);
+                self.session.new_request(carries);
+                Ok(None)
+            }
+            "instructions" => {
+                let chain = serde_json::to_value(self.session.instruction_chain()).map_err(|e| e.to_string())?;
+                check_chain(step, &chain)?;
+                Ok(Some(Answer { text: self.session.instructions(), is_error: false }))
+            }
+            other => Err(format!("the pseudo-call {other:?} is not known to this runner")),
+        }
+    }
+}
+
+/// An `instructions` step's `expect_chain` (the files, in order: `path`,
+/// `origin`, `order`, `text`, each compared when given) and `expect_notes`
+/// (one substring per note, as many notes as given) against the engine's chain.
+fn check_chain(step: &Value, chain: &Value) -> Result<(), String> {
+    let short = |v: &Value| {
+        let text = v.to_string();
+        if text.chars().count() > 300 {
+            format!("{}…", text.chars().take(300).collect::<String>())
+        } else {
+            text
+        }
+    };
+    let mut wrong = Vec::new();
+    if let Some(expected) = step.get("expect_chain").and_then(Value::as_array) {
+        let files = chain["files"].as_array().cloned().unwrap_or_default();
+        if files.len() != expected.len() {
+            wrong.push(format!(
+                "expected {} instruction files, got {}: {}",
+                expected.len(),
+                files.len(),
+                files.iter().map(|f| format!("{} ({}, {})", f["path"], f["origin"], f["order"])).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        for (i, (want, got)) in expected.iter().zip(&files).enumerate() {
+            for (key, value) in want.as_object().into_iter().flatten() {
+                if got.get(key) != Some(value) {
+                    wrong.push(format!("file {i}: {key} is {}, expected {}", short(&got[key]), short(value)));
+                }
+            }
+        }
+    }
+    if let Some(expected) = step.get("expect_notes") {
+        let notes: Vec<String> = chain["notes"].as_array().into_iter().flatten().filter_map(|n| n.as_str().map(str::to_string)).collect();
+        let expected = as_list(Some(expected));
+        if notes.len() != expected.len() {
+            wrong.push(format!("expected {} notes, got {notes:?}", expected.len()));
+        }
+        for part in expected {
+            if !notes.iter().any(|n| n.contains(&part)) {
+                wrong.push(format!("no note mentions {part:?}: {notes:?}"));
+            }
+        }
+    }
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(wrong.join("; "))
+    }
+}
+
+/// The same over the one text MCP has: each expected file's text in the
+/// chain's order (and its path somewhere), each note's substring.
+fn check_chain_text(step: &Value, text: &str) -> Result<(), String> {
+    let mut wrong = Vec::new();
+    let mut from = 0;
+    for (i, want) in step.get("expect_chain").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        if let Some(body) = want.get("text").and_then(Value::as_str) {
+            match text[from..].find(body.trim_end()) {
+                Some(at) => from += at + body.trim_end().len(),
+                None => wrong.push(format!("file {i}'s text is not in the instructions after the files before it")),
+            }
+        }
+        if let Some(path) = want.get("path").and_then(Value::as_str) {
+            if !text.contains(path) {
+                wrong.push(format!("file {i}'s path {path:?} is not in the instructions"));
+            }
+        }
+    }
+    for part in as_list(step.get("expect_notes")) {
+        if !text.contains(&part) {
+            wrong.push(format!("no note mentions {part:?}"));
+        }
+    }
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{}; the instructions were\n{}", wrong.join("; "), indent(text)))
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -461,6 +780,8 @@ impl Door for CoreDoor {
 // ---------------------------------------------------------------------------
 
 struct McpDoor {
+    /// The `instructions` of the `initialize` result.
+    instructions: String,
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
@@ -490,7 +811,7 @@ impl McpDoor {
             }
         });
         let stdin = child.stdin.take();
-        let mut door = McpDoor { child, stdin, lines, next_id: 0, stderr_path };
+        let mut door = McpDoor { instructions: String::new(), child, stdin, lines, next_id: 0, stderr_path };
         let init = door.request(
             "initialize",
             json!({
@@ -502,6 +823,7 @@ impl McpDoor {
         if init.get("result").is_none() {
             return Err(door.with_stderr(format!("initialize failed: {init}")));
         }
+        door.instructions = init["result"]["instructions"].as_str().unwrap_or_default().to_string();
         door.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
         Ok(door)
     }
@@ -516,9 +838,24 @@ impl McpDoor {
     /// Sends a request and waits for the response with its id, skipping
     /// anything else the server says in between.
     fn request(&mut self, method: &str, params: Value) -> Result<Value, String> {
+        let params = serde_json::to_string(&params).expect("JSON serialises");
+        self.request_text(method, &params)
+    }
+
+    /// `request` with the params as JSON text, sent as they are written.
+    fn request_text(&mut self, method: &str, params: &str) -> Result<Value, String> {
         self.next_id += 1;
         let id = self.next_id;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
+        let method_json = Value::String(method.to_string());
+        let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":{method_json},"params":{}}}"#, params.replace('\n', " "));
+        {
+            let stdin = self.stdin.as_mut().ok_or("stdin already closed")?;
+            stdin
+                .write_all(line.as_bytes())
+                .and_then(|_| stdin.write_all(b"\n"))
+                .and_then(|_| stdin.flush())
+                .map_err(|e| format!("writing to ctxfs mcp: {e}"))?;
+        }
         let deadline = Instant::now() + MCP_TIMEOUT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -554,7 +891,13 @@ impl McpDoor {
 
 impl Door for McpDoor {
     fn call(&mut self, tool: &str, args: Value) -> Result<Answer, String> {
-        let response = self.request("tools/call", json!({"name": tool, "arguments": args}))?;
+        let args = serde_json::to_string(&args).expect("JSON serialises");
+        self.call_text(tool, &args)
+    }
+
+    fn call_text(&mut self, tool: &str, args_text: &str) -> Result<Answer, String> {
+        let name = Value::String(tool.to_string());
+        let response = self.request_text("tools/call", &format!(r#"{{"name":{name},"arguments":{args_text}}}"#))?;
         let Some(result) = response.get("result") else {
             return Err(format!("tools/call answered a protocol error instead of a result: {response}"));
         };
@@ -564,6 +907,17 @@ impl Door for McpDoor {
             .to_string();
         let is_error = result.get("isError").and_then(Value::as_bool).unwrap_or(false);
         Ok(Answer { text, is_error })
+    }
+
+    /// `instructions` only: MCP has no method for the session events.
+    fn pseudo(&mut self, name: &str, step: &Value) -> Result<Option<Answer>, String> {
+        match name {
+            "instructions" => {
+                check_chain_text(step, &self.instructions)?;
+                Ok(Some(Answer { text: self.instructions.clone(), is_error: false }))
+            }
+            other => Err(format!("{other:?} is a session event, which MCP has no method for: run the case over the core only")),
+        }
     }
 
     /// Closes stdin and expects the server to leave on its own.

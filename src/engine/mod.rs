@@ -14,6 +14,7 @@ pub use api::*;
 use crate::access::{Access, Level, View, ViewFile};
 use crate::hygiene::{HostKind, Hygiene, MemoryStore, ResultStore, SqliteStore};
 use crate::paths::VPath;
+use crate::index::hybrid::{Index, TokenChunker};
 use crate::instructions::{self, Chain, UserConfig};
 use crate::tools::{Ctx, Observed, Outcome};
 use std::collections::HashSet;
@@ -36,6 +37,38 @@ pub struct Engine {
     host: HostKind,
     /// The user's config directory: global instructions and skills.
     user: UserConfig,
+    /// The search index, opened on first use and shared by the sessions.
+    index: Arc<IndexSlot>,
+}
+
+/// The search index, opened when first needed (it loads the embedder).
+pub struct IndexSlot {
+    path: PathBuf,
+    data_dir: PathBuf,
+    cell: std::sync::OnceLock<Option<Arc<Index>>>,
+}
+
+impl IndexSlot {
+    fn new(data_dir: &Path) -> IndexSlot {
+        IndexSlot { path: data_dir.join("index.db"), data_dir: data_dir.to_path_buf(), cell: std::sync::OnceLock::new() }
+    }
+
+    /// The index, or `None` when it cannot be opened (search then ranks by words on the fly).
+    pub fn get(&self) -> Option<&Arc<Index>> {
+        self.cell
+            .get_or_init(|| {
+                let (vectorizer, tokenizer) = crate::index::default_models(&self.data_dir);
+                let chunker = Arc::new(TokenChunker::new(tokenizer));
+                match Index::open(&self.path, vectorizer, chunker) {
+                    Ok(index) => Some(Arc::new(index)),
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot open the search index; search ranks by words only");
+                        None
+                    }
+                }
+            })
+            .as_ref()
+    }
 }
 
 static SESSION_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -97,7 +130,8 @@ impl Engine {
     pub fn with_fs(fs: Arc<dyn Fs>, view: View, start: Option<&str>, data_dir: PathBuf, host_root: PathBuf, host: HostKind) -> Engine {
         let boundary = fs.boundary().clone();
         let start = start.and_then(|s| VPath::resolve(&boundary, s).ok()).filter(|s| s.starts_with(&boundary)).unwrap_or(boundary);
-        Engine { fs, view, start, data_dir, host_root, host, user: UserConfig::platform() }
+        let index = Arc::new(IndexSlot::new(&data_dir));
+        Engine { fs, view, start, data_dir, host_root, host, user: UserConfig::platform(), index }
     }
 
     /// Sets where the user's own configuration is (global AGENTS.md,
@@ -194,6 +228,7 @@ impl Engine {
             id,
             client_name: options.client_name,
             user: self.user.clone(),
+            index: self.index.clone(),
             state: Mutex::new(SessionState {
                 access,
                 observed: Observed::default(),
@@ -217,6 +252,7 @@ pub struct Session {
     id: String,
     client_name: Option<String>,
     user: UserConfig,
+    index: Arc<IndexSlot>,
     state: Mutex<SessionState>,
 }
 
@@ -243,7 +279,12 @@ impl Session {
                 Err(e) => state.hygiene.answer(tool, &serde_json::Value::Null, Err(registry::args_error(tool, &e)), None),
             };
         }
-        let mut ctx = Ctx { access: &state.access, observed: &mut state.observed, user_dir: self.user.dir.as_deref() };
+        let index = match tool {
+            "search" | "tag" => self.index.get().map(|i| &**i),
+            _ => None,
+        };
+        let mut ctx =
+            Ctx { access: &state.access, observed: &mut state.observed, user_dir: self.user.dir.as_deref(), index };
         let result = catch_unwind(AssertUnwindSafe(|| registry::dispatch(&mut ctx, tool, args.clone())));
         let result = result.unwrap_or_else(|panic| {
             let what = panic
@@ -256,11 +297,37 @@ impl Session {
                 "Internal error in {tool}: {what}. Nothing more was done; the session goes on."
             )))
         });
+        if let Ok(outcome) = &result {
+            self.index_changes(&state.access, outcome);
+        }
         let appendix = match (&result, tool) {
             (Ok(outcome), "read") => nearby_appendix(state, outcome),
             _ => None,
         };
         state.hygiene.answer(tool, &args, result, appendix)
+    }
+
+    /// Indexes the files a change wrote, with the client as their creator.
+    fn index_changes(&self, access: &Access, outcome: &Outcome) {
+        let changes: &[crate::tools::FileChange] = match outcome {
+            Outcome::Changed(change) => std::slice::from_ref(change),
+            Outcome::Patch(changes) => changes,
+            _ => return,
+        };
+        if changes.iter().all(|c| c.sha.is_none()) {
+            return;
+        }
+        let Some(index) = self.index.get() else { return };
+        for change in changes.iter().filter(|c| c.sha.is_some()) {
+            let Ok(target) = access.check(change.path.as_str(), change.path.clone(), crate::access::Need::Look) else {
+                continue;
+            };
+            if let Ok(bytes) = access.fs().read_file(&target.real, crate::index::hybrid::MAX_FILE_BYTES) {
+                if let Err(e) = index.note_written(&target.real, &bytes, self.client_name.as_deref()) {
+                    tracing::warn!(error = %e, path = %change.path, "could not index a written file");
+                }
+            }
+        }
     }
 
     /// The instruction chain as structured data, for editors to render.

@@ -12,7 +12,7 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
 /// Every tool, in the order `tools/list` shows them.
-pub const TOOL_NAMES: [&str; 17] = [
+pub const TOOL_NAMES: [&str; 18] = [
     "read",
     "write",
     "edit",
@@ -30,6 +30,7 @@ pub const TOOL_NAMES: [&str; 17] = [
     "skills_list",
     "skill_view",
     "skill_manage",
+    "tag",
 ];
 
 fn info<P: JsonSchema>(name: &str) -> ToolInfo {
@@ -104,6 +105,7 @@ pub fn tools() -> Vec<ToolInfo> {
             "skills_list" => info::<SkillsListParams>(name),
             "skill_view" => info::<SkillViewParams>(name),
             "skill_manage" => info::<SkillManageParams>(name),
+            "tag" => info::<TagParams>(name),
             other => unreachable!("{other} is in TOOL_NAMES without a schema"),
         })
         .collect()
@@ -144,6 +146,7 @@ pub fn dispatch(ctx: &mut Ctx<'_>, tool: &str, args: serde_json::Value) -> ToolR
         "skills_list" => run(ctx, tool, args, skills::skills_list),
         "skill_view" => run(ctx, tool, args, skills::skill_view),
         "skill_manage" => run(ctx, tool, args, skills::skill_manage),
+        "tag" => run(ctx, tool, args, search::tag),
         other => Err(ToolError::Message(format!("Unknown tool {other:?}. The tools are: {}.", TOOL_NAMES.join(", ")))),
     }
 }

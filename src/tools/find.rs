@@ -148,9 +148,14 @@ impl<'a> Scope<'a> {
                 Kind::Special => Descend::No,
             }
         };
+        // Ignore files count only where the session can see them, as anything else does.
+        let readable = |real: &VPath| {
+            let rel = self.rel(real);
+            self.level(real, &self.shown(rel)).can_read()
+        };
         self.access
             .fs()
-            .walk(&self.root.real, &WalkOptions::default(), &visit)
+            .walk_in_view(&self.root.real, &WalkOptions::default(), &visit, &readable)
             .map_err(|e| ToolError::from_fs(e, &self.root.path))
     }
 }

@@ -73,6 +73,8 @@ pub struct Ctx<'a> {
     pub observed: &'a mut Observed,
     /// The user's own config directory (global skills), outside the view.
     pub user_dir: Option<&'a std::path::Path>,
+    /// The search index, when the engine has one.
+    pub index: Option<&'a crate::index::hybrid::Index>,
 }
 
 /// A read of a file's lines.

@@ -233,3 +233,16 @@ pub struct SkillManageParams {
     /// The whole SKILL.md, frontmatter first.
     pub content: String,
 }
+
+/// Tag a file so search can find it by why it exists: the task it belongs to and the apps or
+/// areas it relates to. Tagging again replaces the given tags and keeps the others.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TagParams {
+    /// The file to tag.
+    pub path: String,
+    /// The task the file belongs to, such as `fix the auth bug`.
+    pub task: Option<String>,
+    /// What it relates to, such as `login, session store`.
+    pub related: Option<String>,
+}

@@ -1,9 +1,9 @@
-//! search, by words: BM25 over passages of the files the session can see.
+//! search: the hybrid index when the engine has one, else BM25 by words
+//! over passages of the files the session can see, computed at query time.
 //!
-//! This is the words-only ranking, computed at query time over exactly the
-//! visible files, so hidden files change neither the scores nor the order.
-//! It is not the hybrid index (token chunks, embeddings, fused ranks, stored
-//! under `--data`), which replaces it when that lands.
+//! Both rank exactly the visible files, so hidden files change neither the
+//! scores nor the order. The index itself lives in `index`; this is the
+//! tool's answer format (`/path:12-30` then the passage) and its fallback.
 
 use super::params::SearchParams;
 use super::{Ctx, Outcome, ToolResult};
@@ -82,6 +82,19 @@ pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
     }
     if !root.is_dir() {
         return Err(ToolError::NotADir(root.path));
+    }
+    if let Some(index) = ctx.index {
+        let hits = index
+            .search(ctx.access, &root, &params.query, limit)
+            .map_err(|e| ToolError::Message(format!("Search failed: {e}. grep still works.")))?;
+        let mut body = String::new();
+        for hit in &hits {
+            body.push_str(&format!("{}:{}-{}\n{}\n\n", hit.path, hit.first_line, hit.last_line, hit.text.trim_end()));
+        }
+        if hits.is_empty() {
+            body = format!("No passages match {:?} in {}.\n", params.query, root.path);
+        }
+        return Ok(Outcome::Text { body, path: Some(root.path) });
     }
     let found: Mutex<Vec<Passage>> = Mutex::new(Vec::new());
     super::find::visible_files(ctx.access, root.clone(), &|shown, _rel, open| {
@@ -162,4 +175,29 @@ mod tests {
     fn words_split_identifiers() {
         assert_eq!(words("retryFailedUpload snake_case HTTPServer"), ["retry", "failed", "upload", "snake", "case", "httpserver"]);
     }
+}
+
+pub fn tag(ctx: &mut Ctx<'_>, params: super::params::TagParams) -> ToolResult {
+    let target = ctx.access.target(&params.path, Need::Change)?;
+    match target.kind() {
+        None => return Err(ToolError::NotFound(target.path)),
+        Some(crate::vfs::Kind::File) => {}
+        Some(crate::vfs::Kind::Dir) => return Err(ToolError::IsADir(target.path)),
+        Some(_) => return Err(ToolError::NotRegular(target.path)),
+    }
+    if params.task.is_none() && params.related.is_none() {
+        return Err(ToolError::Message("Give task, related or both.".into()));
+    }
+    let Some(index) = ctx.index else {
+        return Err(ToolError::Message("Tags need the search index, which this server runs without.".into()));
+    };
+    let bytes = ctx
+        .access
+        .fs()
+        .read_file(&target.real, crate::access::MAX_OPEN_BYTES)
+        .map_err(|e| ToolError::from_fs(e, &target.path))?;
+    index
+        .tag(&target.real, &bytes, params.task.as_deref(), params.related.as_deref())
+        .map_err(|e| ToolError::Message(format!("Could not tag {}: {e}.", target.path)))?;
+    Ok(Outcome::Text { body: format!("Tagged {}\n", target.path), path: Some(target.path) })
 }

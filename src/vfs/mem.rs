@@ -18,7 +18,7 @@
 //! misuse: they are for setting up tests.
 
 use super::resolve::{resolve_with, Child, Lookup};
-use super::{Descend, DirEntry, Fs, FsError, Kind, Meta, Resolution, Source, Visitor, WalkEntry, WalkOptions};
+use super::{Descend, DirEntry, Fs, FsError, Kind, Meta, Readable, Resolution, Source, Visitor, WalkEntry, WalkOptions};
 use crate::paths::VPath;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::Match;
@@ -418,12 +418,12 @@ impl MemFs {
 
     /// The ignore files a directory itself holds, read without following
     /// links, or `None` when it holds none (nor `.git`).
-    fn ignore_level(&self, st: &State, dir: &VPath) -> Option<IgnoreLevel> {
+    fn ignore_level(&self, st: &State, dir: &VPath, readable: &Readable<'_>) -> Option<IgnoreLevel> {
         let read = |path: &VPath| match st.get(path) {
-            Some(Node::File { data, .. }) if data.len() as u64 <= MAX_IGNORE_FILE => matcher(dir, data),
+            Some(Node::File { data, .. }) if data.len() as u64 <= MAX_IGNORE_FILE && readable(path) => matcher(dir, data),
             _ => None,
         };
-        let has = |name: &str| st.get(&dir.join(name)).map(Node::kind);
+        let has = |name: &str| st.get(&dir.join(name)).map(Node::kind).filter(|_| readable(&dir.join(name)));
         let dot_ignore = has(".ignore") == Some(Kind::File);
         let gitignore = has(".gitignore") == Some(Kind::File);
         let git = has(".git");
@@ -449,6 +449,7 @@ impl MemFs {
         dir: &VPath,
         options: &WalkOptions,
         visit: &Visitor<'_>,
+        readable: &Readable<'_>,
         levels: &mut Vec<IgnoreLevel>,
     ) -> Result<(), FsError> {
         // Take a snapshot, then let go of the lock: the visitor may call back.
@@ -459,7 +460,7 @@ impl MemFs {
                 return Ok(());
             }
             let entries: Vec<(String, Kind)> = st.children(dir).into_iter().map(|(n, node)| (n, node.kind())).collect();
-            let own_level = if options.gitignore { self.ignore_level(&st, dir) } else { None };
+            let own_level = if options.gitignore { self.ignore_level(&st, dir, readable) } else { None };
             (entries, own_level)
         };
         let pushed = own_level.is_some();
@@ -483,7 +484,7 @@ impl MemFs {
                 let entry = WalkEntry { path: path.clone(), kind, open: &open };
                 let descend = visit(&entry);
                 if kind == Kind::Dir && descend == Descend::Yes {
-                    self.walk_dir(&path, options, visit, levels)?;
+                    self.walk_dir(&path, options, visit, readable, levels)?;
                 }
             }
             Ok(())
@@ -729,13 +730,19 @@ impl Fs for MemFs {
         Ok(format!("memfs-trash:{bin}"))
     }
 
-    fn walk(&self, real: &VPath, options: &WalkOptions, visit: &Visitor<'_>) -> Result<(), FsError> {
+    fn walk_in_view(
+        &self,
+        real: &VPath,
+        options: &WalkOptions,
+        visit: &Visitor<'_>,
+        readable: &Readable<'_>,
+    ) -> Result<(), FsError> {
         let dir = {
             let st = self.state();
             let names = self.names(real)?;
             self.dir_strict(&st, &names)?
         };
-        self.walk_dir(&dir, options, visit, &mut Vec::new())
+        self.walk_dir(&dir, options, visit, readable, &mut Vec::new())
     }
 }
 

@@ -150,6 +150,11 @@ pub struct WalkEntry<'a> {
 /// The visitor of a walk. Called from several threads at once.
 pub type Visitor<'a> = dyn Fn(&WalkEntry<'_>) -> Descend + Sync + 'a;
 
+/// Says whether a walk may read a path for its own purposes (an ignore file,
+/// a `.git` that marks a repository): a walk in a view honours only what
+/// the session can see, so hidden files cannot change what it finds.
+pub type Readable<'a> = dyn Fn(&VPath) -> bool + Sync + 'a;
+
 /// A confined file system. See the module documentation for the two kinds
 /// of path it takes.
 pub trait Fs: Send + Sync {
@@ -189,6 +194,18 @@ pub trait Fs: Send + Sync {
 
     /// Walks below the directory `real`, calling `visit` for every entry
     /// (possibly from several threads). Directories are descended into when
-    /// the visitor says so.
-    fn walk(&self, real: &VPath, options: &WalkOptions, visit: &Visitor<'_>) -> Result<(), FsError>;
+    /// the visitor says so. Ignore files and `.git` count only where
+    /// `readable` allows.
+    fn walk_in_view(
+        &self,
+        real: &VPath,
+        options: &WalkOptions,
+        visit: &Visitor<'_>,
+        readable: &Readable<'_>,
+    ) -> Result<(), FsError>;
+
+    /// `walk_in_view` honouring every ignore file.
+    fn walk(&self, real: &VPath, options: &WalkOptions, visit: &Visitor<'_>) -> Result<(), FsError> {
+        self.walk_in_view(real, options, visit, &|_| true)
+    }
 }

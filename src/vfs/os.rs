@@ -8,7 +8,7 @@
 //! This is not where access is decided; see `access`.
 
 use super::resolve::{resolve_with, Child, Lookup};
-use super::{DirEntry, FsError, Fs, Kind, Meta, Resolution, Visitor, WalkOptions};
+use super::{DirEntry, FsError, Fs, Kind, Meta, Readable, Resolution, Visitor, WalkOptions};
 use crate::paths::VPath;
 use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
@@ -325,10 +325,16 @@ impl Fs for OsFs {
         Ok(bin.join(name).to_string_lossy().into_owned())
     }
 
-    fn walk(&self, real: &VPath, options: &WalkOptions, visit: &Visitor<'_>) -> Result<(), FsError> {
+    fn walk_in_view(
+        &self,
+        real: &VPath,
+        options: &WalkOptions,
+        visit: &Visitor<'_>,
+        readable: &Readable<'_>,
+    ) -> Result<(), FsError> {
         let names = self.names(real)?;
         let fd = self.open_dir_strict(&names, LIST)?;
-        super::walk::walk_fd(fd, real.clone(), options, visit)
+        super::walk::walk_fd_in_view(fd, real.clone(), options, visit, readable)
     }
 }
 

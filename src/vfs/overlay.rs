@@ -514,9 +514,15 @@ impl Fs for Overlay {
         self.inner.trash(real)
     }
 
-    fn walk(&self, real: &VPath, options: &WalkOptions, visit: &Visitor<'_>) -> Result<(), FsError> {
+    fn walk_in_view(
+        &self,
+        real: &VPath,
+        options: &WalkOptions,
+        visit: &Visitor<'_>,
+        readable: &super::Readable<'_>,
+    ) -> Result<(), FsError> {
         if self.docs.is_empty() {
-            return self.inner.walk(real, options, visit);
+            return self.inner.walk_in_view(real, options, visit, readable);
         }
         let wrapped = |entry: &WalkEntry<'_>| -> Descend {
             if entry.kind == Kind::File {
@@ -527,7 +533,7 @@ impl Fs for Overlay {
             }
             visit(entry)
         };
-        self.inner.walk(real, options, &wrapped)
+        self.inner.walk_in_view(real, options, &wrapped, readable)
     }
 }
 

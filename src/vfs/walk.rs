@@ -31,7 +31,7 @@
 //! older anchor instead (slower, but never running out of fds).
 
 use super::os::{errno, meta_of};
-use super::{Descend, FsError, Kind, Source, Visitor, WalkEntry, WalkOptions};
+use super::{Descend, FsError, Kind, Readable, Source, Visitor, WalkEntry, WalkOptions};
 use crate::paths::VPath;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::Match;
@@ -69,7 +69,18 @@ const MAX_IGNORE_FILE: u64 = 1 << 20;
 /// Only a failure to list `dir` itself is an error; anything failing below
 /// it (permissions, races) skips that entry and the walk goes on.
 pub fn walk_fd(dir: OwnedFd, path: VPath, options: &WalkOptions, visit: &Visitor<'_>) -> Result<(), FsError> {
-    walk_with(dir, path, options, visit, &Budget::new(FD_BUDGET))
+    walk_with(dir, path, options, visit, &|_| true, &Budget::new(FD_BUDGET))
+}
+
+/// `walk_fd` reading ignore files and `.git` only where `readable` allows.
+pub fn walk_fd_in_view(
+    dir: OwnedFd,
+    path: VPath,
+    options: &WalkOptions,
+    visit: &Visitor<'_>,
+    readable: &Readable<'_>,
+) -> Result<(), FsError> {
+    walk_with(dir, path, options, visit, readable, &Budget::new(FD_BUDGET))
 }
 
 fn walk_with(
@@ -77,6 +88,7 @@ fn walk_with(
     path: VPath,
     options: &WalkOptions,
     visit: &Visitor<'_>,
+    readable: &Readable<'_>,
     budget: &Budget,
 ) -> Result<(), FsError> {
     let threads = match options.threads {
@@ -87,7 +99,7 @@ fn walk_with(
     let _ = rfs::seek(&dir, SeekFrom::Start(0));
     let mut buf = vec![MaybeUninit::<u8>::uninit(); DIRENT_BUF];
     let root = Arc::new(Anchor { fd: dir, path, permit: Some(budget.force()) });
-    let listing = Arc::new(read_listing(root, None, None, options, &mut buf)?);
+    let listing = Arc::new(read_listing(root, None, None, options, readable, &mut buf)?);
 
     let queue = Queue::new();
     let n = listing.entries.len();
@@ -98,7 +110,7 @@ fn walk_with(
     drop(listing);
     queue.push(&mut first);
 
-    let ctx = Ctx { options, visit, budget, queue: &queue, chunking: threads > 1 };
+    let ctx = Ctx { options, visit, readable, budget, queue: &queue, chunking: threads > 1 };
     if threads == 1 {
         worker(&ctx, buf);
     } else {
@@ -117,6 +129,7 @@ fn walk_with(
 struct Ctx<'q, 'w, 'v> {
     options: &'q WalkOptions,
     visit: &'q Visitor<'v>,
+    readable: &'q Readable<'v>,
     budget: &'w Budget,
     queue: &'q Queue<'w>,
     chunking: bool,
@@ -368,7 +381,7 @@ fn run<'w>(ctx: &Ctx<'_, 'w, '_>, job: Job<'w>, buf: &mut [MaybeUninit<u8>], fou
             // they are opened from this one's anchor, and it is let go at once.
             let parent = if permit.is_some() { None } else { Some(anchor) };
             let dir = Arc::new(Anchor { fd, path, permit });
-            let listing = match read_listing(dir, parent, ignores, ctx.options, buf) {
+            let listing = match read_listing(dir, parent, ignores, ctx.options, ctx.readable, buf) {
                 Ok(listing) => listing,
                 Err(e) => {
                     tracing::debug!(error = %e, "walk: skipping an unreadable directory");
@@ -410,6 +423,7 @@ fn read_listing<'w>(
     parent: Option<Arc<Anchor<'w>>>,
     inherited: Option<Arc<Ignores>>,
     options: &WalkOptions,
+    readable: &Readable<'_>,
     buf: &mut [MaybeUninit<u8>],
 ) -> Result<Listing<'w>, FsError> {
     let fd = dir.fd.as_fd();
@@ -448,11 +462,17 @@ fn read_listing<'w>(
         names.push_str(name);
         entries.push(Entry { start, end: names.len() as u32, kind });
     }
+    // Only what the walk's reader may see counts.
+    let dot_ignore = dot_ignore && readable(&dir.path.join(".ignore"));
+    let gitignore = gitignore && readable(&dir.path.join(".gitignore"));
+    let git = git.filter(|_| readable(&dir.path.join(".git")));
     let ignores = if dot_ignore || gitignore || git.is_some() {
         let root = &dir.path;
         let read = |name: &str| read_small(fd, name).and_then(|text| matcher(root, &text));
         let exclude = match git {
-            Some(Kind::Dir) => read_exclude(fd).and_then(|text| matcher(root, &text)),
+            Some(Kind::Dir) if readable(&root.join(".git").join("info").join("exclude")) => {
+                read_exclude(fd).and_then(|text| matcher(root, &text))
+            }
             _ => None,
         };
         Some(Arc::new(Ignores {
@@ -771,6 +791,7 @@ mod tests {
                     seen.fetch_add(1, Ordering::Relaxed);
                     Descend::Yes
                 },
+                &|_| true,
                 &budget,
             )
             .unwrap();
@@ -785,6 +806,7 @@ mod tests {
             VPath::parse("/ws").unwrap(),
             &opts(false, true, 2),
             &|_e: &WalkEntry<'_>| Descend::Yes,
+            &|_| true,
             &budget,
         )
         .unwrap();

@@ -1,0 +1,138 @@
+"""Shared helpers for the benchmarks: building ctxfs, installing the peers, tables.
+
+Nothing here asserts a time; the benchmarks print figures.
+"""
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+PEER_PACKAGE = "@modelcontextprotocol/server-filesystem"
+# Pinned so that runs compare against the same peer; bump it deliberately.
+PEER_VERSION = "2026.8.31"
+PEER_PREFIX = BENCH / ".peer"
+
+
+def log(*args):
+    print(*args, file=sys.stderr, flush=True)
+
+
+def target_dir() -> Path:
+    return Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
+
+
+def build(example: bool = False) -> Path:
+    """`cargo build --release` of the binary (and the in-process example): one cargo run."""
+    cmd = ["cargo", "build", "--release", "--bin", "ctxfs"]
+    if example:
+        cmd += ["--example", "bench_calls"]
+    log("$", " ".join(cmd))
+    subprocess.run(cmd, cwd=REPO, check=True)
+    return target_dir() / "release" / "ctxfs"
+
+
+def example_binary() -> Path:
+    return target_dir() / "release" / "examples" / "bench_calls"
+
+
+def ensure_ripgrep() -> str:
+    """The `rg` on PATH, installing Debian's ripgrep when there is none."""
+    rg = shutil.which("rg")
+    if rg:
+        return rg
+    log("rg is missing: installing Debian's ripgrep")
+    subprocess.run(["apt-get", "update", "-qq"], check=True)
+    subprocess.run(["apt-get", "install", "-y", "-qq", "ripgrep"], check=True,
+                   env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    rg = shutil.which("rg")
+    if not rg:
+        sys.exit("could not install ripgrep")
+    return rg
+
+
+def ensure_peer() -> Path:
+    """The peer MCP server's entry point, installed with npm under bench/.peer (git-ignored)."""
+    entry = PEER_PREFIX / "node_modules" / PEER_PACKAGE / "dist" / "index.js"
+    pkg = PEER_PREFIX / "node_modules" / PEER_PACKAGE / "package.json"
+    if entry.exists() and pkg.exists() and f'"version": "{PEER_VERSION}"' in pkg.read_text():
+        return entry
+    spec = f"{PEER_PACKAGE}@{PEER_VERSION}"
+    log(f"installing {spec} into {PEER_PREFIX}")
+    # Check the registry first: a clear message beats npm's when the version is gone.
+    view = subprocess.run(["npm", "view", spec, "version"], capture_output=True, text=True)
+    if view.returncode != 0 or PEER_VERSION not in view.stdout:
+        sys.exit(f"npm has no {spec}: {view.stderr.strip() or view.stdout.strip()}")
+    PEER_PREFIX.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["npm", "install", "--no-save", "--no-audit", "--no-fund", "--loglevel=error",
+                    "--prefix", str(PEER_PREFIX), spec], check=True)
+    if not entry.exists():
+        sys.exit(f"{spec} installed, but {entry} is missing")
+    return entry
+
+
+def median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def percentile(xs, p):
+    """The p-th percentile (0..100), nearest rank."""
+    if not xs:
+        return float("nan")
+    s = sorted(xs)
+    k = max(0, min(len(s) - 1, int(round(p / 100 * len(s) + 0.5)) - 1))
+    return s[k]
+
+
+def table(headers, rows):
+    """A GitHub-flavoured Markdown table, so it can be pasted into the README."""
+    cells = [[str(h) for h in headers]] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    line = lambda r: "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |"
+    out = [line(cells[0]), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    out += [line(r) for r in cells[1:]]
+    return "\n".join(out)
+
+
+def machine() -> str:
+    cpu = "?"
+    try:
+        for l in open("/proc/cpuinfo"):
+            if l.startswith("model name"):
+                cpu = l.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores ({cpu})"
+
+
+def cpu_busy(interval=1.0) -> float:
+    """The fraction of all cores busy over `interval` seconds (from /proc/stat)."""
+    def sample():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        idle = v[3] + (v[4] if len(v) > 4 else 0)
+        return sum(v), idle
+    t0, i0 = sample()
+    import time
+    time.sleep(interval)
+    t1, i1 = sample()
+    return 1 - (i1 - i0) / max(1, t1 - t0)
+
+
+def wait_quiet(max_wait=300, threshold=0.15) -> str:
+    """Waits (at most `max_wait` s) until the other work on the machine is below `threshold`
+    of its cores, so that figures are not taken beside someone's build. Answers a note."""
+    import time
+    start = time.monotonic()
+    busy = cpu_busy()
+    while busy > threshold and time.monotonic() - start < max_wait:
+        log(f"machine busy ({busy:.0%} of cores); waiting for it to quiet down")
+        time.sleep(4)
+        busy = cpu_busy()
+    waited = time.monotonic() - start
+    return f"other load {busy:.0%} of cores at start" + (f" (after waiting {waited:.0f} s)" if waited > 2 else "")

@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""grep and glob over large real trees: `ctxfs call` against ripgrep.
+
+Trees (both exist on a fresh machine of this kind once `cargo build` has
+fetched the crate's dependencies):
+  registry  ~/.cargo/registry/src: the sources of every crate fetched (Rust, Markdown, TOML...)
+  docs      $(rustc --print sysroot)/share/doc: the toolchain's HTML docs (rust-docs component)
+
+For each tree and case it prints the match totals of both (they must be
+equal: the same files, the same lines), and the median wall time of
+  ctxfs   `ctxfs call --root TREE grep|glob JSON` (a new process each time:
+          process start, engine setup, the walk, the search, the answer)
+  in-proc the same call through `Session::call` in one process (examples/bench_calls.rs)
+  rg      ripgrep doing the same work (flags below)
+and the ratios ctxfs/rg (target <= 1.3).
+
+ripgrep is made to do what ctxfs does: `--no-require-git` (ctxfs honours
+.gitignore outside repositories too), `--no-ignore-parent` and
+`--no-ignore-global` (ctxfs reads no ignore file above the root nor git's
+global excludes), `--no-config`, and `--count` (ctxfs's count output counts
+matching lines, as `--count` does, not matches). Both skip hidden and binary
+files. File-name filters on the rg side use `--type-add`, not `-g`, because
+rg's `-g` overrides ignore files and ctxfs's glob does not.
+
+Both write to a pipe that this script drains. Runs alternate between the two
+tools, after one warm-up each (the page cache is warm for both).
+
+    python3 bench/grep_glob.py [--runs 7] [--trees registry,docs]
+"""
+
+import argparse
+import datetime
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import build, ensure_ripgrep, example_binary, log, machine, median, wait_quiet, table  # noqa: E402
+
+RG_BASE = ["--no-config", "--no-require-git", "--no-ignore-parent", "--no-ignore-global"]
+
+# (name, ctxfs grep arguments, rg flags and pattern)
+GREP_CASES = [
+    ("literal `unsafe`", {"pattern": "unsafe", "fixed_strings": True}, ["-F", "unsafe"]),
+    ("regex `[A-Z][a-z]+Error\\b`", {"pattern": r"[A-Z][a-z]+Error\b"}, [r"[A-Z][a-z]+Error\b"]),
+    ("-i `deprecated`", {"pattern": "deprecated", "ignore_case": True}, ["-i", "deprecated"]),
+]
+
+
+def trees():
+    cargo_home = Path(os.environ.get("CARGO_HOME", Path.home() / ".cargo"))
+    sysroot = subprocess.run(["rustc", "--print", "sysroot"], capture_output=True, text=True).stdout.strip()
+    return {
+        "registry": (cargo_home / "registry" / "src", "*.rs"),
+        "docs": (Path(sysroot) / "share" / "doc", "*.html"),
+    }
+
+
+def tree_size(path: Path):
+    files, size = 0, 0
+    for dirpath, _, names in os.walk(path):
+        for n in names:
+            try:
+                st = os.lstat(os.path.join(dirpath, n))
+            except OSError:
+                continue
+            files += 1
+            size += st.st_size
+    return files, size
+
+
+def timed(cmd):
+    start = time.perf_counter()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    ms = (time.perf_counter() - start) * 1e3
+    if p.returncode not in (0, 1):
+        sys.exit(f"{cmd[0]} failed ({p.returncode}): {p.stderr.decode()[:500]}")
+    return ms, p.stdout
+
+
+def ctxfs_full_text(ctxfs, tree, data, tool, args):
+    """The full (uncapped) text of one call: the call, then recall of its whole result."""
+    script = json.dumps({"call": tool, "args": args}) + "\n" + json.dumps(
+        {"call": "recall", "args": {"id": "#0001", "limit": 10_000_000}}) + "\n"
+    p = subprocess.run([ctxfs, "replay", "--root", tree, "--data", data, "-"], input=script.encode(),
+                       capture_output=True, check=True)
+    answers = [json.loads(l) for l in p.stdout.decode().splitlines() if l.strip()]
+    if answers[0].get("is_error"):
+        sys.exit(f"ctxfs {tool} failed: {answers[0]['text'][:500]}")
+    text = answers[-1]["text"]
+    # Drop the recall header and the stored result's own id line.
+    return text.split("\n", 2)[2] if text.count("\n") >= 2 else ""
+
+
+def count_totals(lines):
+    """(files, lines matched) from `path:N` lines."""
+    files = total = 0
+    for l in lines:
+        if ":" in l:
+            head, _, n = l.rpartition(":")
+            if n.isdigit():
+                files += 1
+                total += int(n)
+    return files, total
+
+
+def in_process(tree, data, tool, args, runs):
+    out = subprocess.run([str(example_binary()), "--root", tree, "--data", data, "--runs", str(runs),
+                          "--warmup", "1", tool, json.dumps(args)], capture_output=True, check=True)
+    r = json.loads(out.stdout)
+    return median(r["times_ms"]), r["setup_ms"]
+
+
+def bench_pair(ctxfs_cmd, rg_cmd, runs):
+    timed(ctxfs_cmd), timed(rg_cmd)  # warm-up
+    a, b = [], []
+    for _ in range(runs):
+        a.append(timed(ctxfs_cmd)[0])
+        b.append(timed(rg_cmd)[0])
+    return median(a), median(b)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=7, help="timed runs per tool and case (after one warm-up)")
+    ap.add_argument("--trees", default="registry,docs")
+    ap.add_argument("--no-build", action="store_true", help="use the binaries already in target/release")
+    ap.add_argument("--no-wait", action="store_true", help="do not wait for the machine to be quiet")
+    opts = ap.parse_args()
+
+    ctxfs = str(build(example=True)) if not opts.no_build else str(Path(__file__).resolve().parents[1] / "target/release/ctxfs")
+    rg = ensure_ripgrep()
+    rg_version = subprocess.run([rg, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    data = tempfile.mkdtemp(prefix="ctxfs-bench-data-")
+    load0 = wait_quiet() if not opts.no_wait else "not checked"
+    all_trees = trees()
+    rows, notes = [], []
+    for name in opts.trees.split(","):
+        tree, name_glob = all_trees[name]
+        if not tree.is_dir():
+            notes.append(f"{name}: {tree} is missing, skipped")
+            continue
+        files, size = tree_size(tree)
+        notes.append(f"{name}: {tree} ({files} files, {size / 2**20:.0f} MiB)")
+        tree = str(tree)
+        log(f"[{name}] warming the page cache")
+        timed([rg, *RG_BASE, "--count", "-F", "zzzz-no-such-text", tree])
+
+        for label, args, rg_args in GREP_CASES:
+            log(f"[{name}] grep {label}")
+            args = {**args, "output": "count"}
+            full = ctxfs_full_text(ctxfs, tree, data, "grep", args)
+            c_files, c_lines = count_totals(full.splitlines())
+            rg_cmd = [rg, *RG_BASE, "--count", *rg_args, tree]
+            _, rg_out = timed(rg_cmd)
+            r_files, r_lines = count_totals(rg_out.decode(errors="replace").splitlines())
+            c_ms, r_ms = bench_pair([ctxfs, "call", "--root", tree, "--data", data, "grep", json.dumps(args)],
+                                    rg_cmd, opts.runs)
+            p_ms, setup = in_process(tree, data, "grep", args, opts.runs)
+            same = "yes" if (c_files, c_lines) == (r_files, r_lines) else "**NO**"
+            rows.append([name, f"grep {label}", f"{c_lines} in {c_files}", f"{r_lines} in {r_files}", same,
+                         f"{c_ms:.0f}", f"{p_ms:.0f}", f"{r_ms:.0f}", f"{c_ms / r_ms:.2f}", f"{p_ms / r_ms:.2f}"])
+
+        for pattern, rg_args in [("**/*", []), (name_glob, ["--type-add", f"bench:{name_glob}", "-t", "bench"])]:
+            log(f"[{name}] glob {pattern}")
+            args = {"pattern": pattern}
+            full = ctxfs_full_text(ctxfs, tree, data, "glob", args)
+            m = re.search(r"\(Stopped at \d+ of (\d+) matches", full)
+            c_n = int(m.group(1)) if m else sum(1 for l in full.splitlines() if l.startswith("/"))
+            rg_cmd = [rg, *RG_BASE, "--files", *rg_args, tree]
+            _, rg_out = timed(rg_cmd)
+            r_n = len(rg_out.splitlines())
+            c_ms, r_ms = bench_pair([ctxfs, "call", "--root", tree, "--data", data, "glob", json.dumps(args)],
+                                    rg_cmd, opts.runs)
+            p_ms, setup = in_process(tree, data, "glob", args, opts.runs)
+            same = "yes" if c_n == r_n else "**NO**"
+            rg_label = "rg --files" + (f" -t {name_glob}" if rg_args else "")
+            rows.append([name, f"glob `{pattern}` vs {rg_label}", f"{c_n} files", f"{r_n} files", same,
+                         f"{c_ms:.0f}", f"{p_ms:.0f}", f"{r_ms:.0f}", f"{c_ms / r_ms:.2f}", f"{p_ms / r_ms:.2f}"])
+
+    shutil.rmtree(data, ignore_errors=True)
+    print(f"\n## grep_glob — {datetime.date.today()}, {machine()}, {rg_version}, median of {opts.runs} runs, "
+          f"{load0}\n")
+    for n in notes:
+        print(f"- {n}")
+    print()
+    print(table(["tree", "case", "ctxfs matches", "rg matches", "equal", "ctxfs call ms", "in-proc ms", "rg ms",
+                 "ctxfs/rg", "in-proc/rg"], rows))
+    print("\nctxfs call = a new `ctxfs call` process per run; in-proc = Session::call in one process "
+          "(engine opened once); ratios are times, lower is better (target <= 1.3).")
+
+
+if __name__ == "__main__":
+    main()

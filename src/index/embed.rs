@@ -1,0 +1,1198 @@
+//! Embedders: text in, unit vectors out, behind one trait (`Embedder`); not the chunker, the store or the ranking.
+//!
+//! Three kinds, all optional to the index, which falls back to words only:
+//!
+//! - `StaticEmbedder`, the default: a Model2Vec-style table (one row per
+//!   vocabulary entry of all-MiniLM-L6-v2) and that model's `tokenizer.json`.
+//!   A text's vector is the mean of its tokens' rows, L2-normalised. It needs
+//!   nothing at run time: `scripts/build-embedder` makes the table at set-up,
+//!   and `default_embedder` finds it (see `model_dir_candidates`).
+//! - `HttpEmbedder`: a server the user runs and names, either llama.cpp's
+//!   `/embedding` with `/tokenize` or an OpenAI-compatible `/v1/embeddings`.
+//!   It never talks to any other address.
+//! - The full transformer (candle) is an extension point, not built here: a
+//!   `candle` feature would add a third `Embedder` that loads the same
+//!   `model.safetensors` and `tokenizer.json` the set-up downloads. stack.md
+//!   measured it at ~2 chunks/s on two cores, so it is for quality runs, not
+//!   the default.
+//!
+//! Tokens are the embedder's own: `ModelTokenizer` (the model's WordPiece
+//! tokenizer with truncation and padding turned off, no special tokens
+//! added) also serves the chunker through `chunk::Tokenizer`, so pieces are
+//! measured in the tokens the embedder sees.
+
+use super::chunk;
+use super::hybrid;
+use std::collections::HashSet;
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The directory name of the default table, under each place it is looked for.
+pub const MODEL_DIR_NAME: &str = "minilm-static";
+
+/// The environment variable naming the table's directory, looked at first.
+pub const MODEL_DIR_ENV: &str = "CTXFS_MODEL_DIR";
+
+/// Turns texts into vectors of one fixed length, each of unit length (or all zeros for a text without tokens).
+pub trait Embedder: Send + Sync {
+    /// A name that changes whenever the vectors would differ (another model, table or server model).
+    fn name(&self) -> &str;
+    /// The length of every vector.
+    fn dims(&self) -> usize;
+    /// The most tokens one text may hold; `embed` refuses a longer one with `EmbedError::TooLong`.
+    fn max_tokens(&self) -> usize;
+    /// How many tokens the text holds, by the embedder's own tokenizer (no special tokens).
+    fn count_tokens(&self, text: &str) -> usize;
+    /// The byte span of each token in the text, in order, on character boundaries.
+    fn token_spans(&self, text: &str) -> Vec<Range<usize>>;
+    /// One vector per text, in order.
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+}
+
+/// Why an embedder gave no vectors.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    /// A text is longer than the embedder takes: the chunker halves it and tries again.
+    #[error("text {index} holds {tokens} tokens, more than the embedder's {max}")]
+    TooLong { index: usize, tokens: usize, max: usize },
+    /// The table or tokenizer could not be loaded, or is malformed.
+    #[error("embedding model {path}: {message}")]
+    Model { path: PathBuf, message: String },
+    /// The embedding server failed or answered something unexpected.
+    #[error("embedding server {url}: {message}")]
+    Http { url: String, message: String },
+}
+
+/// Scales the vector to unit length; a zero vector stays zero.
+pub fn normalize(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 && norm.is_finite() {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+}
+
+/// The dot product, which is the cosine for unit vectors.
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+// ---------------------------------------------------------------------------
+// The model tokenizer.
+
+/// The model's own tokenizer (`tokenizer.json`), with the truncation and
+/// padding it ships with turned off and no special tokens added.
+pub struct ModelTokenizer {
+    inner: tokenizers::Tokenizer,
+    /// Ids of special tokens (`[CLS]`, `[SEP]`, `[UNK]`, ...): counted as tokens but given no weight in a mean.
+    special: HashSet<u32>,
+}
+
+impl ModelTokenizer {
+    /// Loads `tokenizer.json`.
+    pub fn load(path: &Path) -> Result<ModelTokenizer, EmbedError> {
+        let err = |message: String| EmbedError::Model { path: path.to_path_buf(), message };
+        let bytes = std::fs::read(path).map_err(|e| err(e.to_string()))?;
+        let mut inner = tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| err(e.to_string()))?;
+        // The file bakes in truncation at 128 and fixed padding to 128: either would miscount.
+        inner.with_truncation(None).map_err(|e| err(e.to_string()))?;
+        inner.with_padding(None);
+        let special = inner.get_added_tokens_decoder().into_iter().filter(|(_, t)| t.special).map(|(id, _)| id).collect();
+        Ok(ModelTokenizer { inner, special })
+    }
+
+    /// The token ids of the text, without special tokens added.
+    pub fn ids(&self, text: &str) -> Vec<u32> {
+        match self.inner.encode_fast(text, false) {
+            Ok(encoding) => encoding.get_ids().to_vec(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// The byte span of each token, in order.
+    pub fn spans(&self, text: &str) -> Vec<Range<usize>> {
+        match self.inner.encode(text, false) {
+            Ok(encoding) => encoding.get_offsets().iter().map(|&(s, e)| s.min(text.len())..e.min(text.len())).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// Whether the id is a special token (it carries no content of the text).
+    pub fn is_special(&self, id: u32) -> bool {
+        self.special.contains(&id)
+    }
+}
+
+impl chunk::Tokenizer for ModelTokenizer {
+    fn tokens(&self, text: &str) -> Vec<Range<usize>> {
+        self.spans(text)
+    }
+
+    fn count(&self, text: &str) -> usize {
+        self.ids(text).len()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The static table.
+
+/// The default embedder: a static table of token vectors and the model's tokenizer.
+///
+/// A text's vector is the mean of its tokens' rows, special tokens left out,
+/// L2-normalised. Special tokens are left out because their rows are not
+/// content: `[UNK]` stands for any unknown character, and a literal `[CLS]`
+/// in a file would otherwise pull every vector towards one direction. The
+/// table has no context window, so it takes texts of any length.
+pub struct StaticEmbedder {
+    name: String,
+    dims: usize,
+    rows: usize,
+    /// Row-major `rows × dims`, converted to f32 once at load.
+    table: Vec<f32>,
+    tokenizer: Arc<ModelTokenizer>,
+}
+
+impl StaticEmbedder {
+    /// Loads `model.safetensors` (tensor `embeddings`, F16 or F32, `[vocab, dims]`) and `tokenizer.json` from the directory.
+    pub fn load(dir: &Path) -> Result<StaticEmbedder, EmbedError> {
+        let tokenizer = Arc::new(ModelTokenizer::load(&dir.join("tokenizer.json"))?);
+        let path = dir.join("model.safetensors");
+        let bytes = std::fs::read(&path).map_err(|e| EmbedError::Model { path: path.clone(), message: e.to_string() })?;
+        let (rows, dims, table) = parse_table(&bytes).map_err(|message| EmbedError::Model { path: path.clone(), message })?;
+        let vocab = tokenizer.inner.get_vocab_size(true);
+        if rows < vocab {
+            return Err(EmbedError::Model { path, message: format!("the table has {rows} rows, the tokenizer {vocab} tokens") });
+        }
+        let recipe = std::fs::read_to_string(dir.join("config.json"))
+            .ok()
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+            .and_then(|config| config.get("ctxfs_recipe").and_then(|r| r.as_str()).map(str::to_owned))
+            .unwrap_or_else(|| "model2vec".to_owned());
+        let label = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| MODEL_DIR_NAME.to_owned());
+        let name = format!("static:{label}:{recipe}:{:016x}", fingerprint(&bytes));
+        Ok(StaticEmbedder { name, dims, rows, table, tokenizer })
+    }
+
+    /// The tokenizer the table belongs to, for the chunker.
+    pub fn tokenizer(&self) -> Arc<ModelTokenizer> {
+        self.tokenizer.clone()
+    }
+
+    fn embed_one(&self, text: &str) -> Vec<f32> {
+        let mut sum = vec![0f32; self.dims];
+        let mut count = 0usize;
+        for id in self.tokenizer.ids(text) {
+            let id = id as usize;
+            if id >= self.rows || self.tokenizer.is_special(id as u32) {
+                continue;
+            }
+            let row = &self.table[id * self.dims..(id + 1) * self.dims];
+            sum.iter_mut().zip(row).for_each(|(s, r)| *s += r);
+            count += 1;
+        }
+        // The mean and the sum point the same way; normalising makes them equal.
+        if count > 0 {
+            normalize(&mut sum);
+        }
+        sum
+    }
+}
+
+impl Embedder for StaticEmbedder {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn dims(&self) -> usize {
+        self.dims
+    }
+
+    fn max_tokens(&self) -> usize {
+        usize::MAX
+    }
+
+    fn count_tokens(&self, text: &str) -> usize {
+        self.tokenizer.ids(text).len()
+    }
+
+    fn token_spans(&self, text: &str) -> Vec<Range<usize>> {
+        self.tokenizer.spans(text)
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(texts.iter().map(|t| self.embed_one(t)).collect())
+    }
+}
+
+/// Parses safetensors bytes by hand (u64 LE header length, JSON header, raw LE data) and answers the `embeddings` tensor as f32.
+fn parse_table(bytes: &[u8]) -> Result<(usize, usize, Vec<f32>), String> {
+    let head: [u8; 8] = bytes.get(..8).and_then(|b| b.try_into().ok()).ok_or("shorter than a safetensors header")?;
+    let n = u64::from_le_bytes(head) as usize;
+    let header = bytes.get(8..8usize.saturating_add(n)).ok_or("the header runs past the end")?;
+    let header: serde_json::Value = serde_json::from_slice(header).map_err(|e| format!("header: {e}"))?;
+    let info = header.get("embeddings").ok_or("no tensor named `embeddings`")?;
+    let dtype = info.get("dtype").and_then(|d| d.as_str()).unwrap_or("");
+    let shape: Vec<usize> = info
+        .get("shape")
+        .and_then(|s| s.as_array())
+        .map(|s| s.iter().filter_map(|d| d.as_u64().map(|d| d as usize)).collect())
+        .unwrap_or_default();
+    let offsets: Vec<usize> = info
+        .get("data_offsets")
+        .and_then(|s| s.as_array())
+        .map(|s| s.iter().filter_map(|d| d.as_u64().map(|d| d as usize)).collect())
+        .unwrap_or_default();
+    let (&[rows, dims], &[start, end]) = (shape.as_slice(), offsets.as_slice()) else {
+        return Err(format!("`embeddings` must be 2-D with two offsets, got shape {shape:?}"));
+    };
+    let data = bytes.get(8 + n + start..8 + n + end).ok_or("the data runs past the end")?;
+    let width = match dtype {
+        "F16" => 2,
+        "F32" => 4,
+        other => return Err(format!("dtype {other} is not F16 or F32")),
+    };
+    if rows == 0 || dims == 0 || data.len() != rows * dims * width {
+        return Err(format!("{} data bytes do not hold {rows}×{dims} {dtype}", data.len()));
+    }
+    let table = if width == 2 {
+        data.chunks_exact(2).map(|b| f16_to_f32(u16::from_le_bytes([b[0], b[1]]))).collect()
+    } else {
+        data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+    };
+    Ok((rows, dims, table))
+}
+
+/// IEEE 754 half precision to single precision, exactly.
+fn f16_to_f32(h: u16) -> f32 {
+    let sign = ((h as u32) >> 15) << 31;
+    let exp = ((h >> 10) & 0x1f) as u32;
+    let mant = (h & 0x3ff) as u32;
+    let bits = match exp {
+        0 if mant == 0 => sign,
+        0 => {
+            // A subnormal: mant × 2^-24, normalised for f32.
+            let shift = mant.leading_zeros() - 21;
+            sign | ((113 - shift) << 23) | ((mant << shift) & 0x3ff) << 13
+        }
+        31 => sign | 0x7f80_0000 | (mant << 13),
+        _ => sign | ((exp + 112) << 23) | (mant << 13),
+    };
+    f32::from_bits(bits)
+}
+
+/// A cheap content hash (FNV-1a over 8-byte words) for the embedder's name.
+fn fingerprint(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut words = bytes.chunks_exact(8);
+    for w in &mut words {
+        h = (h ^ u64::from_le_bytes(w.try_into().unwrap())).wrapping_mul(0x0100_0000_01b3);
+    }
+    for &b in words.remainder() {
+        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+    }
+    h ^ bytes.len() as u64
+}
+
+// ---------------------------------------------------------------------------
+// Finding the default table.
+
+/// Where the default table is looked for, in order: `$CTXFS_MODEL_DIR`;
+/// `<data dir>/models/minilm-static`; `../share/ctxfs/minilm-static` beside
+/// the executable's directory; the source tree's `models/minilm-static`
+/// (where `scripts/build-embedder` puts it).
+pub fn model_dir_candidates(env: Option<&std::ffi::OsStr>, data_dir: &Path, exe: Option<&Path>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(dir) = env.filter(|d| !d.is_empty()) {
+        out.push(PathBuf::from(dir));
+    }
+    out.push(data_dir.join("models").join(MODEL_DIR_NAME));
+    if let Some(bin) = exe.and_then(Path::parent) {
+        out.push(bin.join("..").join("share").join("ctxfs").join(MODEL_DIR_NAME));
+    }
+    out.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(MODEL_DIR_NAME));
+    out
+}
+
+/// The first candidate directory that holds both files of a table.
+pub fn find_model_dir(data_dir: &Path) -> Option<PathBuf> {
+    let env = std::env::var_os(MODEL_DIR_ENV);
+    let exe = std::env::current_exe().ok();
+    model_dir_candidates(env.as_deref(), data_dir, exe.as_deref())
+        .into_iter()
+        .find(|d| d.join("model.safetensors").is_file() && d.join("tokenizer.json").is_file())
+}
+
+static WARNED: AtomicBool = AtomicBool::new(false);
+
+fn warn_once(message: &str) {
+    if !WARNED.swap(true, Ordering::Relaxed) {
+        tracing::warn!("{message}; search ranks by words only");
+    }
+}
+
+/// The default static embedder, or `None` (said once per process) when no table is installed or it fails to load.
+pub fn default_static(data_dir: &Path) -> Option<Arc<StaticEmbedder>> {
+    let Some(dir) = find_model_dir(data_dir) else {
+        warn_once("no embedding table is installed (scripts/build-embedder makes one)");
+        return None;
+    };
+    match StaticEmbedder::load(&dir) {
+        Ok(embedder) => Some(Arc::new(embedder)),
+        Err(e) => {
+            warn_once(&format!("the embedding table could not be loaded ({e})"));
+            None
+        }
+    }
+}
+
+/// The default embedder as a trait object; `None` means words only.
+pub fn default_embedder(data_dir: &Path) -> Option<Box<dyn Embedder>> {
+    let embedder = default_static(data_dir)?;
+    Some(Box::new(Shared(embedder)))
+}
+
+/// The default table's tokenizer alone, for counting and chunking.
+pub fn model_tokenizer(data_dir: &Path) -> Option<Arc<ModelTokenizer>> {
+    ModelTokenizer::load(&find_model_dir(data_dir)?.join("tokenizer.json")).ok().map(Arc::new)
+}
+
+/// An `Arc`'d embedder as a boxed one.
+struct Shared<E: Embedder>(Arc<E>);
+
+impl<E: Embedder> Embedder for Shared<E> {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn dims(&self) -> usize {
+        self.0.dims()
+    }
+    fn max_tokens(&self) -> usize {
+        self.0.max_tokens()
+    }
+    fn count_tokens(&self, text: &str) -> usize {
+        self.0.count_tokens(text)
+    }
+    fn token_spans(&self, text: &str) -> Vec<Range<usize>> {
+        self.0.token_spans(text)
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.0.embed(texts)
+    }
+}
+
+/// Any embedder as the index's `Vectorizer`.
+pub struct EmbedderVectorizer(pub Arc<dyn Embedder>);
+
+impl hybrid::Vectorizer for EmbedderVectorizer {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn embed(&self, texts: &[&str]) -> anyhow::Result<Vec<Vec<f32>>> {
+        Ok(self.0.embed(texts)?)
+    }
+}
+
+impl hybrid::Vectorizer for StaticEmbedder {
+    fn name(&self) -> &str {
+        Embedder::name(self)
+    }
+    fn embed(&self, texts: &[&str]) -> anyhow::Result<Vec<Vec<f32>>> {
+        Ok(Embedder::embed(self, texts)?)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// A server the user runs.
+
+/// Which protocol an embedding server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpApi {
+    /// llama.cpp's server: `POST /embedding {"content": text}` and `POST /tokenize {"content": text, "with_pieces": true}`.
+    LlamaCpp,
+    /// `POST /v1/embeddings {"input": [texts], "model": name}`; no tokenizer endpoint, so tokens are counted by the ⌈bytes/2⌉ stand-in.
+    OpenAi,
+}
+
+/// An embedder on a server at a URL the user gave (plain `http://`, meant for a local server).
+///
+/// `http://HOST:PORT` (or a path ending in `/embedding`) speaks llama.cpp's
+/// API; a path ending in `/v1` or `/v1/embeddings` speaks OpenAI's. Vectors
+/// are L2-normalised here whatever the server does. A text the server
+/// refuses for its length comes back as `EmbedError::TooLong`.
+pub struct HttpEmbedder {
+    host: String,
+    port: u16,
+    /// The path before `/embedding`, `/tokenize` or `/embeddings`, without a trailing `/`.
+    prefix: String,
+    api: HttpApi,
+    model: Option<String>,
+    api_key: Option<String>,
+    max_tokens: usize,
+    dims: usize,
+    name: String,
+    timeout: Duration,
+    /// Whether `/tokenize` answered at connection; else tokens are counted by the stand-in.
+    tokenize: bool,
+}
+
+impl HttpEmbedder {
+    /// Reads the URL, then embeds one probe text to learn the vectors' length (and, for llama.cpp, checks `/tokenize`).
+    pub fn connect(url: &str, model: Option<&str>, api_key: Option<&str>, max_tokens: usize) -> Result<HttpEmbedder, EmbedError> {
+        let bad = |message: &str| EmbedError::Http { url: url.to_owned(), message: message.to_owned() };
+        let rest = url.strip_prefix("http://").ok_or_else(|| bad("only http:// URLs are supported (a local server)"))?;
+        let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((h, p)) if !h.is_empty() && !p.contains(']') => (h, p.parse::<u16>().map_err(|_| bad("bad port"))?),
+            _ => (authority, 80),
+        };
+        if host.is_empty() {
+            return Err(bad("no host"));
+        }
+        let path = path.trim_end_matches('/');
+        let (api, prefix) = if let Some(p) = path.strip_suffix("/v1/embeddings") {
+            (HttpApi::OpenAi, format!("{p}/v1"))
+        } else if path.ends_with("/v1") {
+            (HttpApi::OpenAi, path.to_owned())
+        } else if let Some(p) = path.strip_suffix("/embedding") {
+            (HttpApi::LlamaCpp, p.to_owned())
+        } else {
+            (HttpApi::LlamaCpp, path.to_owned())
+        };
+        let mut embedder = HttpEmbedder {
+            host: host.to_owned(),
+            port,
+            prefix,
+            api,
+            model: model.map(str::to_owned),
+            api_key: api_key.map(str::to_owned),
+            max_tokens,
+            dims: 0,
+            name: String::new(),
+            timeout: Duration::from_secs(120),
+            tokenize: false,
+        };
+        let probe = embedder.embed_batch(&["ctxfs"], 0)?;
+        embedder.dims = probe.first().map(Vec::len).filter(|&d| d > 0).ok_or_else(|| bad("the probe gave an empty vector"))?;
+        embedder.tokenize = api == HttpApi::LlamaCpp && embedder.tokenize_pieces("ctxfs").is_ok();
+        let api_name = match api {
+            HttpApi::LlamaCpp => "llama.cpp",
+            HttpApi::OpenAi => "openai",
+        };
+        embedder.name = format!("http:{api_name}:{url}:{}:{}", model.unwrap_or("-"), embedder.dims);
+        Ok(embedder)
+    }
+
+    /// Which protocol the URL chose.
+    pub fn api(&self) -> HttpApi {
+        self.api
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}:{}{}", self.host, self.port, self.prefix)
+    }
+
+    fn error(&self, message: impl Into<String>) -> EmbedError {
+        EmbedError::Http { url: self.url(), message: message.into() }
+    }
+
+    /// One POST with a JSON body; answers the status and the parsed JSON body (or its text when it is not JSON).
+    fn post(&self, path: &str, body: &serde_json::Value) -> Result<(u16, Result<serde_json::Value, String>), EmbedError> {
+        let body = serde_json::to_vec(body).map_err(|e| self.error(e.to_string()))?;
+        let addr = (self.host.trim_start_matches('[').trim_end_matches(']'), self.port)
+            .to_socket_addrs()
+            .map_err(|e| self.error(e.to_string()))?
+            .next()
+            .ok_or_else(|| self.error("the host has no address"))?;
+        let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(10)).map_err(|e| self.error(e.to_string()))?;
+        stream.set_read_timeout(Some(self.timeout)).ok();
+        stream.set_write_timeout(Some(self.timeout)).ok();
+        let mut head = format!(
+            "POST {}{path} HTTP/1.1\r\nHost: {}:{}\r\nContent-Type: application/json\r\nAccept: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+            self.prefix,
+            self.host,
+            self.port,
+            body.len()
+        );
+        if let Some(key) = &self.api_key {
+            head.push_str(&format!("Authorization: Bearer {key}\r\n"));
+        }
+        head.push_str("\r\n");
+        stream.write_all(head.as_bytes()).and_then(|_| stream.write_all(&body)).map_err(|e| self.error(e.to_string()))?;
+        let mut raw = Vec::new();
+        stream.take(MAX_RESPONSE as u64 + 1).read_to_end(&mut raw).map_err(|e| self.error(e.to_string()))?;
+        if raw.len() > MAX_RESPONSE {
+            return Err(self.error("the answer is too large"));
+        }
+        let (status, body) = parse_response(&raw).map_err(|m| self.error(m))?;
+        Ok((status, serde_json::from_slice(&body).map_err(|_| String::from_utf8_lossy(&body).into_owned())))
+    }
+
+    /// Embeds texts, `first` being the index of `texts[0]` in the caller's batch (for `TooLong`).
+    fn embed_batch(&self, texts: &[&str], first: usize) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let too_long = |index: usize, text: &str| EmbedError::TooLong { index, tokens: self.count_tokens(text), max: self.max_tokens };
+        let refused = |status: u16, body: &Result<serde_json::Value, String>| {
+            let text = match body {
+                Ok(v) => v.to_string(),
+                Err(t) => t.clone(),
+            };
+            let lower = text.to_lowercase();
+            let by_length = ["too long", "too large", "maximum context", "context length", "exceeds", "too many tokens"]
+                .iter()
+                .any(|m| lower.contains(m));
+            (by_length, format!("status {status}: {}", text.chars().take(300).collect::<String>()))
+        };
+        match self.api {
+            HttpApi::LlamaCpp => {
+                let mut out = Vec::with_capacity(texts.len());
+                for (i, text) in texts.iter().enumerate() {
+                    if self.tokenize {
+                        let tokens = self.count_tokens(text);
+                        if tokens > self.max_tokens {
+                            return Err(EmbedError::TooLong { index: first + i, tokens, max: self.max_tokens });
+                        }
+                    }
+                    let (status, body) = self.post("/embedding", &serde_json::json!({ "content": text }))?;
+                    if status != 200 {
+                        let (by_length, message) = refused(status, &body);
+                        return Err(if by_length { too_long(first + i, text) } else { self.error(message) });
+                    }
+                    let body = body.map_err(|t| self.error(format!("not JSON: {}", t.chars().take(200).collect::<String>())))?;
+                    out.push(llama_vector(&body).ok_or_else(|| self.error("no `embedding` in the answer"))?);
+                }
+                Ok(out)
+            }
+            HttpApi::OpenAi => {
+                let mut request = serde_json::json!({ "input": texts, "encoding_format": "float" });
+                if let Some(model) = &self.model {
+                    request["model"] = serde_json::Value::String(model.clone());
+                }
+                let (status, body) = self.post("/embeddings", &request)?;
+                if status != 200 {
+                    let (by_length, message) = refused(status, &body);
+                    if by_length && texts.len() > 1 {
+                        // Find which text was refused: one at a time.
+                        let mut out = Vec::with_capacity(texts.len());
+                        for (i, text) in texts.iter().enumerate() {
+                            out.extend(self.embed_batch(&[text], first + i)?);
+                        }
+                        return Ok(out);
+                    }
+                    return Err(if by_length { too_long(first, texts[0]) } else { self.error(message) });
+                }
+                let body = body.map_err(|t| self.error(format!("not JSON: {}", t.chars().take(200).collect::<String>())))?;
+                let data = body.get("data").and_then(|d| d.as_array()).ok_or_else(|| self.error("no `data` in the answer"))?;
+                let mut out: Vec<Option<Vec<f32>>> = vec![None; texts.len()];
+                for (k, item) in data.iter().enumerate() {
+                    let index = item.get("index").and_then(|i| i.as_u64()).map(|i| i as usize).unwrap_or(k);
+                    let vector = item.get("embedding").and_then(floats).ok_or_else(|| self.error("an item has no `embedding`"))?;
+                    if let Some(slot) = out.get_mut(index) {
+                        *slot = Some(unit(vector));
+                    }
+                }
+                out.into_iter().collect::<Option<Vec<_>>>().ok_or_else(|| self.error("the answer misses some texts"))
+            }
+        }
+    }
+
+    /// llama.cpp's `/tokenize` with pieces, turned into byte spans over the text.
+    fn tokenize_pieces(&self, text: &str) -> Result<Vec<Range<usize>>, EmbedError> {
+        let (status, body) = self.post("/tokenize", &serde_json::json!({ "content": text, "with_pieces": true }))?;
+        let body = match (status, body) {
+            (200, Ok(body)) => body,
+            (status, _) => return Err(self.error(format!("/tokenize answered status {status}"))),
+        };
+        let tokens = body.get("tokens").and_then(|t| t.as_array()).ok_or_else(|| self.error("no `tokens` in the answer"))?;
+        let pieces: Vec<Option<Vec<u8>>> = tokens
+            .iter()
+            .map(|t| match t.get("piece") {
+                Some(serde_json::Value::String(s)) => Some(s.as_bytes().to_vec()),
+                Some(serde_json::Value::Array(bytes)) => Some(bytes.iter().filter_map(|b| b.as_u64().map(|b| b as u8)).collect()),
+                _ => None,
+            })
+            .collect();
+        Ok(align_pieces(text, &pieces))
+    }
+}
+
+/// The most bytes an answer may have.
+const MAX_RESPONSE: usize = 256 << 20;
+
+impl Embedder for HttpEmbedder {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn dims(&self) -> usize {
+        self.dims
+    }
+
+    fn max_tokens(&self) -> usize {
+        self.max_tokens
+    }
+
+    fn count_tokens(&self, text: &str) -> usize {
+        if self.tokenize {
+            if let Ok(spans) = self.tokenize_pieces(text) {
+                return spans.len();
+            }
+        }
+        text.len().div_ceil(2)
+    }
+
+    fn token_spans(&self, text: &str) -> Vec<Range<usize>> {
+        if self.tokenize {
+            if let Ok(spans) = self.tokenize_pieces(text) {
+                return spans;
+            }
+        }
+        chunk::Tokenizer::tokens(&chunk::HalfBytes, text)
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let vectors = self.embed_batch(texts, 0)?;
+        if let Some(bad) = vectors.iter().find(|v| v.len() != self.dims) {
+            return Err(self.error(format!("a vector of {} dimensions, expected {}", bad.len(), self.dims)));
+        }
+        Ok(vectors)
+    }
+}
+
+/// Splits an HTTP/1.1 answer into its status and body (Content-Length, chunked, or up to the end).
+fn parse_response(raw: &[u8]) -> Result<(u16, Vec<u8>), String> {
+    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").ok_or("no end of headers in the answer")?;
+    let head = String::from_utf8_lossy(&raw[..end]);
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or("");
+    let status = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse::<u16>().ok())
+        .filter(|_| status_line.starts_with("HTTP/"))
+        .ok_or_else(|| format!("not an HTTP answer: {status_line:?}"))?;
+    let (mut length, mut chunked) = (None, false);
+    for line in lines {
+        if let Some((name, value)) = line.split_once(':') {
+            let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
+            if name == "content-length" {
+                length = value.parse::<usize>().ok();
+            } else if name == "transfer-encoding" && value.to_ascii_lowercase().contains("chunked") {
+                chunked = true;
+            }
+        }
+    }
+    let rest = &raw[end + 4..];
+    let body = if chunked {
+        let mut body = Vec::new();
+        let mut at = 0;
+        loop {
+            let line_end = rest[at..].windows(2).position(|w| w == b"\r\n").ok_or("a chunk size line is cut off")? + at;
+            let size_text = String::from_utf8_lossy(&rest[at..line_end]);
+            let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16).map_err(|_| "a bad chunk size")?;
+            at = line_end + 2;
+            if size == 0 {
+                break;
+            }
+            body.extend_from_slice(rest.get(at..at + size).ok_or("a chunk is cut off")?);
+            at += size + 2;
+        }
+        body
+    } else if let Some(n) = length {
+        rest.get(..n).ok_or("the body is shorter than its Content-Length")?.to_vec()
+    } else {
+        rest.to_vec()
+    };
+    Ok((status, body))
+}
+
+/// A JSON array of numbers as f32s.
+fn floats(v: &serde_json::Value) -> Option<Vec<f32>> {
+    v.as_array()?.iter().map(|x| x.as_f64().map(|x| x as f32)).collect()
+}
+
+/// A unit copy of the vector.
+fn unit(mut v: Vec<f32>) -> Vec<f32> {
+    normalize(&mut v);
+    v
+}
+
+/// The vector in a llama.cpp `/embedding` answer: `{"embedding": [..]}` (older
+/// servers) or `[{"index": 0, "embedding": [[..]]}]` (newer ones; several
+/// rows, one per token under `--pooling none`, are meaned).
+fn llama_vector(body: &serde_json::Value) -> Option<Vec<f32>> {
+    let item = match body {
+        serde_json::Value::Array(items) => items.first()?,
+        other => other,
+    };
+    let embedding = item.get("embedding")?;
+    if let Some(v) = floats(embedding) {
+        return Some(unit(v));
+    }
+    let rows: Vec<Vec<f32>> = embedding.as_array()?.iter().map(floats).collect::<Option<_>>()?;
+    let dims = rows.first()?.len();
+    let mut mean = vec![0f32; dims];
+    for row in rows.iter().filter(|r| r.len() == dims) {
+        mean.iter_mut().zip(row).for_each(|(m, x)| *m += x);
+    }
+    Some(unit(mean))
+}
+
+/// Byte spans for the server's token pieces, found in order in the text.
+///
+/// A piece is looked for at the current position, then without its leading
+/// whitespace (SentencePiece models prefix a space the text may not have),
+/// then a little further on; a piece not found (or missing) takes no bytes.
+/// Spans are widened to character boundaries, since a piece may be part of
+/// a character.
+fn align_pieces(text: &str, pieces: &[Option<Vec<u8>>]) -> Vec<Range<usize>> {
+    let bytes = text.as_bytes();
+    let mut at = 0usize;
+    let mut out = Vec::with_capacity(pieces.len());
+    for piece in pieces {
+        let Some(piece) = piece else {
+            out.push(at..at);
+            continue;
+        };
+        let trimmed = {
+            let lead = piece.iter().take_while(|b| b.is_ascii_whitespace()).count();
+            &piece[lead..]
+        };
+        let found = [&piece[..], trimmed].iter().filter(|p| !p.is_empty()).find_map(|p| {
+            let window = &bytes[at..(at + p.len() + 16).min(bytes.len())];
+            window.windows(p.len()).position(|w| w == *p).map(|off| (at + off, at + off + p.len()))
+        });
+        match found {
+            Some((s, e)) => {
+                out.push(s..e);
+                at = e;
+            }
+            None => out.push(at..at),
+        }
+    }
+    let floor = |mut i: usize| {
+        while i > 0 && !text.is_char_boundary(i) {
+            i -= 1;
+        }
+        i
+    };
+    let ceil = |mut i: usize| {
+        while i < text.len() && !text.is_char_boundary(i) {
+            i += 1;
+        }
+        i
+    };
+    out.into_iter().map(|r| floor(r.start)..ceil(r.end)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+    use std::sync::atomic::AtomicUsize;
+    use std::time::Instant;
+
+    #[test]
+    fn normalize_makes_unit_vectors_and_leaves_zero_alone() {
+        let mut v = vec![3.0, 4.0];
+        normalize(&mut v);
+        assert_eq!(v, vec![0.6, 0.8]);
+        let mut z = vec![0.0; 3];
+        normalize(&mut z);
+        assert_eq!(z, vec![0.0; 3]);
+        assert!((dot(&v, &v) - 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn f16_conversion_is_exact() {
+        for (h, f) in [
+            (0x0000u16, 0.0f32),
+            (0x3c00, 1.0),
+            (0xc000, -2.0),
+            (0x3555, 0.333_251_95),
+            (0x7bff, 65504.0),
+            (0x0001, 5.960_464_5e-8),
+            (0x03ff, 6.097_555e-5),
+            (0x0400, 6.103_515_6e-5),
+        ] {
+            assert_eq!(f16_to_f32(h), f, "{h:#06x}");
+        }
+        assert!(f16_to_f32(0x7c00).is_infinite());
+        assert!(f16_to_f32(0x7e00).is_nan());
+        assert_eq!(f16_to_f32(0x8000).to_bits(), (-0.0f32).to_bits());
+    }
+
+    /// A safetensors file with one tensor `embeddings` of F16 values.
+    fn tiny_table(rows: usize, dims: usize, values: &[f32]) -> Vec<u8> {
+        let data: Vec<u8> = values
+            .iter()
+            .flat_map(|&v| {
+                // Only values exactly representable by small halves are used here.
+                let h: u16 = match v {
+                    0.0 => 0,
+                    1.0 => 0x3c00,
+                    -1.0 => 0xbc00,
+                    2.0 => 0x4000,
+                    0.5 => 0x3800,
+                    _ => panic!("unsupported test value"),
+                };
+                h.to_le_bytes()
+            })
+            .collect();
+        let header = format!(r#"{{"embeddings":{{"dtype":"F16","shape":[{rows},{dims}],"data_offsets":[0,{}]}}}}"#, data.len());
+        let mut out = (header.len() as u64).to_le_bytes().to_vec();
+        out.extend_from_slice(header.as_bytes());
+        out.extend_from_slice(&data);
+        out
+    }
+
+    #[test]
+    fn parses_a_hand_made_safetensors_table() {
+        let bytes = tiny_table(2, 3, &[1.0, 0.0, -1.0, 0.5, 2.0, 0.0]);
+        let (rows, dims, table) = parse_table(&bytes).unwrap();
+        assert_eq!((rows, dims), (2, 3));
+        assert_eq!(table, vec![1.0, 0.0, -1.0, 0.5, 2.0, 0.0]);
+        assert!(parse_table(&bytes[..bytes.len() - 1]).is_err());
+        assert!(parse_table(b"\x02\0\0\0\0\0\0\0{}").is_err());
+    }
+
+    #[test]
+    fn the_model_dir_is_looked_for_in_order() {
+        let data = Path::new("/data");
+        let exe = Path::new("/opt/ctxfs/bin/ctxfs");
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/minilm-static");
+        let all = model_dir_candidates(Some(std::ffi::OsStr::new("/env/table")), data, Some(exe));
+        assert_eq!(
+            all,
+            vec![
+                PathBuf::from("/env/table"),
+                PathBuf::from("/data/models/minilm-static"),
+                PathBuf::from("/opt/ctxfs/bin/../share/ctxfs/minilm-static"),
+                repo.clone(),
+            ]
+        );
+        // An unset or empty variable and an unknown executable are skipped.
+        assert_eq!(model_dir_candidates(Some(std::ffi::OsStr::new("")), data, None), vec![PathBuf::from("/data/models/minilm-static"), repo]);
+    }
+
+    // ----- A fake embedding server on 127.0.0.1, for the HTTP embedder.
+
+    /// Serves canned answers on 127.0.0.1 until dropped (and at most 30 s).
+    struct FakeServer {
+        url: String,
+        stop: Arc<AtomicBool>,
+        requests: Arc<AtomicUsize>,
+        thread: Option<std::thread::JoinHandle<()>>,
+    }
+
+    impl Drop for FakeServer {
+        fn drop(&mut self) {
+            self.stop.store(true, Ordering::Relaxed);
+            if let Some(t) = self.thread.take() {
+                t.join().ok();
+            }
+        }
+    }
+
+    /// The fake vector of a text: its length, its count of `e`, and 1.
+    fn fake_vector(text: &str) -> Vec<f32> {
+        vec![text.len() as f32, text.matches('e').count() as f32, 1.0]
+    }
+
+    /// Starts a server whose handler maps (path, JSON body) to (status, body text, chunked?).
+    fn fake_server(handler: impl Fn(&str, &serde_json::Value) -> (u16, String, bool) + Send + 'static) -> FakeServer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let stop = Arc::new(AtomicBool::new(false));
+        let requests = Arc::new(AtomicUsize::new(0));
+        let (stop2, requests2) = (stop.clone(), requests.clone());
+        let thread = std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !stop2.load(Ordering::Relaxed) && Instant::now() < deadline {
+                let Ok((mut stream, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(2));
+                    continue;
+                };
+                stream.set_nonblocking(false).unwrap();
+                stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let mut raw = Vec::new();
+                let mut buf = [0u8; 4096];
+                let (path, body) = loop {
+                    let n = stream.read(&mut buf).unwrap_or(0);
+                    if n == 0 {
+                        break (String::new(), serde_json::Value::Null);
+                    }
+                    raw.extend_from_slice(&buf[..n]);
+                    let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") else { continue };
+                    let head = String::from_utf8_lossy(&raw[..end]).into_owned();
+                    let length: usize = head
+                        .lines()
+                        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
+                        .unwrap_or(0);
+                    if raw.len() >= end + 4 + length {
+                        let path = head.split_whitespace().nth(1).unwrap_or("").to_owned();
+                        break (path, serde_json::from_slice(&raw[end + 4..end + 4 + length]).unwrap_or(serde_json::Value::Null));
+                    }
+                };
+                requests2.fetch_add(1, Ordering::Relaxed);
+                let (status, text, chunked) = handler(&path, &body);
+                let answer = if chunked {
+                    let (a, b) = text.split_at(text.len() / 2);
+                    format!("HTTP/1.1 {status} X\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n", a.len(), b.len())
+                } else {
+                    format!("HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{text}", text.len())
+                };
+                stream.write_all(answer.as_bytes()).ok();
+            }
+        });
+        FakeServer { url, stop, requests, thread: Some(thread) }
+    }
+
+    /// A llama.cpp-like server: whitespace words are tokens; texts of more than `max` words are refused.
+    fn llama_server(new_format: bool, max: usize) -> FakeServer {
+        fake_server(move |path, body| {
+            let content = body["content"].as_str().unwrap_or("").to_owned();
+            match path {
+                "/tokenize" => {
+                    // Pieces as a SentencePiece server gives them: a leading space on each word.
+                    let tokens: Vec<serde_json::Value> = content
+                        .split_whitespace()
+                        .enumerate()
+                        .map(|(i, w)| serde_json::json!({"id": i, "piece": format!(" {w}")}))
+                        .collect();
+                    (200, serde_json::json!({ "tokens": tokens }).to_string(), false)
+                }
+                "/embedding" if content.split_whitespace().count() > max => {
+                    (500, r#"{"error":{"code":500,"message":"input is too large to process. increase the physical batch size"}}"#.to_owned(), false)
+                }
+                "/embedding" if new_format => (200, serde_json::json!([{"index": 0, "embedding": [fake_vector(&content)]}]).to_string(), true),
+                "/embedding" => (200, serde_json::json!({"embedding": fake_vector(&content)}).to_string(), false),
+                _ => (404, "not found".to_owned(), false),
+            }
+        })
+    }
+
+    fn assert_unit_fake(v: &[f32], text: &str) {
+        let mut want = fake_vector(text);
+        normalize(&mut want);
+        assert_eq!(v.len(), 3);
+        for (a, b) in v.iter().zip(&want) {
+            assert!((a - b).abs() < 1e-6, "{v:?} vs {want:?}");
+        }
+    }
+
+    #[test]
+    fn llama_cpp_server_embeds_counts_and_spans() {
+        for new_format in [false, true] {
+            let server = llama_server(new_format, 100);
+            let e = HttpEmbedder::connect(&server.url, None, None, 100).unwrap();
+            assert_eq!(e.api(), HttpApi::LlamaCpp);
+            assert_eq!(e.dims(), 3);
+            assert!(e.name().starts_with("http:llama.cpp:"));
+            let texts = ["here we embed", "three texts", "every one"];
+            let vectors = e.embed(&texts).unwrap();
+            for (v, t) in vectors.iter().zip(texts) {
+                assert_unit_fake(v, t);
+            }
+            let text = "héllo  big\nworld";
+            assert_eq!(e.count_tokens(text), 3);
+            let spans = e.token_spans(text);
+            let words: Vec<&str> = spans.iter().map(|r| &text[r.clone()]).collect();
+            // A piece's own leading space counts when the text has it, as a BPE span would.
+            assert_eq!(words, vec!["héllo", " big", "world"]);
+        }
+    }
+
+    #[test]
+    fn llama_cpp_refusal_by_length_is_too_long() {
+        let server = llama_server(false, 3);
+        // The client's limit is above the server's, so the server's own refusal is what is read.
+        let e = HttpEmbedder::connect(&server.url, None, None, 10).unwrap();
+        match e.embed(&["short", "one two three four five"]) {
+            Err(EmbedError::TooLong { index: 1, tokens: 5, max: 10 }) => {}
+            other => panic!("{other:?}"),
+        }
+        // With the client's limit below, the refusal comes before any request is sent.
+        let e = HttpEmbedder::connect(&server.url, None, None, 2).unwrap();
+        let before = server.requests.load(Ordering::Relaxed);
+        assert!(matches!(e.embed(&["one two three"]), Err(EmbedError::TooLong { index: 0, tokens: 3, max: 2 })));
+        // One /tokenize request and no /embedding request.
+        assert_eq!(server.requests.load(Ordering::Relaxed) - before, 1);
+    }
+
+    #[test]
+    fn openai_server_embeds_in_one_batch_in_index_order() {
+        let server = fake_server(|path, body| {
+            if path != "/v1/embeddings" {
+                return (404, "{}".to_owned(), false);
+            }
+            if body["model"] != "mini" {
+                return (400, r#"{"error":{"message":"unknown model"}}"#.to_owned(), false);
+            }
+            let inputs: Vec<String> = body["input"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_owned()).collect();
+            if inputs.iter().any(|t| t.len() > 40) {
+                return (400, r#"{"error":{"message":"This model's maximum context length is 8 tokens"}}"#.to_owned(), false);
+            }
+            // Answer in reverse order: the client must use `index`.
+            let data: Vec<serde_json::Value> =
+                inputs.iter().enumerate().rev().map(|(i, t)| serde_json::json!({"object": "embedding", "index": i, "embedding": fake_vector(t)})).collect();
+            (200, serde_json::json!({"object": "list", "data": data}).to_string(), false)
+        });
+        let url = format!("{}/v1/embeddings", server.url);
+        let e = HttpEmbedder::connect(&url, Some("mini"), Some("secret"), 512).unwrap();
+        assert_eq!(e.api(), HttpApi::OpenAi);
+        let before = server.requests.load(Ordering::Relaxed);
+        let texts = ["first text", "the second one", "e e e"];
+        let vectors = e.embed(&texts).unwrap();
+        assert_eq!(server.requests.load(Ordering::Relaxed) - before, 1);
+        for (v, t) in vectors.iter().zip(texts) {
+            assert_unit_fake(v, t);
+        }
+        // No tokenizer endpoint: the ⌈bytes/2⌉ stand-in.
+        assert_eq!(e.count_tokens("abcde"), 3);
+        let long = "x".repeat(50);
+        match e.embed(&["fine", &long]) {
+            Err(EmbedError::TooLong { index: 1, tokens: 25, .. }) => {}
+            other => panic!("{other:?}"),
+        }
+        // The wrong model is an error, not a refusal by length.
+        let e2 = HttpEmbedder::connect(&format!("{}/v1", server.url), Some("other"), None, 512);
+        assert!(matches!(e2, Err(EmbedError::Http { .. })));
+    }
+
+    #[test]
+    fn bad_urls_and_dead_servers_are_errors() {
+        assert!(matches!(HttpEmbedder::connect("https://127.0.0.1:1/", None, None, 8), Err(EmbedError::Http { .. })));
+        assert!(matches!(HttpEmbedder::connect("http://:80", None, None, 8), Err(EmbedError::Http { .. })));
+        // A port nothing listens on: bind one, learn its number, close it.
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        assert!(matches!(HttpEmbedder::connect(&format!("http://127.0.0.1:{port}"), None, None, 8), Err(EmbedError::Http { .. })));
+    }
+
+    #[test]
+    fn responses_parse_with_length_chunks_or_to_the_end() {
+        assert_eq!(parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}xx").unwrap(), (200, b"{}".to_vec()));
+        assert_eq!(parse_response(b"HTTP/1.0 404 No\r\n\r\nabc").unwrap(), (404, b"abc".to_vec()));
+        assert_eq!(
+            parse_response(b"HTTP/1.1 200 OK\r\ntransfer-encoding: Chunked\r\n\r\n3;x=y\r\nabc\r\n1\r\nd\r\n0\r\n\r\n").unwrap(),
+            (200, b"abcd".to_vec())
+        );
+        assert!(parse_response(b"SSH-2.0\r\n\r\n").is_err());
+    }
+
+    #[test]
+    fn pieces_align_to_the_text_even_when_spaced_or_split() {
+        let text = "fn héllo()";
+        let pieces = vec![Some(b" fn".to_vec()), Some(b" h".to_vec()), Some(vec![0xc3]), Some(vec![0xa9]), Some(b"llo".to_vec()), None, Some(b"()".to_vec())];
+        let spans = align_pieces(text, &pieces);
+        let got: Vec<&str> = spans.iter().map(|r| &text[r.clone()]).collect();
+        // The two halves of `é` each widen to the whole character.
+        assert_eq!(got, vec!["fn", " h", "é", "é", "llo", "", "()"]);
+    }
+
+    // ----- The real table, when scripts/build-embedder has made it.
+
+    fn installed() -> Option<StaticEmbedder> {
+        match find_model_dir(Path::new("/nonexistent-ctxfs-data")) {
+            Some(dir) => Some(StaticEmbedder::load(&dir).expect("the installed table loads")),
+            None => {
+                eprintln!("skipped: no embedding table installed (run scripts/build-embedder)");
+                None
+            }
+        }
+    }
+
+    #[test]
+    fn static_table_ranks_related_above_unrelated() {
+        let Some(e) = installed() else { return };
+        assert_eq!(e.dims(), 384);
+        let pairs = [
+            ("retry failed uploads", "if the upload fails, wait with exponential backoff and send the file again"),
+            ("parse command line arguments", "the option parser reads flags such as --verbose and --output from argv"),
+            ("connect to the database", "open a connection pool to postgres using the DATABASE_URL setting"),
+            ("hash the user's password", "store passwords with bcrypt and a random salt, never as plain text"),
+            ("resize an image", "scale the picture down to a thumbnail of 128 by 128 pixels"),
+        ];
+        let queries = e.embed(&pairs.map(|p| p.0)).unwrap();
+        let passages = e.embed(&pairs.map(|p| p.1)).unwrap();
+        for (i, q) in queries.iter().enumerate() {
+            assert!((dot(q, q) - 1.0).abs() < 1e-4);
+            let related = dot(q, &passages[i]);
+            for (j, p) in passages.iter().enumerate().filter(|(j, _)| *j != i) {
+                let unrelated = dot(q, p);
+                assert!(related > unrelated, "{:?}: related {related:.3} <= {unrelated:.3} for {:?}", pairs[i].0, pairs[j].1);
+            }
+        }
+        // Tokens: no special tokens added, spans on the text, truncation off.
+        let text = "Hello, world! ".repeat(100);
+        assert_eq!(e.count_tokens("Hello, world!"), 4);
+        assert_eq!(e.count_tokens(&text), 400);
+        let spans = e.token_spans("Hello, world!");
+        assert_eq!(spans, vec![0..5, 5..6, 7..12, 12..13]);
+        assert_eq!(chunk::Tokenizer::count(&*e.tokenizer(), &text), 400);
+        // Nothing to embed gives the zero vector; a literal special token adds nothing.
+        assert_eq!(e.embed(&[""]).unwrap()[0], vec![0.0; 384]);
+        let plain = e.embed(&["open the file"]).unwrap();
+        let marked = e.embed(&["[CLS] open the file [SEP]"]).unwrap();
+        assert!((dot(&plain[0], &marked[0]) - 1.0).abs() < 1e-5);
+    }
+
+    /// Indexing throughput of the static embedder over this crate's own sources, in ~400-token pieces.
+    /// Run with `cargo test --release --lib static_throughput -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn static_throughput() {
+        let Some(e) = installed() else { return };
+        let started = Instant::now();
+        let loaded = StaticEmbedder::load(&find_model_dir(Path::new("/nonexistent")).unwrap()).unwrap();
+        println!("load: {:.0} ms", started.elapsed().as_secs_f64() * 1e3);
+        drop(loaded);
+        let mut text = String::new();
+        let mut stack = vec![PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/src"))];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(dir).unwrap().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.extension().is_some_and(|x| x == "rs") {
+                    text.push_str(&std::fs::read_to_string(&path).unwrap());
+                }
+            }
+        }
+        let tokenizer = e.tokenizer();
+        let pieces: Vec<String> = chunk::chunk(&text, &*tokenizer, 400, 0).into_iter().map(|p| p.text).collect();
+        let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+        let bytes: usize = refs.iter().map(|p| p.len()).sum();
+        let tokens: usize = refs.iter().map(|p| e.count_tokens(p)).sum();
+        for threads in [1usize, 2] {
+            let started = Instant::now();
+            let rounds = 3;
+            for _ in 0..rounds {
+                std::thread::scope(|s| {
+                    for part in refs.chunks(refs.len().div_ceil(threads)) {
+                        let e = &e;
+                        s.spawn(move || e.embed(part).unwrap());
+                    }
+                });
+            }
+            let secs = started.elapsed().as_secs_f64() / rounds as f64;
+            println!(
+                "{threads} thread(s): {} pieces of {:.0} tokens ({:.1} MB): {:.0} chunks/s, {:.2} MB/s",
+                refs.len(),
+                tokens as f64 / refs.len() as f64,
+                bytes as f64 / 1e6,
+                refs.len() as f64 / secs,
+                bytes as f64 / 1e6 / secs
+            );
+        }
+        let started = Instant::now();
+        let n: usize = refs.iter().map(|p| tokenizer.spans(p).len()).sum();
+        println!("token spans alone: {:.2} MB/s ({n} tokens)", bytes as f64 / 1e6 / started.elapsed().as_secs_f64());
+    }
+}

@@ -1,0 +1,450 @@
+//! The LSP front door: the engine's sessions over a language server
+//! connection (tower-lsp-server, Content-Length framing on stdio).
+//!
+//! Editors start language servers; this is how their extensions reach
+//! ctxfs. Besides ctxfs's own methods (`ctxfs/…`, see `protocol` and
+//! `docs/protocol.md`), the connection gives what only an editor has: the
+//! user's unsaved buffers (an [`Overlay`](crate::vfs::overlay::Overlay)
+//! under the engine), edits applied in the editor (`workspace/applyEdit`,
+//! through [`bridge`]), progress and log messages.
+//!
+//! Ordering:
+//! - the input loop (`transport`) reads every message in arrival order and
+//!   applies document notifications itself, so buffers change in order;
+//! - each session has one thread running its calls from a FIFO queue. A
+//!   handler puts its job in the queue before its first await, and tower
+//!   starts handlers in arrival order, so calls run in the order they
+//!   arrived and a write never overtakes an earlier read;
+//! - waits for the client (applyEdit answers, progress tokens) happen on a
+//!   session's thread or in spawned tasks with timeouts, never in a handler
+//!   that tower counts: the input loop never stalls on them.
+
+mod bridge;
+mod edits;
+pub mod framing;
+pub mod protocol;
+mod setup;
+mod transport;
+
+pub use setup::Defaults;
+
+use crate::engine::{Engine, Session, SessionOptions};
+use crate::vfs::overlay::{self, Documents, Encoding};
+use protocol::*;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tower_lsp_server::jsonrpc::{Error, ErrorCode, Result};
+use tower_lsp_server::ls_types::{
+    InitializeParams, InitializeResult, InitializedParams, MessageType, NumberOrString, PositionEncodingKind,
+    ServerCapabilities, ServerInfo, TextDocumentSyncCapability, TextDocumentSyncKind, TextDocumentSyncOptions,
+};
+use tower_lsp_server::{Client, LanguageServer, LspService, Server};
+
+/// How long a write to an open document waits for `workspace/applyEdit` by default.
+const EDIT_TIMEOUT: Duration = Duration::from_secs(10);
+/// grep, glob and search calls running longer than this report progress by default.
+const PROGRESS_AFTER: Duration = Duration::from_millis(200);
+/// How long the client may take to create a progress token.
+const TOKEN_TIMEOUT: Duration = Duration::from_secs(5);
+/// Handlers tower runs at once. Calls wait for their session's thread, not
+/// for the client, so this only bounds how many calls are queued in tower.
+const CONCURRENCY: usize = 32;
+
+/// Serves LSP on stdin/stdout until the client exits or closes stdin.
+pub async fn serve_stdio(defaults: Defaults) -> anyhow::Result<()> {
+    serve(defaults, tokio::io::stdin(), tokio::io::stdout()).await
+}
+
+/// Serves one LSP connection over a byte stream pair.
+pub async fn serve<R, W>(defaults: Defaults, input: R, output: W) -> anyhow::Result<()>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin,
+{
+    let docs = Documents::new();
+    let (service, socket) = LspService::build(|client| Backend::new(client, defaults, docs.clone()))
+        .custom_method("ctxfs/tools", Backend::tools)
+        .custom_method("ctxfs/openSession", Backend::open_session)
+        .custom_method("ctxfs/call", Backend::call)
+        .custom_method("ctxfs/newRequest", Backend::new_request)
+        .custom_method("ctxfs/compact", Backend::compact)
+        .custom_method("ctxfs/rewind", Backend::rewind)
+        .custom_method("ctxfs/recall", Backend::recall)
+        .custom_method(transport::INVALID, Backend::invalid)
+        .finish();
+    let report = Arc::new(Notable { client: service.inner().client.clone() });
+    let (to_server, from_input) = tokio::io::duplex(1 << 20);
+    let input = tokio::spawn(transport::pump(input, to_server, docs, report));
+    Server::new(from_input, output, socket).concurrency_level(CONCURRENCY).serve(service).await;
+    input.abort();
+    tracing::info!("LSP connection ended");
+    Ok(())
+}
+
+/// Sends notable events of the input loop to the log and the client's log.
+struct Notable {
+    client: Client,
+}
+
+impl transport::Report for Notable {
+    fn notable(&self, what: String) {
+        tracing::warn!("{what}");
+        let client = self.client.clone();
+        tokio::spawn(async move { client.log_message(MessageType::WARNING, format!("ctxfs: {what}")).await });
+    }
+}
+
+/// A session and the thread that runs its calls, one at a time, in order.
+struct Worker {
+    session: Arc<Session>,
+    queue: Mutex<std::sync::mpsc::Sender<Job>>,
+}
+
+type Job = Box<dyn FnOnce(&Session) + Send>;
+
+impl Worker {
+    fn start(session: Arc<Session>) -> std::io::Result<Arc<Worker>> {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        let runner = session.clone();
+        std::thread::Builder::new().name(format!("ctxfs-session-{}", session.id())).spawn(move || {
+            for job in rx {
+                overlay::begin_call();
+                // Session::call catches a tool's panic; this keeps the thread
+                // alive through anything else.
+                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&runner))).is_err() {
+                    tracing::error!(session = runner.id(), "a session job panicked");
+                }
+            }
+        })?;
+        Ok(Arc::new(Worker { session, queue: Mutex::new(tx) }))
+    }
+
+    /// Queues a job now (in the caller's order) and answers its result later.
+    fn submit<T: Send + 'static>(&self, job: impl FnOnce(&Session) -> T + Send + 'static) -> tokio::sync::oneshot::Receiver<T> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move |session| {
+            let _ = tx.send(job(session));
+        });
+        let queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        if queue.send(job).is_err() {
+            tracing::error!(session = self.session.id(), "the session's thread is gone");
+        }
+        rx
+    }
+}
+
+/// What `initialize` settled.
+struct Setup {
+    engine: std::result::Result<Arc<Engine>, String>,
+    roots: Option<Vec<PathBuf>>,
+    describe: String,
+    client_name: Option<String>,
+    /// The client shows `$/progress` for tokens the server creates.
+    progress: bool,
+    progress_after: Duration,
+    /// Writes to open documents go through `workspace/applyEdit`.
+    edits_in_editor: bool,
+}
+
+pub struct Backend {
+    client: Client,
+    defaults: Defaults,
+    docs: Arc<Documents>,
+    setup: OnceLock<Setup>,
+    sessions: Mutex<HashMap<String, Arc<Worker>>>,
+    /// Held while a session is opened, so two opens of one id make one worker.
+    opening: tokio::sync::Mutex<()>,
+    tokens: AtomicU64,
+}
+
+fn server_error(message: impl Into<String>) -> Error {
+    Error { code: ErrorCode::ServerError(-32000), message: message.into().into(), data: None }
+}
+
+fn encoding_of(params: &InitializeParams) -> Encoding {
+    let offered = params.capabilities.general.as_ref().and_then(|g| g.position_encodings.as_ref());
+    match offered {
+        Some(list) if list.contains(&PositionEncodingKind::UTF8) => Encoding::Utf8,
+        _ => Encoding::Utf16,
+    }
+}
+
+impl Backend {
+    fn new(client: Client, defaults: Defaults, docs: Arc<Documents>) -> Backend {
+        Backend {
+            client,
+            defaults,
+            docs,
+            setup: OnceLock::new(),
+            sessions: Mutex::new(HashMap::new()),
+            opening: tokio::sync::Mutex::new(()),
+            tokens: AtomicU64::new(1),
+        }
+    }
+
+    fn engine(&self) -> Result<&Setup> {
+        let setup = self.setup.get().ok_or_else(|| server_error("not initialized"))?;
+        match &setup.engine {
+            Ok(_) => Ok(setup),
+            Err(why) => Err(server_error(format!("ctxfs could not start: {why}"))),
+        }
+    }
+
+    fn worker(&self, id: &str) -> Result<Arc<Worker>> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .cloned()
+            .ok_or_else(|| Error::invalid_params(format!("no session {id:?}: open one with ctxfs/openSession")))
+    }
+
+    async fn tools(&self) -> Result<ToolsResult> {
+        Ok(ToolsResult { tools: crate::engine::registry::tools().into_iter().map(Tool::from).collect() })
+    }
+
+    async fn open_session(&self, params: OpenSessionParams) -> Result<OpenSessionResult> {
+        let setup = self.engine()?;
+        let Ok(engine) = setup.engine.clone() else { unreachable!("checked by engine()") };
+        let _opening = self.opening.lock().await;
+        let existing = params.resume.as_ref().and_then(|id| self.sessions.lock().unwrap_or_else(|e| e.into_inner()).get(id).cloned());
+        let worker = match existing {
+            Some(worker) => worker,
+            None => {
+                let options = SessionOptions {
+                    client_name: params.client_name.clone().or_else(|| setup.client_name.clone()),
+                    roots: setup.roots.clone(),
+                };
+                let resume = params.resume.clone();
+                let opened = tokio::task::spawn_blocking(move || match resume {
+                    Some(id) => engine.reopen_session(&id, options),
+                    None => engine.open_session(options),
+                })
+                .await
+                .map_err(|e| server_error(format!("opening the session failed: {e}")))?;
+                let session = opened.map_err(|e| match params.resume {
+                    Some(_) => Error::invalid_params(format!("{e:#}")),
+                    None => server_error(format!("{e:#}")),
+                })?;
+                let worker = Worker::start(session).map_err(|e| server_error(format!("cannot start the session: {e}")))?;
+                self.sessions.lock().unwrap_or_else(|e| e.into_inner()).insert(worker.session.id().to_string(), worker.clone());
+                tracing::info!(session = worker.session.id(), "session opened");
+                worker
+            }
+        };
+        let resumed = params.resume.is_some();
+        let answer = worker.submit(|session| (session.instructions(), session.instruction_chain()));
+        let (instructions, chain) = answer.await.map_err(|_| server_error("the session's thread is gone"))?;
+        Ok(OpenSessionResult { session: worker.session.id().to_string(), resumed, instructions, chain: chain.into() })
+    }
+
+    async fn call(&self, params: CallParams) -> Result<CallResult> {
+        let setup = self.engine()?;
+        let worker = self.worker(&params.session)?;
+        let tool = params.tool.clone();
+        let args = serde_json::Value::Object(params.args.unwrap_or_default());
+        // Queued before the first await: arrival order.
+        let answer = {
+            let tool = tool.clone();
+            worker.submit(move |session| session.call(&tool, args))
+        };
+        let done = self.progress(setup, &tool, params.work_done_token);
+        let answer = answer.await.map_err(|_| server_error("the session's thread is gone"))?;
+        drop(done);
+        Ok(answer.into())
+    }
+
+    /// Reports `$/progress` for a long grep, glob or search: from a spawned
+    /// task (creating a token waits for the client), ended when the returned
+    /// sender is dropped.
+    fn progress(&self, setup: &Setup, tool: &str, token: Option<Token>) -> Option<tokio::sync::oneshot::Sender<()>> {
+        if !matches!(tool, "grep" | "glob" | "search") || (token.is_none() && !setup.progress) {
+            return None;
+        }
+        let (done, mut finished) = tokio::sync::oneshot::channel::<()>();
+        let client = self.client.clone();
+        let after = setup.progress_after;
+        let number = self.tokens.fetch_add(1, Ordering::Relaxed);
+        let title = format!("ctxfs: {tool}");
+        tokio::spawn(async move {
+            if !after.is_zero() {
+                tokio::select! {
+                    _ = tokio::time::sleep(after) => {}
+                    _ = &mut finished => return,
+                }
+            }
+            let token = match token {
+                Some(Token::Number(n)) => NumberOrString::Number(n),
+                Some(Token::String(s)) => NumberOrString::String(s),
+                None => {
+                    let token = NumberOrString::String(format!("ctxfs-{number}"));
+                    match tokio::time::timeout(TOKEN_TIMEOUT, client.create_work_done_progress(token.clone())).await {
+                        Ok(Ok(())) => token,
+                        _ => return,
+                    }
+                }
+            };
+            let progress = client.progress(token, title).with_message("searching").begin().await;
+            let _ = finished.await;
+            progress.finish().await;
+        });
+        Some(done)
+    }
+
+    async fn new_request(&self, params: NewRequestParams) -> Result<()> {
+        self.engine()?;
+        let worker = self.worker(&params.session)?;
+        let carries = params.carries_earlier;
+        worker.submit(move |s| s.new_request(carries)).await.map_err(|_| server_error("the session's thread is gone"))
+    }
+
+    async fn compact(&self, params: CompactParams) -> Result<CompactResult> {
+        self.engine()?;
+        let worker = self.worker(&params.session)?;
+        let text = worker.submit(|s| s.compact()).await.map_err(|_| server_error("the session's thread is gone"))?;
+        Ok(CompactResult { text })
+    }
+
+    async fn rewind(&self, params: RewindParams) -> Result<()> {
+        self.engine()?;
+        let worker = self.worker(&params.session)?;
+        let to = params.to.clone();
+        let result = worker.submit(move |s| s.rewind(&to)).await.map_err(|_| server_error("the session's thread is gone"))?;
+        result.map_err(Error::invalid_params)
+    }
+
+    async fn recall(&self, params: RecallParams) -> Result<CallResult> {
+        self.engine()?;
+        let worker = self.worker(&params.session)?;
+        let mut args = serde_json::Map::new();
+        args.insert("id".into(), params.id.into());
+        if let Some(offset) = params.offset {
+            args.insert("offset".into(), offset.into());
+        }
+        if let Some(limit) = params.limit {
+            args.insert("limit".into(), limit.into());
+        }
+        let answer = worker
+            .submit(move |s| s.call("recall", serde_json::Value::Object(args)))
+            .await
+            .map_err(|_| server_error("the session's thread is gone"))?;
+        Ok(answer.into())
+    }
+
+    /// Answers a malformed request the input loop could still read an id from.
+    async fn invalid(&self, params: serde_json::Value) -> Result<()> {
+        let why = params.get("why").and_then(|w| w.as_str()).unwrap_or("not a JSON-RPC 2.0 request");
+        Err(Error { code: ErrorCode::InvalidRequest, message: format!("Invalid request: {why}").into(), data: None })
+    }
+}
+
+impl LanguageServer for Backend {
+    async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
+        let options: InitializationOptions = match params.initialization_options.clone() {
+            None | Some(serde_json::Value::Null) => InitializationOptions::default(),
+            Some(value) => serde_json::from_value(value)
+                .map_err(|e| Error::invalid_params(format!("initializationOptions: {e}")))?,
+        };
+        let encoding = encoding_of(&params);
+        self.docs.set_encoding(encoding);
+        let mut folders: Vec<PathBuf> = params
+            .workspace_folders
+            .iter()
+            .flatten()
+            .filter_map(|f| crate::mcp::file_uri_to_path(f.uri.as_str()))
+            .collect();
+        #[allow(deprecated)]
+        if folders.is_empty() {
+            if let Some(path) = params.root_uri.as_ref().and_then(|u| crate::mcp::file_uri_to_path(u.as_str())) {
+                folders.push(path);
+            } else if let Some(path) = params.root_path.as_ref() {
+                folders.push(PathBuf::from(path));
+            }
+        }
+        let defaults = self.defaults.clone();
+        let docs = self.docs.clone();
+        let built_options = options.clone();
+        let built = tokio::task::spawn_blocking(move || setup::build(&defaults, &built_options, &folders, &docs))
+            .await
+            .map_err(|e| server_error(format!("initialize failed: {e}")))?;
+        let caps = &params.capabilities;
+        let workspace = caps.workspace.as_ref();
+        let apply_edit = workspace.and_then(|w| w.apply_edit).unwrap_or(false);
+        let document_changes =
+            workspace.and_then(|w| w.workspace_edit.as_ref()).and_then(|e| e.document_changes).unwrap_or(false);
+        if apply_edit {
+            self.docs.set_bridge(Some(Arc::new(bridge::LspBridge {
+                client: self.client.clone(),
+                runtime: tokio::runtime::Handle::current(),
+                encoding,
+                document_changes,
+                timeout: options.edit_timeout_ms.map(Duration::from_millis).unwrap_or(EDIT_TIMEOUT),
+            })));
+        }
+        let (engine, roots, describe) = match built {
+            Ok(built) => (Ok(built.engine), built.roots, built.describe),
+            Err(e) => {
+                tracing::error!("cannot serve: {e:#}");
+                (Err(format!("{e:#}")), None, String::new())
+            }
+        };
+        let setup = Setup {
+            engine,
+            roots,
+            describe,
+            client_name: params.client_info.as_ref().map(|c| c.name.clone()),
+            progress: caps.window.as_ref().and_then(|w| w.work_done_progress).unwrap_or(false),
+            progress_after: options.progress_after_ms.map(Duration::from_millis).unwrap_or(PROGRESS_AFTER),
+            edits_in_editor: apply_edit,
+        };
+        if self.setup.set(setup).is_err() {
+            return Err(Error::invalid_request());
+        }
+        let position_encoding = match encoding {
+            Encoding::Utf8 => PositionEncodingKind::UTF8,
+            Encoding::Utf16 | Encoding::Utf32 => PositionEncodingKind::UTF16,
+        };
+        let methods: Vec<&str> = protocol::methods().into_iter().map(|(m, _, _)| m).collect();
+        Ok(InitializeResult {
+            capabilities: ServerCapabilities {
+                position_encoding: Some(position_encoding),
+                text_document_sync: Some(TextDocumentSyncCapability::Options(TextDocumentSyncOptions {
+                    open_close: Some(true),
+                    change: Some(TextDocumentSyncKind::INCREMENTAL),
+                    ..Default::default()
+                })),
+                experimental: Some(serde_json::json!({"ctxfs": {"protocol": 1, "methods": methods}})),
+                ..Default::default()
+            },
+            server_info: Some(ServerInfo { name: "ctxfs".into(), version: Some(env!("CARGO_PKG_VERSION").into()) }),
+            offset_encoding: None,
+        })
+    }
+
+    async fn initialized(&self, _: InitializedParams) {
+        let Some(setup) = self.setup.get() else { return };
+        match &setup.engine {
+            Ok(_) => {
+                let narrowed = match &setup.roots {
+                    Some(roots) => format!(", sessions narrowed to {} workspace folder(s)", roots.len()),
+                    None => String::new(),
+                };
+                let edits = if setup.edits_in_editor { "edits of open files go through the editor" } else { "edits go to disk" };
+                let text = format!("ctxfs {}: serving {}{narrowed}; {edits}", env!("CARGO_PKG_VERSION"), setup.describe);
+                tracing::info!("{text}");
+                self.client.log_message(MessageType::INFO, text).await;
+            }
+            Err(why) => {
+                self.client.log_message(MessageType::ERROR, format!("ctxfs cannot serve: {why}")).await;
+            }
+        }
+    }
+
+    async fn shutdown(&self) -> Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,353 @@
+//! The shapes of ctxfs's own LSP methods (`ctxfs/…`) and of
+//! `initializationOptions`, with their JSON Schemas.
+//!
+//! `schemas/protocol/*.json` is generated from these types (one file per
+//! method, with `params` and `result`); a test fails when it is stale
+//! (`CTXFS_BLESS=1 cargo test --lib lsp::protocol` writes it).
+//! `docs/protocol.md` explains them.
+
+use crate::engine::{Facts, ToolAnswer, ToolInfo};
+use crate::instructions::{Chain, Origin};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// `initializationOptions` of `initialize`: what `ctxfs mcp` takes as flags.
+/// Every field is optional; they override the `ctxfs lsp` command line, which
+/// overrides the workspace folders.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializationOptions {
+    /// A directory presented as `/`, with grants and floors from `view` (tree posture).
+    pub tree: Option<PathBuf>,
+    /// The view file (grants and floors) for `tree`.
+    pub view: Option<PathBuf>,
+    /// The project root on the machine's own paths: the boundary, writable (device posture).
+    pub root: Option<PathBuf>,
+    /// The start directory, as a path of the session's world. Default: the boundary
+    /// (with several workspace folders: the first folder).
+    pub start: Option<String>,
+    /// Where sessions, results and the trash live. Default: the platform's data directory.
+    pub data: Option<PathBuf>,
+    /// The user's config directory (global AGENTS.md, `skills/`, `config.json`).
+    /// Default: the platform's config directory.
+    pub config: Option<PathBuf>,
+    /// What the agent's next model request carries: `resend` (every earlier result) or `fresh` (none).
+    pub host: Option<HostName>,
+    /// How long a write to an open document waits for the editor to answer
+    /// `workspace/applyEdit`, in milliseconds. Default 10000.
+    pub edit_timeout_ms: Option<u64>,
+    /// grep, glob and search calls still running after this many milliseconds
+    /// report `$/progress`. Default 200; 0 for every such call.
+    pub progress_after_ms: Option<u64>,
+}
+
+/// The host kind, as `ctxfs mcp --host` takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum HostName {
+    Resend,
+    Fresh,
+}
+
+/// `ctxfs/tools` takes no params.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ToolsResult {
+    pub tools: Vec<Tool>,
+}
+
+/// A tool the model can call.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Tool {
+    pub name: String,
+    /// What the model reads about it.
+    pub description: String,
+    /// JSON Schema of its arguments.
+    pub input_schema: serde_json::Value,
+}
+
+impl From<ToolInfo> for Tool {
+    fn from(info: ToolInfo) -> Tool {
+        Tool { name: info.name, description: info.description, input_schema: info.input_schema }
+    }
+}
+
+/// `ctxfs/openSession`: opens a session, or reopens an earlier one by id.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OpenSessionParams {
+    /// The id of an earlier session to reopen (also after a restart): its
+    /// results stay recallable and its ids go on.
+    pub resume: Option<String>,
+    /// The agent's name, recorded with files it creates. Default: the
+    /// editor's `clientInfo.name`.
+    pub client_name: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenSessionResult {
+    /// The session's id, for every other method.
+    pub session: String,
+    /// Whether `resume` reopened an earlier session.
+    pub resumed: bool,
+    /// What the model is told at the start, as `ctxfs mcp` tells it: the
+    /// start directory, the paths open to the session (the view) with what
+    /// it may do there, and the instruction chain, as one text.
+    pub instructions: String,
+    /// The instruction chain, for rendering.
+    pub chain: InstructionChain,
+}
+
+/// The instruction files (AGENTS.md, CLAUDE.md) the model follows, outermost first.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+pub struct InstructionChain {
+    pub files: Vec<InstructionFile>,
+    /// Sentences about files found but not loaded (binary, too large).
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct InstructionFile {
+    /// Its path relative to the boundary, or a label for files outside it.
+    pub path: String,
+    pub text: String,
+    /// `global`, `chain`, `configured` or `nearby`.
+    pub origin: String,
+    /// Its place in the chain, from 0.
+    pub order: usize,
+}
+
+impl From<Chain> for InstructionChain {
+    fn from(chain: Chain) -> InstructionChain {
+        InstructionChain {
+            files: chain
+                .files
+                .into_iter()
+                .map(|f| InstructionFile {
+                    path: f.path,
+                    text: f.text,
+                    origin: match f.origin {
+                        Origin::Global => "global",
+                        Origin::Chain => "chain",
+                        Origin::Configured => "configured",
+                        Origin::Nearby => "nearby",
+                    }
+                    .into(),
+                    order: f.order,
+                })
+                .collect(),
+            notes: chain.notes,
+        }
+    }
+}
+
+/// A progress token, as LSP's `workDoneToken`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Token {
+    Number(i32),
+    String(String),
+}
+
+/// `ctxfs/call`: runs one tool call in a session. Calls of a session run
+/// one at a time, in the order they arrived.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CallParams {
+    /// The session's id, from `ctxfs/openSession`.
+    pub session: String,
+    /// The tool's name, as `ctxfs/tools` lists it.
+    pub tool: String,
+    /// The tool's arguments. Default `{}`.
+    pub args: Option<serde_json::Map<String, serde_json::Value>>,
+    /// A token of the client's for `$/progress` of this call.
+    pub work_done_token: Option<Token>,
+}
+
+/// The answer to a tool call (and to `ctxfs/recall`).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CallResult {
+    /// The result's id, such as `#0001`.
+    pub id: String,
+    /// What the model sees, starting with the bracket.
+    pub text: String,
+    /// True when the tool refused or failed: the text says why, for the model.
+    pub is_error: bool,
+    /// Facts about the result for rendering; the model reads `text` only.
+    pub facts: CallFacts,
+}
+
+/// Structured facts about a result.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+pub struct CallFacts {
+    /// The resolved absolute path the result is about.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The file's SHA-256 (hex) after the call, for reads and changes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sha: Option<String>,
+    /// The unified diff of a change, uncapped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+    /// Present (true) when the call created the file.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub created: bool,
+    /// Present (true) when the call deleted the file.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub deleted: bool,
+    /// Every file a multi-file change touched, in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<CallFacts>,
+}
+
+impl From<Facts> for CallFacts {
+    fn from(f: Facts) -> CallFacts {
+        CallFacts {
+            path: f.path,
+            sha: f.sha,
+            diff: f.diff,
+            created: f.created,
+            deleted: f.deleted,
+            files: f.files.into_iter().map(CallFacts::from).collect(),
+        }
+    }
+}
+
+impl From<ToolAnswer> for CallResult {
+    fn from(a: ToolAnswer) -> CallResult {
+        CallResult { id: a.id, text: a.text, is_error: a.is_error, facts: a.facts.into() }
+    }
+}
+
+/// `ctxfs/newRequest`: the agent starts building a new model request.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NewRequestParams {
+    /// The session's id, from `ctxfs/openSession`.
+    pub session: String,
+    /// Whether the request resends the earlier results (then stubs may point at them).
+    pub carries_earlier: bool,
+}
+
+/// `ctxfs/compact`: the agent compacts its context.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CompactParams {
+    /// The session's id, from `ctxfs/openSession`.
+    pub session: String,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct CompactResult {
+    /// The table of files read, to put in the compacted context.
+    pub text: String,
+}
+
+/// `ctxfs/rewind`: takes the results after `to` out of the history.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RewindParams {
+    /// The session's id, from `ctxfs/openSession`.
+    pub session: String,
+    /// The last result id to keep, such as `#0003`.
+    pub to: String,
+}
+
+/// `ctxfs/recall`: shows an earlier result in full, or a window of its lines.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RecallParams {
+    /// The session's id, from `ctxfs/openSession`.
+    pub session: String,
+    /// The result's id, with or without `#`.
+    pub id: String,
+    /// First line to show, counting from 1.
+    pub offset: Option<u64>,
+    /// Number of lines to show: at most 2000, the default.
+    pub limit: Option<u64>,
+}
+
+/// The methods, each with the schema of its params and result (`None`: absent / null).
+pub fn methods() -> Vec<(&'static str, Option<schemars::Schema>, Option<schemars::Schema>)> {
+    use schemars::schema_for;
+    vec![
+        ("ctxfs/tools", None, Some(schema_for!(ToolsResult))),
+        ("ctxfs/openSession", Some(schema_for!(OpenSessionParams)), Some(schema_for!(OpenSessionResult))),
+        ("ctxfs/call", Some(schema_for!(CallParams)), Some(schema_for!(CallResult))),
+        ("ctxfs/newRequest", Some(schema_for!(NewRequestParams)), None),
+        ("ctxfs/compact", Some(schema_for!(CompactParams)), Some(schema_for!(CompactResult))),
+        ("ctxfs/rewind", Some(schema_for!(RewindParams)), None),
+        ("ctxfs/recall", Some(schema_for!(RecallParams)), Some(schema_for!(CallResult))),
+    ]
+}
+
+/// Every file of `schemas/protocol/`, by name, as it should read.
+pub fn schema_files() -> Vec<(String, String)> {
+    let null = serde_json::json!({"type": "null"});
+    let mut out = Vec::new();
+    for (method, params, result) in methods() {
+        let value = serde_json::json!({
+            "method": method,
+            "params": params.map(|s| s.to_value()).unwrap_or_else(|| null.clone()),
+            "result": result.map(|s| s.to_value()).unwrap_or_else(|| null.clone()),
+        });
+        let name = method.trim_start_matches("ctxfs/");
+        out.push((format!("{name}.json"), serde_json::to_string_pretty(&value).expect("schemas serialise") + "\n"));
+    }
+    let options = schemars::schema_for!(InitializationOptions).to_value();
+    out.push(("initializationOptions.json".into(), serde_json::to_string_pretty(&options).expect("schemas serialise") + "\n"));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    /// `schemas/protocol/*.json` must be what the types generate.
+    /// `CTXFS_BLESS=1 cargo test --lib lsp::protocol` rewrites them.
+    #[test]
+    fn protocol_schemas_are_current() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/protocol");
+        let bless = std::env::var_os("CTXFS_BLESS").is_some();
+        let files = schema_files();
+        let mut stale = Vec::new();
+        for (name, text) in &files {
+            let path = dir.join(name);
+            if bless {
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(&path, text).unwrap();
+            } else if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+                stale.push(name.clone());
+            }
+        }
+        let on_disk: Vec<String> = std::fs::read_dir(&dir)
+            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .unwrap_or_default();
+        for name in on_disk {
+            if !files.iter().any(|(n, _)| *n == name) {
+                stale.push(format!("{name} (no such method)"));
+            }
+        }
+        assert!(stale.is_empty(), "stale protocol schemas: {stale:?}; regenerate with CTXFS_BLESS=1 cargo test --lib lsp::protocol");
+    }
+
+    #[test]
+    fn facts_carry_every_field_of_the_engine() {
+        // A new field in engine::Facts must be carried here too.
+        let facts = Facts {
+            path: Some("/a".into()),
+            sha: Some("00".into()),
+            diff: Some("d".into()),
+            created: true,
+            deleted: true,
+            files: vec![Facts { path: Some("/b".into()), ..Default::default() }],
+        };
+        let engine = serde_json::to_value(&facts).unwrap();
+        let ours = serde_json::to_value(CallFacts::from(facts)).unwrap();
+        assert_eq!(engine, ours);
+    }
+}

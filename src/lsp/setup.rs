@@ -1,0 +1,233 @@
+//! From `initialize` to an engine: the boundary, the view and the options.
+//!
+//! What decides the posture, first that applies:
+//! 1. `initializationOptions`: `tree` + `view`, or `root`;
+//! 2. the `ctxfs lsp` command line: `--tree` + `--view`, or `--root`;
+//! 3. the workspace folders: one folder is a device posture on it; several
+//!    are one grant each (writable) over their common ancestor, which itself
+//!    stays hidden.
+//!
+//! With an explicit posture (1 or 2), workspace folders inside its boundary
+//! narrow the sessions to them, as an MCP client's roots do.
+//! Relative paths in the options are taken from the first workspace folder.
+
+use super::protocol::{HostName, InitializationOptions};
+use crate::access::{Level, View, ViewFile};
+use crate::engine::{default_data_dir, Config, Engine, Posture};
+use crate::hygiene::HostKind;
+use crate::paths::VPath;
+use crate::vfs::os::OsFs;
+use crate::vfs::overlay::{Documents, Overlay};
+use crate::vfs::Fs;
+use anyhow::{bail, Context};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// What `ctxfs lsp` was started with (all optional).
+#[derive(Debug, Clone, Default)]
+pub struct Defaults {
+    pub tree: Option<PathBuf>,
+    pub view: Option<PathBuf>,
+    pub root: Option<PathBuf>,
+    pub start: Option<String>,
+    pub data: Option<PathBuf>,
+    pub host: Option<HostKind>,
+    /// The user's config directory (global AGENTS.md, skills/, config.json).
+    pub config: Option<PathBuf>,
+}
+
+/// An engine ready to serve, and how to open its sessions.
+pub struct Built {
+    pub engine: Arc<Engine>,
+    /// Host directories to narrow sessions to (workspace folders under an explicit posture).
+    pub roots: Option<Vec<PathBuf>>,
+    /// A sentence for the log: what is served.
+    pub describe: String,
+}
+
+pub fn build(defaults: &Defaults, options: &InitializationOptions, folders: &[PathBuf], docs: &Arc<Documents>) -> anyhow::Result<Built> {
+    let base = folders.first().cloned().or_else(|| std::env::current_dir().ok()).unwrap_or_else(|| PathBuf::from("/"));
+    let absolute = |p: &PathBuf| if p.is_absolute() { p.clone() } else { base.join(p) };
+    let host = match options.host {
+        Some(HostName::Resend) => HostKind::Resend,
+        Some(HostName::Fresh) => HostKind::Fresh,
+        None => defaults.host.unwrap_or(HostKind::Resend),
+    };
+    let start = options.start.clone().or_else(|| defaults.start.clone());
+    let data = options.data.as_ref().map(absolute).or_else(|| defaults.data.clone());
+    let user = options.config.as_ref().map(absolute).or_else(|| defaults.config.clone());
+
+    let from_options = posture(options.tree.as_ref().map(absolute), options.view.as_ref().map(absolute), options.root.as_ref().map(absolute))
+        .context("initializationOptions")?;
+    let explicit = match from_options {
+        Some(p) => Some(p),
+        None => posture(defaults.tree.clone(), defaults.view.clone(), defaults.root.clone()).context("the command line")?,
+    };
+    if let Some(posture) = explicit {
+        let host_root = match &posture {
+            Posture::Tree { dir, .. } => dir,
+            Posture::Device { root } => root,
+        }
+        .canonicalize()
+        .with_context(|| "cannot open the boundary directory")?;
+        let describe = match &posture {
+            Posture::Tree { dir, view } => format!("the tree {} with the view {}", dir.display(), view.display()),
+            Posture::Device { root } => format!("the project root {}", root.display()),
+        };
+        let engine = single(Config { posture, start, data_dir: data }, host, user, docs, host_root.clone())?;
+        let inside: Vec<PathBuf> =
+            folders.iter().filter_map(|f| f.canonicalize().ok()).filter(|f| f.starts_with(&host_root)).collect();
+        let roots = (!inside.is_empty() && !inside.contains(&host_root)).then_some(inside);
+        return Ok(Built { engine, roots, describe });
+    }
+    let mut folders: Vec<PathBuf> = folders
+        .iter()
+        .map(|f| f.canonicalize().with_context(|| format!("cannot open the workspace folder {}", f.display())))
+        .collect::<anyhow::Result<_>>()?;
+    // A folder inside another adds nothing.
+    folders.sort();
+    folders.dedup();
+    let all = folders.clone();
+    folders.retain(|f| !all.iter().any(|o| o != f && f.starts_with(o)));
+    match folders.len() {
+        0 => bail!(
+            "no workspace folder, and no posture given: open a folder, or give `root` (or `tree` and `view`) in initializationOptions"
+        ),
+        1 => {
+            let root = folders.remove(0);
+            let describe = format!("the workspace folder {}", root.display());
+            let engine =
+                single(Config { posture: Posture::Device { root: root.clone() }, start, data_dir: data }, host, user, docs, root)?;
+            Ok(Built { engine, roots: None, describe })
+        }
+        _ => several(&folders, start, data, host, user, docs),
+    }
+}
+
+fn posture(tree: Option<PathBuf>, view: Option<PathBuf>, root: Option<PathBuf>) -> anyhow::Result<Option<Posture>> {
+    match (tree, view, root) {
+        (None, None, None) => Ok(None),
+        (Some(dir), Some(view), None) => Ok(Some(Posture::Tree { dir, view })),
+        (None, None, Some(root)) => Ok(Some(Posture::Device { root })),
+        (Some(_), None, None) => bail!("`tree` needs `view`"),
+        (None, Some(_), None) => bail!("`view` needs `tree`"),
+        _ => bail!("give either `tree` and `view`, or `root`, not both"),
+    }
+}
+
+fn single(
+    config: Config,
+    host: HostKind,
+    user: Option<PathBuf>,
+    docs: &Arc<Documents>,
+    host_root: PathBuf,
+) -> anyhow::Result<Arc<Engine>> {
+    let docs = docs.clone();
+    let mut engine = Engine::new_layered(config, move |fs| Arc::new(Overlay::new(fs, docs, host_root)) as Arc<dyn Fs>)?;
+    engine.set_host(host);
+    if user.is_some() {
+        engine.set_user_config(user);
+    }
+    Ok(Arc::new(engine))
+}
+
+/// Several folders: one grant each over their common ancestor.
+fn several(
+    folders: &[PathBuf],
+    start: Option<String>,
+    data: Option<PathBuf>,
+    host: HostKind,
+    user: Option<PathBuf>,
+    docs: &Arc<Documents>,
+) -> anyhow::Result<Built> {
+    let ancestor = common_ancestor(folders);
+    let data = data.unwrap_or_else(default_data_dir);
+    std::fs::create_dir_all(&data).with_context(|| format!("cannot create the data directory {}", data.display()))?;
+    let data = data.canonicalize()?;
+    if let Some(folder) = folders.iter().find(|f| data.starts_with(f)) {
+        bail!(
+            "the data directory {} lies inside the workspace folder {}; the model must not reach it. Give another `data`.",
+            data.display(),
+            folder.display()
+        );
+    }
+    // The trash must lie outside the boundary (the ancestor), which the data
+    // directory may not: then the system's temporary directory, or none.
+    let trash = [data.join("trash"), std::env::temp_dir().join("ctxfs-trash")].into_iter().find(|t| !t.starts_with(&ancestor));
+    if trash.is_none() {
+        tracing::warn!("no trash directory outside {}: rm is not available", ancestor.display());
+    }
+    let text = ancestor.to_str().context("the folders' common ancestor is not UTF-8")?;
+    let vroot = VPath::parse(text).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut grants = BTreeMap::new();
+    for folder in folders {
+        grants.insert(folder.to_str().context("a workspace folder's path is not UTF-8")?.to_string(), Level::Stage);
+    }
+    let view = View::from_file(&ViewFile { grants, floors: BTreeMap::new() }).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let fs: Arc<dyn Fs> = Arc::new(OsFs::open(&ancestor, vroot, trash)?);
+    let fs: Arc<dyn Fs> = Arc::new(Overlay::new(fs, docs.clone(), ancestor.clone()));
+    let start = start.or_else(|| folders[0].to_str().map(str::to_string));
+    let mut engine = Engine::with_fs(fs, view, start.as_deref(), data, ancestor.clone(), host);
+    if user.is_some() {
+        engine.set_user_config(user);
+    }
+    let names: Vec<String> = folders.iter().map(|f| f.display().to_string()).collect();
+    Ok(Built { engine: Arc::new(engine), roots: None, describe: format!("the workspace folders {}", names.join(", ")) })
+}
+
+fn common_ancestor(paths: &[PathBuf]) -> PathBuf {
+    let mut common: PathBuf = paths[0].clone();
+    for path in &paths[1..] {
+        while !path.starts_with(&common) {
+            if !common.pop() {
+                return PathBuf::from("/");
+            }
+        }
+    }
+    common
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn ancestors() {
+        let p = |s: &str| PathBuf::from(s);
+        assert_eq!(common_ancestor(&[p("/a/b/c"), p("/a/b/d")]), p("/a/b"));
+        assert_eq!(common_ancestor(&[p("/a/bc"), p("/a/b")]), p("/a"));
+        assert_eq!(common_ancestor(&[p("/x"), p("/y")]), p("/"));
+    }
+
+    #[test]
+    fn several_folders_are_several_grants() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = tmp.path().join("a");
+        let b = tmp.path().join("b");
+        let hidden = tmp.path().join("hidden");
+        for d in [&a, &b, &hidden] {
+            std::fs::create_dir(d).unwrap();
+        }
+        std::fs::write(a.join("x.txt"), "in a\n").unwrap();
+        std::fs::write(b.join("y.txt"), "in b\n").unwrap();
+        std::fs::write(hidden.join("z.txt"), "secret\n").unwrap();
+        let data = tempfile::tempdir().unwrap();
+        let options = InitializationOptions { data: Some(data.path().to_path_buf()), ..Default::default() };
+        let built = build(&Defaults::default(), &options, &[a.clone(), b.clone()], &Documents::new()).unwrap();
+        let session = built.engine.open_session(Default::default()).unwrap();
+        let read = |p: &Path| session.call("read", serde_json::json!({"file_path": p.to_str().unwrap()}));
+        assert!(!read(&a.join("x.txt")).is_error);
+        assert!(!read(&b.join("y.txt")).is_error);
+        let denied = read(&hidden.join("z.txt"));
+        assert!(denied.is_error && !denied.text.contains("secret"), "{}", denied.text);
+        // One folder: the device posture on it.
+        let built = build(&Defaults::default(), &options, std::slice::from_ref(&a), &Documents::new()).unwrap();
+        let session = built.engine.open_session(Default::default()).unwrap();
+        assert!(!session.call("read", serde_json::json!({"file_path": "x.txt"})).is_error);
+        // No folder and no posture: a sentence saying what to do.
+        let error = build(&Defaults::default(), &options, &[], &Documents::new()).err().unwrap();
+        assert!(error.to_string().contains("no workspace folder"), "{error}");
+    }
+}
