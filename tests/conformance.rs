@@ -141,23 +141,28 @@ const SESSION_EVENTS: [&str; 4] = ["compact", "rewind", "new_request", "reopen"]
 /// The doors a case runs over: its `doors`, else the core alone when it has
 /// a session event, else both.
 fn case_doors(case: &Value) -> Result<Vec<Mode>, String> {
-    if let Some(doors) = case.get("doors") {
-        let names = doors.as_array().ok_or("doors is not a list")?;
-        return names
-            .iter()
-            .map(|n| match n.as_str() {
-                Some("core") => Ok(Mode::Core),
-                Some("mcp") => Ok(Mode::Mcp),
-                other => Err(format!("unknown door {other:?} (core or mcp)")),
-            })
-            .collect();
-    }
     let has_event = case["calls"]
         .as_array()
         .into_iter()
         .flatten()
         .any(|step| step.get("event").and_then(Value::as_str).is_some_and(|e| SESSION_EVENTS.contains(&e)));
-    Ok(if has_event { vec![Mode::Core] } else { vec![Mode::Core, Mode::Mcp] })
+    let Some(doors) = case.get("doors") else {
+        return Ok(if has_event { vec![Mode::Core] } else { vec![Mode::Core, Mode::Mcp] });
+    };
+    let doors = doors
+        .as_array()
+        .ok_or("doors is not a list")?
+        .iter()
+        .map(|n| match n.as_str() {
+            Some("core") => Ok(Mode::Core),
+            Some("mcp") => Ok(Mode::Mcp),
+            other => Err(format!("unknown door {other:?} (core or mcp)")),
+        })
+        .collect::<Result<Vec<Mode>, String>>()?;
+    if has_event && doors.contains(&Mode::Mcp) {
+        return Err("a case with a session event cannot run over mcp".into());
+    }
+    Ok(doors)
 }
 
 // ---------------------------------------------------------------------------

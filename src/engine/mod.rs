@@ -229,6 +229,7 @@ impl Engine {
             client_name: options.client_name,
             user: self.user.clone(),
             index: self.index.clone(),
+            requests_unmarked: std::sync::atomic::AtomicBool::new(false),
             state: Mutex::new(SessionState {
                 access,
                 observed: Observed::default(),
@@ -253,6 +254,9 @@ pub struct Session {
     client_name: Option<String>,
     user: UserConfig,
     index: Arc<IndexSlot>,
+    /// Set by a front door that cannot tell where a request begins (MCP):
+    /// for a `fresh` host every call is then a new request (no stubs at all).
+    requests_unmarked: std::sync::atomic::AtomicBool,
     state: Mutex<SessionState>,
 }
 
@@ -273,6 +277,9 @@ impl Session {
     pub fn call(&self, tool: &str, args: serde_json::Value) -> ToolAnswer {
         let mut guard = self.state();
         let state = &mut *guard;
+        if state.hygiene.host() == HostKind::Fresh && self.requests_unmarked.load(Ordering::Relaxed) {
+            state.hygiene.new_request(false);
+        }
         if tool == "recall" {
             return match serde_json::from_value::<crate::tools::params::RecallParams>(args) {
                 Ok(p) => state.hygiene.recall(&p.id, p.offset, p.limit),
@@ -341,6 +348,11 @@ impl Session {
         self.state().hygiene.new_request(carries_earlier);
     }
 
+    /// Says the front door cannot mark requests (see `HostKind`).
+    pub fn requests_are_unmarked(&self) {
+        self.requests_unmarked.store(true, Ordering::Relaxed);
+    }
+
     /// Compaction: the table of files read, then an empty dedupe table.
     pub fn compact(&self) -> String {
         self.state().hygiene.compact()
@@ -380,9 +392,13 @@ impl Session {
 
 /// Nearby instruction files a read hands over with its result, once per session.
 fn nearby_appendix(state: &mut SessionState, outcome: &Outcome) -> Option<String> {
+    // Nearby instructions go by where a file really is, not by a link's place.
     let (path, is_dir) = match outcome {
-        Outcome::Read(read) => (read.path.clone(), false),
-        Outcome::Text { path: Some(path), .. } => (path.clone(), true),
+        Outcome::Read(read) => (read.real.clone(), false),
+        Outcome::Text { path: Some(path), .. } => match state.access.fs().resolve(path) {
+            Ok(resolution) => (resolution.real().clone(), true),
+            Err(_) => return None,
+        },
         _ => return None,
     };
     let found = instructions::nearby(&state.access, &path, is_dir, &mut state.nearby_seen);

@@ -47,23 +47,67 @@ pub fn read_bracket(id: &str, read: &ReadOutcome) -> String {
     }
 }
 
-/// A full read's text.
-pub fn read_text(id: &str, read: &ReadOutcome) -> String {
-    let mut out = read_bracket(id, read);
-    if read.total > 0 {
-        out.push('\n');
-        out.push_str(&read.body);
-        if let Some(note) = &read.note {
-            out.push_str(note);
-            out.push('\n');
-        }
-    }
-    out
+/// What follows a result's bracket: a sentence on the same line, lines
+/// below it, or both (a note after a one-line answer).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Body {
+    pub inline: Option<String>,
+    pub lines: Option<String>,
 }
 
-/// The stub of an unchanged re-read.
-pub fn read_stub(id: &str, read: &ReadOutcome, earlier: &str, first: usize, last: usize) -> String {
-    format!("{} Unchanged since {earlier}, which already shows lines {first}-{last}.", read_bracket(id, read))
+impl Body {
+    pub fn lines(text: impl Into<String>) -> Body {
+        Body { inline: None, lines: Some(text.into()) }
+    }
+
+    pub fn inline(text: impl Into<String>) -> Body {
+        Body { inline: Some(text.into()), lines: None }
+    }
+
+    /// The result itself, as stored and recalled: what follows the bracket.
+    pub fn stored(&self) -> String {
+        match (&self.inline, &self.lines) {
+            (Some(i), Some(l)) => format!("{i}\n{l}"),
+            (Some(i), None) => i.clone(),
+            (None, Some(l)) => l.clone(),
+            (None, None) => String::new(),
+        }
+    }
+
+    /// The text the model sees under `head`, with the lines capped when `capped`.
+    pub fn render(&self, head: &str, id: &str, capped: bool) -> String {
+        let mut out = head.to_string();
+        if let Some(inline) = &self.inline {
+            out.push(' ');
+            out.push_str(inline);
+        }
+        if let Some(lines) = &self.lines {
+            out.push('\n');
+            match capped.then(|| cap(lines, id)).flatten() {
+                Some(short) => out.push_str(&short),
+                None => out.push_str(lines),
+            }
+        }
+        out
+    }
+}
+
+/// A full read's body: its numbered lines (none for an empty file).
+pub fn read_body(read: &ReadOutcome) -> Body {
+    if read.total == 0 {
+        return Body::default();
+    }
+    let mut lines = read.body.clone();
+    if let Some(note) = &read.note {
+        lines.push_str(note);
+        lines.push('\n');
+    }
+    Body::lines(lines)
+}
+
+/// The stub sentence of an unchanged re-read.
+pub fn read_stub(earlier: &str, first: usize, last: usize) -> String {
+    format!("Unchanged since {earlier}, which already shows lines {first}-{last}.")
 }
 
 fn lines_word(n: usize) -> &'static str {
@@ -75,29 +119,36 @@ fn lines_word(n: usize) -> &'static str {
 }
 
 /// One changed file: its bracket (with the id inside when given) and what follows.
-pub fn change_text(id: Option<&str>, change: &FileChange) -> String {
-    let mut text = change_lines(id, change);
-    if let Some(note) = &change.note {
-        text.push('\n');
-        text.push_str(note);
-    }
-    text
-}
-
-fn change_lines(id: Option<&str>, change: &FileChange) -> String {
+pub fn change_parts(id: Option<&str>, change: &FileChange) -> (String, Body) {
     let open = match id {
         Some(id) => format!("[{id} {}", change.given),
         None => format!("[{}", change.given),
     };
     let sha = change.sha.as_ref().map(short_sha).unwrap_or_default();
-    match &change.change {
-        Change::Created { lines } => format!("{open} sha {sha}] Created, {lines} {}.", lines_word(*lines)),
-        Change::Deleted => format!("{open} deleted]"),
-        Change::Modified { diff } if diff.is_empty() => format!("{open} sha {sha}] No change."),
-        Change::Modified { diff } => format!("{open} sha {sha}]\n{}", diff.trim_end_matches('\n')),
-        Change::Moved { from, diff } if diff.is_empty() => format!("{open} sha {sha}] Moved from {from}."),
-        Change::Moved { from, diff } => format!("{open} sha {sha}] Moved from {from}.\n{}", diff.trim_end_matches('\n')),
+    let diff = |d: &str| d.trim_end_matches('\n').to_string();
+    let (head, mut body) = match &change.change {
+        Change::Created { lines } => (format!("{open} sha {sha}]"), Body::inline(format!("Created, {lines} {}.", lines_word(*lines)))),
+        Change::Deleted => (format!("{open} deleted]"), Body::default()),
+        Change::Modified { diff: d } if d.is_empty() => (format!("{open} sha {sha}]"), Body::inline("No change.")),
+        Change::Modified { diff: d } => (format!("{open} sha {sha}]"), Body::lines(diff(d))),
+        Change::Moved { from, diff: d } if d.is_empty() => (format!("{open} sha {sha}]"), Body::inline(format!("Moved from {from}."))),
+        Change::Moved { from, diff: d } => {
+            (format!("{open} sha {sha}]"), Body { inline: Some(format!("Moved from {from}.")), lines: Some(diff(d)) })
+        }
+    };
+    if let Some(note) = &change.note {
+        body.lines = Some(match body.lines.take() {
+            Some(lines) => format!("{lines}\n{note}"),
+            None => note.clone(),
+        });
     }
+    (head, body)
+}
+
+/// One changed file as one text (inside an apply_patch answer).
+pub fn change_text(id: Option<&str>, change: &FileChange) -> String {
+    let (head, body) = change_parts(id, change);
+    body.render(&head, "", false)
 }
 
 /// Caps a result over `CAP_MAX_LINES` lines or `CAP_MAX_CHARS` characters to

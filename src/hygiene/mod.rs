@@ -100,9 +100,9 @@ impl Hygiene {
         let mut answer = self.shape(tool, args, result);
         if let Some(extra) = appendix {
             answer.text.push_str(&extra);
-            if let Ok(Some(mut full)) = self.store.get(self.next_id - 1) {
-                full.push_str(&extra);
-                self.keep(self.next_id - 1, tool, &full);
+            if let Ok(Some(mut stored)) = self.store.get(self.next_id - 1) {
+                stored.push_str(&extra);
+                self.keep(self.next_id - 1, tool, &stored);
             }
         }
         answer
@@ -110,22 +110,25 @@ impl Hygiene {
 
     fn shape(&mut self, tool: &str, args: &serde_json::Value, result: Result<Outcome, ToolError>) -> ToolAnswer {
         let (id, id_str) = self.take_id();
+        let plain = format!("[{id_str}]");
         let outcome = match result {
             Ok(outcome) => outcome,
             Err(error) => {
-                let text = format!("[{id_str}]\n{error}");
-                self.keep(id, tool, &text);
+                let body = Body::lines(error.to_string());
+                self.keep(id, tool, &body.stored());
+                let text = body.render(&plain, &id_str, true);
                 return ToolAnswer { id: id_str, text, is_error: true, facts: Facts::default() };
             }
         };
         let facts = facts_of(&outcome);
-        let (full, shown) = match outcome {
+        let (stored, shown) = match outcome {
             Outcome::Read(read) => {
-                let full = read_text(&id_str, &read);
+                let head = read_bracket(&id_str, &read);
+                let body = read_body(&read);
                 match self.stub_for(&read) {
                     Some(stub) => {
-                        let shown = read_stub(&id_str, &read, &id_text(stub.id), stub.first, stub.last);
-                        (full, shown)
+                        let sentence = read_stub(&id_text(stub.id), stub.first, stub.last);
+                        (body.stored(), Body::inline(sentence).render(&head, &id_str, false))
                     }
                     None => {
                         let record = ReadRecord {
@@ -139,19 +142,20 @@ impl Hygiene {
                         };
                         self.table_reads.push(record.clone());
                         self.history.push(record);
-                        (full.clone(), full)
+                        // Reads are not capped: they have their own window.
+                        (body.stored(), body.render(&head, &id_str, false))
                     }
                 }
             }
-            Outcome::Text { body, .. } => {
-                let full = format!("[{id_str}]\n{body}");
+            Outcome::Text { body: text, .. } => {
+                let body = Body::lines(text);
                 if DEDUPE_BY_RESULT.contains(&tool) {
                     let key = format!("{tool} {}", canonical_json(args));
-                    let body_sha = crate::tools::sha256(body.as_bytes());
+                    let body_sha = crate::tools::sha256(body.stored().as_bytes());
                     match self.table_searches.get(&key) {
                         Some(earlier) if earlier.body_sha == body_sha => {
-                            let shown = format!("[{id_str}] Same result as {}.", id_text(earlier.id));
-                            self.keep(id, tool, &full);
+                            let shown = format!("{plain} Same result as {}.", id_text(earlier.id));
+                            self.keep(id, tool, &body.stored());
                             return ToolAnswer { id: id_str, text: shown, is_error: false, facts };
                         }
                         _ => {
@@ -159,25 +163,19 @@ impl Hygiene {
                         }
                     }
                 }
-                let shown = cap(&full, &id_str).unwrap_or_else(|| full.clone());
-                (full, shown)
+                (body.stored(), body.render(&plain, &id_str, true))
             }
             Outcome::Changed(change) => {
-                let full = change_text(Some(&id_str), &change);
-                let shown = cap(&full, &id_str).unwrap_or_else(|| full.clone());
-                (full, shown)
+                let (head, body) = change_parts(Some(&id_str), &change);
+                (body.stored(), body.render(&head, &id_str, true))
             }
             Outcome::Patch(changes) => {
-                let mut full = format!("[{id_str}]");
-                for change in &changes {
-                    full.push('\n');
-                    full.push_str(&change_text(None, change));
-                }
-                let shown = cap(&full, &id_str).unwrap_or_else(|| full.clone());
-                (full, shown)
+                let texts: Vec<String> = changes.iter().map(|c| change_text(None, c)).collect();
+                let body = Body::lines(texts.join("\n"));
+                (body.stored(), body.render(&plain, &id_str, true))
             }
         };
-        self.keep(id, tool, &full);
+        self.keep(id, tool, &stored);
         ToolAnswer { id: id_str, text: shown, is_error: false, facts }
     }
 
@@ -204,15 +202,18 @@ impl Hygiene {
                     Some(n) => (n as usize).min(RECALL_WINDOW),
                 };
                 let (first, last, total, body) = window(&full, offset.unwrap_or(1) as usize, limit);
-                (format!("[{id_str} recall {} lines {first}-{last} of {total}]\n{body}", id_text(n)), false)
+                let text = format!("[{id_str} recall {} lines {first}-{last} of {total}]\n{body}", id_text(n));
+                self.keep(id, "recall", &body);
+                return ToolAnswer { id: id_str, text, is_error: false, facts: Facts::default() };
             }
-            (Some(n), None) => (format!("[{id_str}] No stored result {} in this session.", id_text(n)), true),
+            (Some(n), None) => (format!("No stored result {} in this session.", id_text(n)), true),
             (None, _) => {
                 let shown = target.trim().trim_start_matches('#');
-                (format!("[{id_str}] No stored result #{shown} in this session."), true)
+                (format!("No stored result #{shown} in this session."), true)
             }
         };
         self.keep(id, "recall", &text);
+        let text = format!("[{id_str}] {text}");
         ToolAnswer { id: id_str, text, is_error, facts: Facts::default() }
     }
 

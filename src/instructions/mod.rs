@@ -191,11 +191,21 @@ fn load_host(path: &Path, label: String, origin: Origin, chain: &mut Chain) {
     }
 }
 
+/// A host path with the home directory written `~`, for labels.
+fn home_relative(path: &Path) -> String {
+    let home = directories::BaseDirs::new().map(|d| d.home_dir().to_path_buf());
+    match home.as_deref().and_then(|h| path.strip_prefix(h).ok()) {
+        Some(rest) => format!("~/{}", rest.display()),
+        None => path.display().to_string(),
+    }
+}
+
 /// The chain for a session whose start directory is `access.start()`.
 pub fn chain(access: &Access, user: &UserConfig) -> Chain {
     let mut chain = Chain::default();
     if let Some(dir) = &user.dir {
-        load_host(&dir.join("AGENTS.md"), "~/.config/ctxfs/AGENTS.md (global)".into(), Origin::Global, &mut chain);
+        let path = dir.join("AGENTS.md");
+        load_host(&path, format!("{} (global)", home_relative(&path)), Origin::Global, &mut chain);
     }
     let boundary = access.fs().boundary().clone();
     let start = if access.start().starts_with(&boundary) { access.start().clone() } else { boundary.clone() };
@@ -209,7 +219,7 @@ pub fn chain(access: &Access, user: &UserConfig) -> Chain {
     let (configured, notes) = user.configured();
     chain.notes.extend(notes);
     for path in configured {
-        let label = format!("{} (configured)", path.display());
+        let label = format!("{} (configured)", home_relative(&path));
         load_host(&path, label, Origin::Configured, &mut chain);
     }
     for (order, file) in chain.files.iter_mut().enumerate() {

@@ -96,7 +96,10 @@ impl Host for Engine {
         Engine::tools(self)
     }
     fn open_session(&self, options: SessionOptions) -> anyhow::Result<Arc<Session>> {
-        Engine::open_session(self, options)
+        let session = Engine::open_session(self, options)?;
+        // MCP never says where a request begins.
+        session.requests_are_unmarked();
+        Ok(session)
     }
 }
 
