@@ -80,6 +80,26 @@ pub fn default_data_dir() -> PathBuf {
         .unwrap_or_else(|| std::env::temp_dir().join("ctxfs-data"))
 }
 
+/// Where a path that may not exist yet really is: its nearest existing
+/// ancestor canonicalised, with the rest appended.
+fn canonical_to_be(path: &Path) -> anyhow::Result<PathBuf> {
+    let path = std::path::absolute(path)?;
+    let mut missing = Vec::new();
+    let mut existing = path.as_path();
+    while !existing.exists() {
+        missing.push(existing.file_name().context("no existing ancestor")?.to_owned());
+        existing = existing.parent().context("no existing ancestor")?;
+    }
+    let mut out = existing.canonicalize()?;
+    for name in missing.iter().rev() {
+        if name == ".." || name == "." {
+            bail!("{} is not a clean path", path.display());
+        }
+        out.push(name);
+    }
+    Ok(out)
+}
+
 /// Reads and checks a view file, naming the file (and line) on error.
 pub fn load_view(path: &Path) -> anyhow::Result<View> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the view file {}", path.display()))?;
@@ -98,8 +118,6 @@ impl Engine {
     /// LSP door puts its overlay of open editor buffers there).
     pub fn new_layered(config: Config, layer: impl FnOnce(Arc<dyn Fs>) -> Arc<dyn Fs>) -> anyhow::Result<Engine> {
         let data_dir = config.data_dir.clone().unwrap_or_else(default_data_dir);
-        std::fs::create_dir_all(&data_dir).with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
-        let data_dir = data_dir.canonicalize()?;
         let (host_root, vroot, view) = match &config.posture {
             Posture::Tree { dir, view } => {
                 let host = dir.canonicalize().with_context(|| format!("cannot open the tree {}", dir.display()))?;
@@ -115,6 +133,8 @@ impl Engine {
         if !host_root.is_dir() {
             bail!("{} is not a directory", host_root.display());
         }
+        // Checked before anything is created: a refused data directory leaves nothing behind.
+        let data_dir = canonical_to_be(&data_dir)?;
         if data_dir.starts_with(&host_root) {
             bail!(
                 "the data directory {} lies inside the boundary {}; the model must not reach it. Choose another with --data.",
@@ -122,6 +142,7 @@ impl Engine {
                 host_root.display()
             );
         }
+        std::fs::create_dir_all(&data_dir).with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
         let fs: Arc<dyn Fs> = layer(Arc::new(OsFs::open(&host_root, vroot.clone(), Some(data_dir.join("trash")))?));
         Ok(Engine::with_fs(fs, view, config.start.as_deref(), data_dir, host_root, HostKind::Resend))
     }

@@ -152,7 +152,11 @@ impl Lookup for OsFs {
         match meta.kind {
             Kind::Dir => Ok(Child::Dir(openat_dir(dir.as_fd(), name, TRAVERSE)?)),
             Kind::Link => {
-                let target = rfs::readlinkat(dir, name, Vec::new()).map_err(errno)?;
+                // EINVAL: it stopped being a link since the lstat, a race.
+                let target = rfs::readlinkat(dir, name, Vec::new()).map_err(|e| match e {
+                    Errno::INVAL => FsError::Raced,
+                    other => errno(other),
+                })?;
                 Ok(Child::Link(target.to_string_lossy().into_owned()))
             }
             Kind::File | Kind::Special => Ok(Child::Node(meta)),
