@@ -23,7 +23,6 @@
 
 use super::chunk;
 use super::hybrid;
-use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::ops::Range;
@@ -86,10 +85,19 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 
 /// The model's own tokenizer (`tokenizer.json`), with the truncation and
 /// padding it ships with turned off and no special tokens added.
+///
+/// For a BERT WordPiece tokenizer (lower-casing, as all-MiniLM-L6-v2's is)
+/// runs of printable ASCII between whitespace are tokenized by `FastWordPiece`,
+/// which gives the same ids and spans as the `tokenizers` crate about ten
+/// times faster; any other run (non-ASCII, control characters, a literal
+/// special token) goes through the `tokenizers` crate. This is exact because
+/// BERT's normaliser works character by character and its pre-tokenizer
+/// splits at whitespace first, so runs between whitespace never interact.
 pub struct ModelTokenizer {
     inner: tokenizers::Tokenizer,
-    /// Ids of special tokens (`[CLS]`, `[SEP]`, `[UNK]`, ...): counted as tokens but given no weight in a mean.
-    special: HashSet<u32>,
+    /// Whether each id is a special token (`[CLS]`, `[SEP]`, `[UNK]`, ...): counted as a token but given no weight in a mean.
+    special: Vec<bool>,
+    fast: Option<FastWordPiece>,
 }
 
 impl ModelTokenizer {
@@ -101,29 +109,205 @@ impl ModelTokenizer {
         // The file bakes in truncation at 128 and fixed padding to 128: either would miscount.
         inner.with_truncation(None).map_err(|e| err(e.to_string()))?;
         inner.with_padding(None);
-        let special = inner.get_added_tokens_decoder().into_iter().filter(|(_, t)| t.special).map(|(id, _)| id).collect();
-        Ok(ModelTokenizer { inner, special })
+        let special_ids: Vec<usize> = inner.get_added_tokens_decoder().into_iter().filter(|(_, t)| t.special).map(|(id, _)| id as usize).collect();
+        let mut special = vec![false; special_ids.iter().max().map_or(0, |m| m + 1)];
+        special_ids.into_iter().for_each(|id| special[id] = true);
+        let fast = serde_json::from_slice(&bytes).ok().and_then(|spec| FastWordPiece::from_spec(&spec));
+        Ok(ModelTokenizer { inner, special, fast })
+    }
+
+    /// Calls `each(id, span)` for every token of the text, in order, without special tokens added.
+    pub fn for_each_token(&self, text: &str, mut each: impl FnMut(u32, Range<usize>)) {
+        let Some(fast) = &self.fast else {
+            self.slow(text, 0, &mut each);
+            return;
+        };
+        let bytes = text.as_bytes();
+        let mut at = 0;
+        while at < bytes.len() {
+            if matches!(bytes[at], b' ' | b'\t' | b'\n' | b'\r') {
+                at += 1;
+                continue;
+            }
+            let start = at;
+            let mut plain = true;
+            while at < bytes.len() && !matches!(bytes[at], b' ' | b'\t' | b'\n' | b'\r') {
+                plain &= (0x21..0x7f).contains(&bytes[at]);
+                at += 1;
+            }
+            // Runs end at ASCII whitespace, so `start..at` lies on character boundaries.
+            let run = &bytes[start..at];
+            if plain && !fast.holds_added_token(run) {
+                fast.run(run, start, &mut each);
+            } else {
+                self.slow(&text[start..at], start, &mut each);
+            }
+        }
+    }
+
+    /// The `tokenizers` crate over a part of a text that starts at byte `shift`.
+    fn slow(&self, text: &str, shift: usize, each: &mut impl FnMut(u32, Range<usize>)) {
+        if let Ok(encoding) = self.inner.encode(text, false) {
+            for (&id, &(s, e)) in encoding.get_ids().iter().zip(encoding.get_offsets()) {
+                each(id, shift + s.min(text.len())..shift + e.min(text.len()));
+            }
+        }
     }
 
     /// The token ids of the text, without special tokens added.
     pub fn ids(&self, text: &str) -> Vec<u32> {
-        match self.inner.encode_fast(text, false) {
-            Ok(encoding) => encoding.get_ids().to_vec(),
-            Err(_) => Vec::new(),
-        }
+        let mut out = Vec::with_capacity(text.len() / 3);
+        self.for_each_token(text, |id, _| out.push(id));
+        out
     }
 
     /// The byte span of each token, in order.
     pub fn spans(&self, text: &str) -> Vec<Range<usize>> {
-        match self.inner.encode(text, false) {
-            Ok(encoding) => encoding.get_offsets().iter().map(|&(s, e)| s.min(text.len())..e.min(text.len())).collect(),
-            Err(_) => Vec::new(),
-        }
+        let mut out = Vec::with_capacity(text.len() / 3);
+        self.for_each_token(text, |_, span| out.push(span));
+        out
+    }
+
+    /// The ids and spans from the `tokenizers` crate alone, to check the fast path against.
+    pub fn reference(&self, text: &str) -> Vec<(u32, Range<usize>)> {
+        let mut out = Vec::new();
+        self.slow(text, 0, &mut |id, span| out.push((id, span)));
+        out
     }
 
     /// Whether the id is a special token (it carries no content of the text).
     pub fn is_special(&self, id: u32) -> bool {
-        self.special.contains(&id)
+        self.special.get(id as usize).copied().unwrap_or(false)
+    }
+}
+
+/// FNV-1a, a fast hash for short byte strings.
+#[derive(Default, Clone, Copy)]
+struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
+        for &b in bytes {
+            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+type FnvMap = std::collections::HashMap<Box<[u8]>, u32, std::hash::BuildHasherDefault<Fnv>>;
+
+/// BERT's uncased WordPiece over runs of printable ASCII, the same as the `tokenizers` crate gives.
+struct FastWordPiece {
+    /// Pieces that begin a word.
+    first: FnvMap,
+    /// Pieces that continue a word, without their `##`.
+    rest: FnvMap,
+    longest_first: usize,
+    longest_rest: usize,
+    unk: u32,
+    max_word: usize,
+    /// Added tokens (`[CLS]`, ...), which the `tokenizers` crate matches in the raw text.
+    added: Vec<Vec<u8>>,
+}
+
+impl FastWordPiece {
+    /// The fast path for a `tokenizer.json` it is exact for: a lower-casing `BertNormalizer`, `BertPreTokenizer`, `WordPiece`.
+    fn from_spec(spec: &serde_json::Value) -> Option<FastWordPiece> {
+        let normalizer = &spec["normalizer"];
+        let ok = normalizer["type"] == "BertNormalizer"
+            && normalizer["lowercase"] == true
+            && normalizer["clean_text"] == true
+            && spec["pre_tokenizer"]["type"] == "BertPreTokenizer"
+            && spec["model"]["type"] == "WordPiece";
+        if !ok {
+            return None;
+        }
+        let model = &spec["model"];
+        let prefix = model["continuing_subword_prefix"].as_str()?;
+        let vocab = model["vocab"].as_object()?;
+        let unk = vocab.get(model["unk_token"].as_str()?)?.as_u64()? as u32;
+        let max_word = model["max_input_chars_per_word"].as_u64()? as usize;
+        if max_word > 256 {
+            return None;
+        }
+        let (mut first, mut rest) = (FnvMap::default(), FnvMap::default());
+        for (piece, id) in vocab {
+            let id = id.as_u64()? as u32;
+            match piece.strip_prefix(prefix) {
+                Some(tail) if !tail.is_empty() => rest.insert(tail.as_bytes().into(), id),
+                _ => first.insert(piece.as_bytes().into(), id),
+            };
+        }
+        let longest = |m: &FnvMap| m.keys().map(|k| k.len()).max().unwrap_or(0);
+        let added = spec["added_tokens"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|t| t["content"].as_str()).map(|c| c.as_bytes().to_vec()).filter(|c| !c.is_empty()).collect())
+            .unwrap_or_default();
+        Some(FastWordPiece { longest_first: longest(&first), longest_rest: longest(&rest), first, rest, unk, max_word, added })
+    }
+
+    fn holds_added_token(&self, run: &[u8]) -> bool {
+        // Without regard to case: a wider test only sends more runs down the exact slow path.
+        self.added.iter().any(|t| run.len() >= t.len() && run.windows(t.len()).any(|w| w.eq_ignore_ascii_case(t)))
+    }
+
+    /// A run of printable ASCII starting at byte `at`: punctuation characters are words of their own.
+    fn run(&self, run: &[u8], at: usize, each: &mut impl FnMut(u32, Range<usize>)) {
+        let mut i = 0;
+        while i < run.len() {
+            if run[i].is_ascii_punctuation() {
+                self.word(&run[i..i + 1], at + i, each);
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < run.len() && !run[i].is_ascii_punctuation() {
+                i += 1;
+            }
+            self.word(&run[start..i], at + start, each);
+        }
+    }
+
+    /// Greedy longest-match-first WordPiece; a word that cannot be covered, or is too long, is one `[UNK]`.
+    fn word(&self, word: &[u8], at: usize, each: &mut impl FnMut(u32, Range<usize>)) {
+        if word.len() > self.max_word {
+            each(self.unk, at..at + word.len());
+            return;
+        }
+        let mut lower = [0u8; 256];
+        let lower = &mut lower[..word.len()];
+        lower.copy_from_slice(word);
+        lower.make_ascii_lowercase();
+        let mut pieces = [(0u32, 0usize, 0usize); 256];
+        let mut count = 0;
+        let mut pos = 0;
+        while pos < lower.len() {
+            let (map, longest) = if pos == 0 { (&self.first, self.longest_first) } else { (&self.rest, self.longest_rest) };
+            let mut end = lower.len().min(pos + longest);
+            let found = loop {
+                if end <= pos {
+                    break None;
+                }
+                if let Some(&id) = map.get(&lower[pos..end]) {
+                    break Some(id);
+                }
+                end -= 1;
+            };
+            let Some(id) = found else {
+                each(self.unk, at..at + word.len());
+                return;
+            };
+            pieces[count] = (id, pos, end);
+            count += 1;
+            pos = end;
+        }
+        for &(id, s, e) in &pieces[..count] {
+            each(id, at + s..at + e);
+        }
     }
 }
 
@@ -185,15 +369,14 @@ impl StaticEmbedder {
     fn embed_one(&self, text: &str) -> Vec<f32> {
         let mut sum = vec![0f32; self.dims];
         let mut count = 0usize;
-        for id in self.tokenizer.ids(text) {
+        self.tokenizer.for_each_token(text, |id, _| {
             let id = id as usize;
-            if id >= self.rows || self.tokenizer.is_special(id as u32) {
-                continue;
+            if id < self.rows && !self.tokenizer.is_special(id as u32) {
+                let row = &self.table[id * self.dims..(id + 1) * self.dims];
+                sum.iter_mut().zip(row).for_each(|(s, r)| *s += r);
+                count += 1;
             }
-            let row = &self.table[id * self.dims..(id + 1) * self.dims];
-            sum.iter_mut().zip(row).for_each(|(s, r)| *s += r);
-            count += 1;
-        }
+        });
         // The mean and the sum point the same way; normalising makes them equal.
         if count > 0 {
             normalize(&mut sum);
@@ -1143,6 +1326,67 @@ mod tests {
         assert!((dot(&plain[0], &marked[0]) - 1.0).abs() < 1e-5);
     }
 
+    #[test]
+    fn fast_tokenizer_matches_the_tokenizers_crate() {
+        let Some(e) = installed() else { return };
+        let t = e.tokenizer();
+        assert!(t.fast.is_some(), "the model's tokenizer.json should take the fast path");
+        let mut texts: Vec<String> = [
+            "Hello, world!",
+            "fn main() { println!(\"{}\", x.to_string()); } // CamelCaseName snake_case_name",
+            "[CLS] a [SEP] b[MASK]c [cls] [Unk]",
+            "control\u{1}chars\u{0}here and\u{7f}del \u{b}vt\u{c}ff",
+            "café naïve Ünïcödé — “quotes” 日本語のテキスト → ⌈x⌉ émoji 🦀 \u{a0}nbsp\u{3000}ideographic",
+            "e\u{301}combining",
+            &"a".repeat(100),
+            &"b".repeat(101),
+            &format!("{} tail", "xyz".repeat(40)),
+            "\t\r\n  \r\n\n",
+            "",
+            "0x7fff_ffff 3.14159e-10 1_000_000 @#$%^&*()_+-=[]{}|;':\",./<>?`~",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        // Random strings over printable ASCII, whitespace, controls and a few wider characters.
+        let alphabet: Vec<char> = (0x20u8..0x7f).map(char::from).chain("\t\n\r\u{1}\u{b}é—日\u{a0}".chars()).collect();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..300 {
+            let mut text = String::new();
+            for _ in 0..(seed % 200) {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                text.push(alphabet[(seed % alphabet.len() as u64) as usize]);
+            }
+            texts.push(text);
+        }
+        let mut stack = vec![PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/src"))];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(dir).unwrap().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.extension().is_some_and(|x| x == "rs") {
+                    texts.push(std::fs::read_to_string(&path).unwrap());
+                }
+            }
+        }
+        for text in &texts {
+            let fast: Vec<(u32, Range<usize>)> = t.ids(text).into_iter().zip(t.spans(text)).collect();
+            let reference = t.reference(text);
+            if fast != reference {
+                let at = fast.iter().zip(&reference).position(|(a, b)| a != b).unwrap_or(fast.len().min(reference.len()));
+                panic!(
+                    "differs at token {at} of {:?}...: fast {:?} vs reference {:?}",
+                    &text.chars().take(60).collect::<String>(),
+                    &fast[at.saturating_sub(2)..(at + 3).min(fast.len())],
+                    &reference[at.saturating_sub(2)..(at + 3).min(reference.len())]
+                );
+            }
+        }
+    }
+
     /// Indexing throughput of the static embedder over this crate's own sources, in ~400-token pieces.
     /// Run with `cargo test --release --lib static_throughput -- --ignored --nocapture`.
     #[test]
@@ -1170,29 +1414,41 @@ mod tests {
         let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
         let bytes: usize = refs.iter().map(|p| p.len()).sum();
         let tokens: usize = refs.iter().map(|p| e.count_tokens(p)).sum();
+        // Best of five rounds: the machine may be shared with builds.
+        let best = |f: &dyn Fn()| {
+            (0..5)
+                .map(|_| {
+                    let started = Instant::now();
+                    f();
+                    started.elapsed().as_secs_f64()
+                })
+                .fold(f64::INFINITY, f64::min)
+        };
+        println!(
+            "{} pieces of {:.0} tokens on average ({:.2} MB, {} tokens)",
+            refs.len(),
+            tokens as f64 / refs.len() as f64,
+            bytes as f64 / 1e6,
+            tokens
+        );
         for threads in [1usize, 2] {
-            let started = Instant::now();
-            let rounds = 3;
-            for _ in 0..rounds {
+            let secs = best(&|| {
                 std::thread::scope(|s| {
                     for part in refs.chunks(refs.len().div_ceil(threads)) {
                         let e = &e;
                         s.spawn(move || e.embed(part).unwrap());
                     }
-                });
-            }
-            let secs = started.elapsed().as_secs_f64() / rounds as f64;
-            println!(
-                "{threads} thread(s): {} pieces of {:.0} tokens ({:.1} MB): {:.0} chunks/s, {:.2} MB/s",
-                refs.len(),
-                tokens as f64 / refs.len() as f64,
-                bytes as f64 / 1e6,
-                refs.len() as f64 / secs,
-                bytes as f64 / 1e6 / secs
-            );
+                })
+            });
+            println!("embed, {threads} thread(s): {:.0} chunks/s, {:.2} MB/s", refs.len() as f64 / secs, bytes as f64 / 1e6 / secs);
         }
-        let started = Instant::now();
-        let n: usize = refs.iter().map(|p| tokenizer.spans(p).len()).sum();
-        println!("token spans alone: {:.2} MB/s ({n} tokens)", bytes as f64 / 1e6 / started.elapsed().as_secs_f64());
+        let secs = best(&|| {
+            refs.iter().map(|p| tokenizer.ids(p).len()).sum::<usize>();
+        });
+        println!("token ids alone, 1 thread: {:.2} MB/s", bytes as f64 / 1e6 / secs);
+        let secs = best(&|| {
+            refs.iter().map(|p| tokenizer.reference(p).len()).sum::<usize>();
+        });
+        println!("the tokenizers crate alone, 1 thread: {:.2} MB/s", bytes as f64 / 1e6 / secs);
     }
 }

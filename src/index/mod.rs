@@ -17,7 +17,12 @@ use std::sync::Arc;
 /// installed (with its own tokenizer for chunking), else words only with the
 /// bytes/2 stand-in for counting tokens. Says so once when it falls back.
 pub fn default_models(data_dir: &Path) -> (Option<Arc<dyn hybrid::Vectorizer>>, Arc<dyn chunk::Tokenizer>) {
-    let _ = data_dir;
-    tracing::warn!("no embedding model is installed (scripts/build-embedder makes one); search ranks by words only");
-    (None, Arc::new(chunk::HalfBytes))
+    // `default_static` says once that it fell back when no table is installed.
+    match embed::default_static(data_dir) {
+        Some(embedder) => {
+            let tokenizer = embedder.tokenizer();
+            (Some(embedder as Arc<dyn hybrid::Vectorizer>), tokenizer)
+        }
+        None => (None, Arc::new(chunk::HalfBytes)),
+    }
 }
