@@ -114,9 +114,14 @@ impl Deframer {
                             }
                         }
                         None => {
-                            // Keep a tail that may be the start of the name.
-                            let keep = (NAME.len() - 1).min(rest.len());
-                            let drop = rest.len() - keep;
+                            // Drop whole lines (so that a header line is judged whole),
+                            // keeping a tail that may be the start of the name.
+                            let keep_from = rest.len().saturating_sub(NAME.len() - 1);
+                            let drop = match rest[..keep_from].iter().rposition(|b| *b == b'\n') {
+                                Some(i) => i + 1,
+                                None if rest.len() > MAX_HEADER => keep_from,
+                                None => 0,
+                            };
                             self.count_garbage(drop);
                             self.pos += drop;
                             return None;
@@ -183,7 +188,8 @@ impl Deframer {
                     }
                     // Wait for more; a body too large to keep is dropped as it comes,
                     // but for a tail that may hold the start of a header line.
-                    let mut scanned = rescan_from(&self.buf[self.pos..], have);
+                    // Every line break before `upto` was looked at.
+                    let mut scanned = upto;
                     let mut dropped = dropped;
                     if !keep {
                         // A header line is recognised by its end: a short tail is enough.
@@ -213,14 +219,15 @@ impl Deframer {
     }
 
     fn count_garbage(&mut self, n: usize) {
-        self.garbage += self.buf[self.pos..self.pos + n].iter().filter(|b| !b.is_ascii_whitespace()).count();
+        for line in self.buf[self.pos..self.pos + n].split(|b| *b == b'\n') {
+            let line = line.trim_ascii();
+            // A `Content-Type` header before `Content-Length` is a header, not garbage.
+            if line.len() >= 13 && line[..13].eq_ignore_ascii_case(b"content-type:") {
+                continue;
+            }
+            self.garbage += line.iter().filter(|b| !b.is_ascii_whitespace()).count();
+        }
     }
-}
-
-/// Where a header line could start again: the last line break, so that a
-/// header line split across reads is seen whole next time.
-fn rescan_from(body: &[u8], have: usize) -> usize {
-    body[..have].iter().rposition(|b| *b == b'\n').map(|i| i + 1).unwrap_or(0).min(have)
 }
 
 /// The first case-insensitive `content-length` in `hay`.
@@ -285,7 +292,9 @@ fn find_header_line(body: &[u8], from: usize) -> Option<usize> {
     let mut i = from;
     while let Some(nl) = body[i..].iter().position(|b| *b == b'\n') {
         let end = i + nl;
-        let line_start = body[..end].iter().rposition(|b| *b == b'\n').map(|p| p + 1).unwrap_or(0);
+        // A header line is recognised by its end: look back a little only.
+        let window = end.saturating_sub(TAIL);
+        let line_start = body[window..end].iter().rposition(|b| *b == b'\n').map(|p| window + p + 1).unwrap_or(window);
         let mut line = &body[line_start..end];
         if let Some(l) = line.strip_suffix(b"\r") {
             line = l;
@@ -364,6 +373,7 @@ mod tests {
             let chunks: Vec<&[u8]> = all.chunks(size).collect();
             let events = run(&chunks);
             assert_eq!(bodies(&events), vec![A, B, A], "chunks of {size}");
+            assert!(events.iter().all(|e| matches!(e, Event::Body(_))), "chunks of {size}: {events:?}");
         }
     }
 

@@ -186,10 +186,11 @@ impl Backend {
         }
     }
 
-    fn engine(&self) -> Result<&Setup> {
+    /// What `initialize` settled, when it can serve.
+    fn engine(&self) -> Result<(&Setup, Arc<Engine>)> {
         let setup = self.setup.get().ok_or_else(|| server_error("not initialized"))?;
         match &setup.engine {
-            Ok(_) => Ok(setup),
+            Ok(engine) => Ok((setup, engine.clone())),
             Err(why) => Err(server_error(format!("ctxfs could not start: {why}"))),
         }
     }
@@ -208,8 +209,7 @@ impl Backend {
     }
 
     async fn open_session(&self, params: OpenSessionParams) -> Result<OpenSessionResult> {
-        let setup = self.engine()?;
-        let Ok(engine) = setup.engine.clone() else { unreachable!("checked by engine()") };
+        let (setup, engine) = self.engine()?;
         let _opening = self.opening.lock().await;
         let existing = params.resume.as_ref().and_then(|id| self.sessions.lock().unwrap_or_else(|e| e.into_inner()).get(id).cloned());
         let worker = match existing {
@@ -243,7 +243,7 @@ impl Backend {
     }
 
     async fn call(&self, params: CallParams) -> Result<CallResult> {
-        let setup = self.engine()?;
+        let (setup, _) = self.engine()?;
         let worker = self.worker(&params.session)?;
         let tool = params.tool.clone();
         let args = serde_json::Value::Object(params.args.unwrap_or_default());

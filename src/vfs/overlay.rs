@@ -58,15 +58,6 @@ pub enum Encoding {
 }
 
 impl Encoding {
-    /// The width of `c` in this unit.
-    pub fn len_of(self, c: char) -> usize {
-        match self {
-            Encoding::Utf8 => c.len_utf8(),
-            Encoding::Utf16 => c.len_utf16(),
-            Encoding::Utf32 => 1,
-        }
-    }
-
     /// The width of `text` in this unit.
     pub fn len_of_str(self, text: &str) -> usize {
         match self {

@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("CTXFS_BIN", "target/debug/ctxfs"))
 if not BIN.is_absolute():
     BIN = REPO / BIN
-TIMEOUT = 60
+TIMEOUT = int(os.environ.get("CTXFS_E2E_TIMEOUT", "60"))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -110,10 +110,13 @@ class Editor:
         self.buffers: dict[str, tuple[str, int]] = {}
         self.edits: list[types.ApplyWorkspaceEditParams] = []
         self.accept = True
+        self.delay = 0.0
 
         @client.feature(types.WORKSPACE_APPLY_EDIT)
-        def on_apply_edit(params: types.ApplyWorkspaceEditParams):
+        async def on_apply_edit(params: types.ApplyWorkspaceEditParams):
             self.edits.append(params)
+            if self.delay:
+                await asyncio.sleep(self.delay)
             if not self.accept:
                 return types.ApplyWorkspaceEditResult(applied=False, failure_reason="the user said no")
             changes = params.edit.document_changes or []
@@ -208,7 +211,7 @@ async def editor(folders, data: Path, *, caps=None, options=None, root_uri=None)
     encodings = (caps.general and caps.general.position_encodings) or []
     utf8 = types.PositionEncodingKind.Utf8 in encodings
     ed = Editor(client, "utf-8" if utf8 else "utf-16")
-    await client.start_io(str(BIN), "lsp", env={**os.environ, "CTXFS_LOG": "info"})
+    await client.start_io(str(BIN), "lsp", env={**os.environ, "CTXFS_LOG": os.environ.get("CTXFS_LOG", "info")})
     try:
         init = {"data": str(data), **(options or {})}
         result = await asyncio.wait_for(client.initialize_session(types.InitializeParams(
@@ -352,7 +355,7 @@ def test_unsaved_buffers_are_what_read_grep_and_search_see(workspace):
             ed.type(f, (1, 17), (1, 21), "LINE")
             read = await ed.ok(s, "read", {"file_path": "hello.txt"})
             assert "2: unsaved okapi 😀 LINE" in read["text"], read["text"]
-            assert "zebra" not in (await ed.call(s, "grep", {"pattern": "zebra"}))["text"]
+            assert "hello.txt" not in (await ed.call(s, "grep", {"pattern": "zebra"}))["text"]
             assert "okapi" in (await ed.ok(s, "grep", {"pattern": "okapi"}))["text"]
             # Its hash is the buffer's: the stale guard compares it.
             ed.type(f, (0, 0), (0, 0), "typed ")
@@ -421,8 +424,9 @@ def test_a_refused_edit_is_an_error_and_changes_nothing(workspace):
             assert "refused" in refused["text"] and "the user said no" in refused["text"], refused["text"]
             assert ed.text(f) == disk + "// unsaved\n"
             assert f.read_text() == disk
+            await ed.request("ctxfs/newRequest", {"session": s, "carriesEarlier": False})
             read = await ed.ok(s, "read", {"file_path": "src/main.rs"})
-            assert '"hi"' in read["text"] and "// unsaved" in read["text"]
+            assert '"hi"' in read["text"] and "// unsaved" in read["text"], read["text"]
             # A patch over a closed file and a refused open one: nothing half-applied.
             await ed.ok(s, "read", {"file_path": "hello.txt"})
             patch = ("*** Begin Patch\n*** Update File: hello.txt\n@@\n-world\n+patched\n"
@@ -438,6 +442,58 @@ def test_a_refused_edit_is_an_error_and_changes_nothing(workspace):
             await ed.ok(s, "apply_patch", {"patch": patch})
             assert (ws / "hello.txt").read_text() == "hello\npatched\n"
             assert ed.text(f) == disk + "// saved\n" and f.read_text() == disk
+
+    run(main())
+
+
+def test_a_pending_apply_edit_stalls_nothing_else(workspace):
+    ws, data = workspace
+    f = ws / "src" / "main.rs"
+    disk = f.read_text()
+
+    async def main():
+        async with editor([ws], data) as ed:
+            s = (await ed.open_session())["session"]
+            other = (await ed.open_session())["session"]
+            ed.open(f, disk)
+            await ed.ok(s, "read", {"file_path": "src/main.rs"})
+            ed.delay = 2.0
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            edit = asyncio.ensure_future(
+                ed.call(s, "edit", {"file_path": "src/main.rs", "old_string": '"hi"', "new_string": '"slow"'}))
+            await asyncio.sleep(0.3)
+            # While the editor thinks: the server reads, answers, and runs other sessions' calls.
+            assert (await ed.request("ctxfs/tools"))["tools"]
+            for _ in range(40):
+                await ed.ok(other, "read", {"file_path": "hello.txt"})
+            assert loop.time() - started < 1.8, "answers waited for the editor"
+            assert not edit.done()
+            answer = await edit
+            assert not answer["isError"], answer["text"]
+            assert '"slow"' in ed.text(f)
+
+    run(main())
+
+
+def test_an_editor_that_does_not_answer_times_the_edit_out(workspace):
+    ws, data = workspace
+    f = ws / "hello.txt"
+
+    async def main():
+        async with editor([ws], data, options={"editTimeoutMs": 300}) as ed:
+            s = (await ed.open_session())["session"]
+            ed.open(f, "hello\nworld\n")
+            await ed.ok(s, "read", {"file_path": "hello.txt"})
+            ed.delay = 1.5
+            ed.accept = False
+            late = await ed.fails(s, "edit", {"file_path": "hello.txt", "old_string": "world", "new_string": "late"})
+            assert "did not answer within 0.3 s" in late["text"], late["text"]
+            assert f.read_text() == "hello\nworld\n" and ed.text(f) == "hello\nworld\n"
+            await asyncio.sleep(1.5)
+            # The late refusal is logged; the session goes on.
+            assert any("late answer" in m.message for m in ed.client.log_messages)
+            await ed.ok(s, "read", {"file_path": "hello.txt"})
 
     run(main())
 
@@ -497,7 +553,7 @@ def test_calls_of_a_session_run_in_arrival_order(workspace):
                 futures.append(ed.call(s, "read", {"file_path": "counter.txt"}))
                 futures.append(ed.call(s, "write", {"file_path": "counter.txt", "content": f"{i}\n"}))
             answers = await asyncio.gather(*futures)
-            ids = [int(a["id"].lstrip("#")) for a in answers]
+            ids = [int(a["id"].lstrip("#"), 16) for a in answers]
             assert ids == sorted(ids), ids
             errors = [a["text"] for a in answers if a["isError"]]
             assert not errors, errors[:3]
@@ -577,7 +633,7 @@ def test_initialization_options_override_the_folders(workspace, tmp_path):
     tree = tmp_path / "tree"
     (tree / "docs").mkdir(parents=True)
     (tree / "docs" / "a.md").write_text("in the tree\n")
-    (tree / "private.md").write_text("private\n")
+    (tree / "private.md").write_text("TOPSECRET\n")
     view = tmp_path / "view.json"
     view.write_text(json.dumps({"grants": {"/docs": "ro"}}))
 
@@ -585,7 +641,7 @@ def test_initialization_options_override_the_folders(workspace, tmp_path):
         async with editor([ws], data, options={"tree": str(tree), "view": str(view), "start": "/docs", "host": "fresh"}) as ed:
             s = (await ed.open_session())["session"]
             assert "in the tree" in (await ed.ok(s, "read", {"file_path": "a.md"}))["text"]
-            assert "private" not in (await ed.fails(s, "read", {"file_path": "/private.md"}))["text"]
+            assert "TOPSECRET" not in (await ed.fails(s, "read", {"file_path": "/private.md"}))["text"]
             await ed.fails(s, "write", {"file_path": "/docs/b.md", "content": "x"})
 
     run(main())
@@ -596,8 +652,9 @@ def test_initialization_options_override_the_folders(workspace, tmp_path):
 class Raw:
     def __init__(self, args):
         self.proc = subprocess.Popen([str(BIN), "lsp", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env={**os.environ, "CTXFS_LOG": "info"})
+                                     stderr=subprocess.PIPE, env={**os.environ, "CTXFS_LOG": os.environ.get("CTXFS_LOG", "info")})
         self.messages: queue.Queue = queue.Queue()
+        self.answers: dict = {}
         threading.Thread(target=self._read, daemon=True).start()
         self.stderr: list[bytes] = []
         threading.Thread(target=lambda: self.stderr.extend(self.proc.stderr), daemon=True).start()
@@ -623,11 +680,12 @@ class Raw:
         self.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
 
     def answer(self, id_, timeout=TIMEOUT):
-        """The answer to request `id_` (skipping notifications and other answers)."""
-        while True:
+        """The answer to request `id_` (notifications are skipped, other answers kept)."""
+        while id_ not in self.answers:
             message = self.messages.get(timeout=timeout)
-            if message.get("id") == id_ and "method" not in message:
-                return message
+            if "id" in message and "method" not in message:
+                self.answers[message["id"]] = message
+        return self.answers.pop(id_)
 
 
 def frame(message: dict) -> bytes:
