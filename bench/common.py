@@ -136,3 +136,41 @@ def wait_quiet(max_wait=300, threshold=0.15) -> str:
         busy = cpu_busy()
     waited = time.monotonic() - start
     return f"other load {busy:.0%} of cores at start" + (f" (after waiting {waited:.0f} s)" if waited > 2 else "")
+
+
+class OtherLoad:
+    """Measures how busy the machine was with work other than this benchmark
+    (and its children) between `__init__` and `fraction()`: a figure taken
+    beside someone's build is worth less, and this says so."""
+
+    def __init__(self):
+        import time
+        self.t0 = time.monotonic()
+        self.busy0 = self._busy_seconds()
+        self.own0 = self._own_seconds()
+
+    @staticmethod
+    def _busy_seconds():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        idle = v[3] + (v[4] if len(v) > 4 else 0)
+        return (sum(v) - idle) / os.sysconf("SC_CLK_TCK")
+
+    @staticmethod
+    def _own_seconds():
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system
+
+    def fraction(self) -> float:
+        import time
+        wall = time.monotonic() - self.t0
+        other = (self._busy_seconds() - self.busy0) - (self._own_seconds() - self.own0)
+        return max(0.0, other / max(1e-9, wall * (os.cpu_count() or 1)))
+
+
+def revision() -> str:
+    """The commit the binary was built from, and whether the tree had uncommitted changes."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "src", "Cargo.toml"],
+                           cwd=REPO, capture_output=True, text=True).stdout.strip()
+    return f"ctxfs {head or '?'}" + (" + uncommitted changes" if dirty else "")

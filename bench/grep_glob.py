@@ -41,7 +41,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import build, ensure_ripgrep, example_binary, log, machine, median, wait_quiet, table  # noqa: E402
+from common import (OtherLoad, build, ensure_ripgrep, example_binary, log, machine, revision, median,  # noqa: E402
+                    table, wait_quiet)
 
 RG_BASE = ["--no-config", "--no-require-git", "--no-ignore-parent", "--no-ignore-global"]
 
@@ -85,17 +86,40 @@ def timed(cmd):
 
 
 def ctxfs_full_text(ctxfs, tree, data, tool, args):
-    """The full (uncapped) text of one call: the call, then recall of its whole result."""
-    script = json.dumps({"call": tool, "args": args}) + "\n" + json.dumps(
-        {"call": "recall", "args": {"id": "#0001", "limit": 10_000_000}}) + "\n"
-    p = subprocess.run([ctxfs, "replay", "--root", tree, "--data", data, "-"], input=script.encode(),
-                       capture_output=True, check=True)
-    answers = [json.loads(l) for l in p.stdout.decode().splitlines() if l.strip()]
-    if answers[0].get("is_error"):
-        sys.exit(f"ctxfs {tool} failed: {answers[0]['text'][:500]}")
-    text = answers[-1]["text"]
-    # Drop the recall header and the stored result's own id line.
-    return text.split("\n", 2)[2] if text.count("\n") >= 2 else ""
+    """The full (uncapped) text of one call: the call, then `recall` of its whole result,
+    window by window, in one `ctxfs replay` session driven step by step."""
+    p = subprocess.Popen([ctxfs, "replay", "--root", tree, "--data", data, "-"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+
+    def step(call, call_args):
+        p.stdin.write(json.dumps({"call": call, "args": call_args}) + "\n")
+        p.stdin.flush()
+        return json.loads(p.stdout.readline())
+
+    try:
+        first = step(tool, args)
+        if first.get("is_error"):
+            sys.exit(f"ctxfs {tool} failed: {first['text'][:500]}")
+        rid = first["id"]
+        lines, offset = [], 1
+        while True:
+            got = step("recall", {"id": rid, "offset": offset, "limit": 2000})
+            head, _, body = got["text"].partition("\n")
+            m = re.search(r"lines (\d+)-(\d+) of (\d+)\]", head)
+            if got.get("is_error") or not m:
+                sys.exit(f"ctxfs recall failed: {got['text'][:300]}")
+            lines += body.splitlines()
+            last, total = int(m.group(2)), int(m.group(3))
+            if last >= total or last < offset:
+                break
+            offset = last + 1
+    finally:
+        p.stdin.close()
+        p.wait()
+    # Older stores kept the result's own `[#0001]` line in the text.
+    if lines and re.fullmatch(r"\[#[0-9a-f]+\]", lines[0]):
+        lines = lines[1:]
+    return "\n".join(lines)
 
 
 def count_totals(lines):
@@ -139,6 +163,7 @@ def main():
     rg_version = subprocess.run([rg, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     data = tempfile.mkdtemp(prefix="ctxfs-bench-data-")
     load0 = wait_quiet() if not opts.no_wait else "not checked"
+    meter = OtherLoad()
     all_trees = trees()
     rows, notes = [], []
     for name in opts.trees.split(","):
@@ -185,8 +210,9 @@ def main():
                          f"{c_ms:.0f}", f"{p_ms:.0f}", f"{r_ms:.0f}", f"{c_ms / r_ms:.2f}", f"{p_ms / r_ms:.2f}"])
 
     shutil.rmtree(data, ignore_errors=True)
-    print(f"\n## grep_glob — {datetime.date.today()}, {machine()}, {rg_version}, median of {opts.runs} runs, "
-          f"{load0}\n")
+    print(f"\n## grep_glob — {datetime.date.today()}, {revision()}, {machine()}, {rg_version}, median of {opts.runs} runs, "
+          f"{load0}, "
+          f"other load during the run {meter.fraction():.0%} of cores\n")
     for n in notes:
         print(f"- {n}")
     print()

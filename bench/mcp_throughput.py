@@ -23,12 +23,16 @@ servers the same way, each on its own copy of the same generated tree:
                 (names only: less work than grep, so this favours the peer)
       1 write   ctxfs write / peer write_file, always a new file (ctxfs wants
                 a read before it overwrites one)
-(c) idle RSS: a fresh server, initialize, one call, sleep 1 s, VmRSS from
-    /proc/PID/status. Also VmRSS/VmHWM after the pipelined mixed run.
+(c) idle RSS: a fresh server, initialize, one read, sleep 1 s, VmRSS from
+    /proc/PID/status; the same with one write instead of the read; and
+    VmRSS/VmHWM after the pipelined mixed run.
+
+The mixed table also gives each server's CPU time (user + system, all
+threads, from /proc/PID/stat): less sensitive to other load than wall time.
 
 It prints figures; nothing here asserts a time.
 
-    python3 bench/mcp_throughput.py [--calls 10000] [--reads 2000] [--window 16]
+    python3 bench/mcp_throughput.py [--calls 10000] [--reads 2000] [--window 16] [--only latency,mixed,rss]
 """
 
 import argparse
@@ -44,8 +48,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (PEER_PACKAGE, PEER_VERSION, build, ensure_peer, log, machine, median, wait_quiet,  # noqa: E402
-                    percentile, table)
+from common import (PEER_PACKAGE, PEER_VERSION, OtherLoad, build, ensure_peer, log, machine, revision,  # noqa: E402
+                    median, percentile, table, wait_quiet)
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
          "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango"]
@@ -173,6 +177,12 @@ class Server:
                     fields[k] = int(v.split()[0]) / 1024  # MiB
         return fields
 
+    def cpu(self):
+        """CPU seconds (user + system, all threads) the server has used so far."""
+        with open(f"/proc/{self.p.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def close(self):
         try:
             self.p.stdin.close()
@@ -283,13 +293,16 @@ def main():
     ap.add_argument("--calls", type=int, default=10_000)
     ap.add_argument("--reads", type=int, default=2_000)
     ap.add_argument("--window", type=int, default=16, help="requests in flight in the pipelined run")
+    ap.add_argument("--only", default="latency,mixed,rss", help="parts to run: latency, mixed, rss")
     ap.add_argument("--no-build", action="store_true")
     ap.add_argument("--no-wait", action="store_true", help="do not wait for the machine to be quiet")
     opts = ap.parse_args()
+    parts = set(opts.only.split(","))
 
     ctxfs = str(build()) if not opts.no_build else str(Path(__file__).resolve().parents[1] / "target/release/ctxfs")
     peer_js = ensure_peer()
     load0 = wait_quiet() if not opts.no_wait else "not checked"
+    meter = OtherLoad()
     node_version = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
     work = Path(tempfile.mkdtemp(prefix="ctxfs-bench-mcp-"))
     try:
@@ -302,7 +315,7 @@ def main():
         results = {k: {} for k in kinds}
 
         # (a) read latency, sequential
-        for k in kinds:
+        for k in kinds if "latency" in parts else ():
             log(f"[{k}] read latency")
             s = start(k, ctxfs, peer_js, roots[k], data)
             m = maps[k]
@@ -321,35 +334,54 @@ def main():
 
         # (b) mixed calls, sequential then pipelined, each on a fresh server
         plan = mixed_plan(opts.calls)
-        for k in kinds:
+        for k in kinds if "mixed" in parts else ():
             for window in (1, opts.window):
                 log(f"[{k}] {opts.calls} mixed calls, window {window}")
                 s = start(k, ctxfs, peer_js, roots[k], data)
+                cpu0 = s.cpu()
                 msgs, lat, total = s.run(materialize(plan, maps[k], f"win{window}"), window)
+                cpu = s.cpu() - cpu0
                 errors = [text_of(x)[:200] for x in msgs if is_error(x)]
                 stubs = sum(1 for x in msgs if " Unchanged since #" in text_of(x) or "] Same result as #" in text_of(x))
                 results[k][f"mixed{window}"] = (total, len(errors), errors[:3], stubs,
-                                                sum(len(text_of(x)) for x in msgs), lat)
+                                                sum(len(text_of(x)) for x in msgs), lat, cpu)
                 if window != 1:
                     results[k]["after_mixed"] = s.status()
                 s.close()
 
-        # (c) idle RSS
-        for k in kinds:
-            s = start(k, ctxfs, peer_js, roots[k], data)
-            s.run([maps[k].read("src/d00/alpha_00.rs")], 1)
-            time.sleep(1)
-            results[k]["idle"] = s.status()
-            s.close()
+        # (c) idle RSS: after one read (the target), and after one write (which may start more machinery)
+        for k in kinds if "rss" in parts else ():
+            log(f"[{k}] idle RSS")
+            for what, call in (("idle", maps[k].read("src/d00/alpha_00.rs")),
+                               ("idle_write", maps[k].write("out/idle.txt", "one line\n"))):
+                s = start(k, ctxfs, peer_js, roots[k], data)
+                s.run([call], 1)
+                time.sleep(1)
+                results[k][what] = s.status()
+                s.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
     # ------------------------------------------------------------ report
     c, p = results["ctxfs"], results["peer"]
-    print(f"\n## mcp_throughput — {datetime.date.today()}, {machine()}, peer {PEER_PACKAGE}@{PEER_VERSION} "
-          f"on Node {node_version}, {load0}\n")
+    print(f"\n## mcp_throughput — {datetime.date.today()}, {revision()}, {machine()}, peer {PEER_PACKAGE}@{PEER_VERSION} "
+          f"on Node {node_version}, {load0}, "
+          f"other load during the run {meter.fraction():.0%} of cores\n")
+    if "latency" in parts:
+        report_latency(c, p, opts)
+    if "mixed" in parts:
+        report_mixed(c, p, opts, mixed_plan(opts.calls))
+    if "rss" in parts:
+        report_memory(c, p, "mixed" in parts)
+    print("\nTargets: mixed throughput ctxfs >= 10x the peer's; idle RSS < 30 MB. "
+          "Stubs: ctxfs answers that pointed at an earlier identical result instead of repeating it "
+          "(the tool still ran).")
+
+
+def report_latency(c, p, opts):
     rows = []
-    for key, label in (("ping", "ping (protocol round trip, no tool)"), ("distinct", "read, a different 100-line file each call"),
+    for key, label in (("ping", "ping (protocol round trip, no tool)"),
+                       ("distinct", "read, a different 100-line file each call"),
                        ("same", "read, the same 100-line file each call")):
         cl, ce, cb = c[key]
         pl, pe, pb = p[key]
@@ -360,19 +392,22 @@ def main():
     print(table(["case", "ctxfs p50", "ctxfs p95", "peer p50", "peer p95", "peer/ctxfs p50", "errors c/p",
                  "answer chars c/p"], rows))
 
+
+def report_mixed(c, p, opts, plan):
     rows = []
     for window in (1, opts.window):
-        ct, cerr, cex, cstub, cchars, clat = c[f"mixed{window}"]
-        pt, perr, pex, _, pchars, plat = p[f"mixed{window}"]
+        ct, cerr, cex, cstub, cchars, clat, ccpu = c[f"mixed{window}"]
+        pt, perr, pex, _, pchars, plat, pcpu = p[f"mixed{window}"]
         rows.append([f"{opts.calls} mixed, {'sequential' if window == 1 else f'{window} in flight'}",
                      f"{ct:.2f}", f"{opts.calls / ct:.0f}", f"{pt:.2f}", f"{opts.calls / pt:.0f}",
-                     f"{pt / ct:.1f}x", f"{cerr}/{perr}", f"{cstub}", f"{cchars / 1e6:.1f}/{pchars / 1e6:.1f}"])
+                     f"{pt / ct:.1f}x", f"{ccpu:.2f}", f"{pcpu:.2f}", f"{cerr}/{perr}", f"{cstub}",
+                     f"{cchars / 1e6:.1f}/{pchars / 1e6:.1f}"])
         for who, ex in (("ctxfs", cex), ("peer", pex)):
             for e in ex:
                 print(f"  {who} error (window {window}): {e!r}")
-    print(f"\n(b) mixed calls\n")
+    print("\n(b) mixed calls\n")
     print(table(["run", "ctxfs s", "ctxfs calls/s", "peer s", "peer calls/s", "throughput ctxfs/peer",
-                 "errors c/p", "ctxfs stubs", "MB of answer text c/p"], rows))
+                 "ctxfs CPU s", "peer CPU s", "errors c/p", "ctxfs stubs", "MB of answer text c/p"], rows))
     rows = []
     ops = [op for op, *_ in plan]
     for op in ("read", "stat", "list", "glob", "grep", "write"):
@@ -385,18 +420,23 @@ def main():
     print(table(["op", "calls", "ctxfs p50", "ctxfs p95", "ctxfs s", "peer p50", "peer p95", "peer s",
                  "peer/ctxfs p50"], rows))
 
-    print("\n(c) memory (MiB)\n")
-    print(table(["", "ctxfs", "peer", "peer/ctxfs"], [
+
+def report_memory(c, p, after_mixed):
+    rows = [
         ["idle VmRSS (initialize, one read, 1 s)", f"{c['idle']['VmRSS']:.1f}", f"{p['idle']['VmRSS']:.1f}",
          f"{p['idle']['VmRSS'] / c['idle']['VmRSS']:.1f}x"],
-        [f"VmRSS after the pipelined mixed run", f"{c['after_mixed']['VmRSS']:.1f}",
-         f"{p['after_mixed']['VmRSS']:.1f}", ""],
-        [f"VmHWM (peak) after the pipelined mixed run", f"{c['after_mixed']['VmHWM']:.1f}",
-         f"{p['after_mixed']['VmHWM']:.1f}", ""],
-    ]))
-    print("\nTargets: mixed throughput ctxfs >= 10x the peer's; idle RSS < 30 MB. "
-          "Stubs: ctxfs answers that pointed at an earlier identical result instead of repeating it "
-          "(the tool still ran).")
+        ["idle VmRSS (initialize, one write of a new file, 1 s)", f"{c['idle_write']['VmRSS']:.1f}",
+         f"{p['idle_write']['VmRSS']:.1f}", f"{p['idle_write']['VmRSS'] / c['idle_write']['VmRSS']:.1f}x"],
+    ]
+    if after_mixed:
+        rows += [
+            ["VmRSS after the pipelined mixed run", f"{c['after_mixed']['VmRSS']:.1f}",
+             f"{p['after_mixed']['VmRSS']:.1f}", ""],
+            ["VmHWM (peak) after the pipelined mixed run", f"{c['after_mixed']['VmHWM']:.1f}",
+             f"{p['after_mixed']['VmHWM']:.1f}", ""],
+        ]
+    print("\n(c) memory (MiB)\n")
+    print(table(["", "ctxfs", "peer", "peer/ctxfs"], rows))
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
 //! ctxfs: a confined, context-aware file system for AI coding agents.
 //!
 //! Layers depend one way only: `paths` ← `vfs` ← `access` ← {`tools`,
-//! `hygiene`} ← `engine` ← {`mcp`, `cli`}. See ARCHITECTURE.md.
+//! `hygiene`, `instructions`, `index`, `gate`} ← `engine` ← {`lsp`, `mcp`,
+//! `cli`}. See ARCHITECTURE.md.
 
 pub mod access;
 pub mod cli;
 pub mod engine;
+pub mod gate;
 pub mod hygiene;
 pub mod index;
 pub mod instructions;

@@ -3,6 +3,7 @@
 use anyhow::Context;
 use clap::{ArgGroup, Args, Parser, Subcommand};
 use ctxfs::engine::{Config, Engine, Posture, SessionOptions};
+use ctxfs::gate::Mode;
 use ctxfs::hygiene::HostKind;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -53,6 +54,12 @@ enum Command {
     },
     /// Run a scripted session over a temporary workspace and print it.
     Demo,
+    /// List or revoke the project's remembered grants ("always allow" answers),
+    /// and show the rules files in force.
+    Grants {
+        #[command(subcommand)]
+        action: GrantsAction,
+    },
     /// Cut a file into search pieces by tokens and print each as a JSON line
     /// (`start`, `end`, `first_line`, `last_line`, `tokens`, `text`), for debugging and tests.
     Chunk {
@@ -72,6 +79,15 @@ enum Command {
         data: Option<PathBuf>,
         /// The file to cut (UTF-8 text).
         file: PathBuf,
+    },
+    /// Build or refresh the search index of everything visible under a directory:
+    /// a progress line on stderr, a summary line on stdout.
+    Index {
+        #[command(flatten)]
+        posture: PostureArgs,
+        /// The directory to index, as a path of the session's world. Default: the start directory.
+        #[arg(long, value_name = "PATH")]
+        path: Option<String>,
     },
 }
 
@@ -98,10 +114,46 @@ struct PostureArgs {
     /// CLIs do; stubs may point at earlier results) or `fresh` (none; no stubs).
     #[arg(long, value_name = "KIND", default_value = "resend", value_parser = parse_host)]
     host: HostKind,
-    /// The user's config directory (global AGENTS.md, skills/, config.json).
+    /// The user's config directory (global AGENTS.md, skills/, config.json, rules.json).
     /// Default: the platform's config directory.
     #[arg(long, value_name = "DIR")]
     config: Option<PathBuf>,
+    /// The permission mode: `read-only` (nothing changes), `ask` (every change asks the
+    /// user unless a rule or grant covers it), `accept-edits` (changes run; removing or
+    /// moving outside the start directory asks) or `trust` (no prompts). Default: ask
+    /// for `mcp`, trust for `call` and `replay` (the user runs those calls themselves).
+    #[arg(long, value_name = "MODE", value_parser = parse_mode)]
+    mode: Option<Mode>,
+    /// How long an approval prompt waits for the user before the change is refused.
+    #[arg(long, value_name = "SECONDS", default_value = "120", value_parser = parse_seconds)]
+    approval_timeout: Duration,
+}
+
+#[derive(Subcommand, Debug)]
+enum GrantsAction {
+    /// List the remembered grants and the rules files in force.
+    List {
+        #[command(flatten)]
+        posture: PostureArgs,
+    },
+    /// Revoke the remembered grant of TARGET (such as `notes/*`), or all of them.
+    Revoke {
+        #[command(flatten)]
+        posture: PostureArgs,
+        /// The grant's target, as `list` shows it. Without it, every grant of the project.
+        target: Option<String>,
+    },
+}
+
+fn parse_mode(text: &str) -> Result<Mode, String> {
+    text.parse()
+}
+
+fn parse_seconds(text: &str) -> Result<Duration, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 && s < 1e9 => Ok(Duration::from_secs_f64(s)),
+        _ => Err(format!("{text:?} is not a number of seconds above 0")),
+    }
 }
 
 fn parse_host(text: &str) -> Result<HostKind, String> {
@@ -124,9 +176,12 @@ impl PostureArgs {
         Ok(Config { posture, start: self.start.clone(), data_dir: self.data.as_ref().map(absolute).transpose()? })
     }
 
-    fn engine(&self) -> anyhow::Result<Engine> {
+    /// The engine, its sessions in the mode given, else in `default_mode`.
+    fn engine(&self, default_mode: Mode) -> anyhow::Result<Engine> {
         let mut engine = Engine::new(self.config()?)?;
         engine.set_host(self.host);
+        engine.set_mode(self.mode.unwrap_or(default_mode));
+        engine.set_approval_timeout(self.approval_timeout);
         if let Some(dir) = &self.config {
             engine.set_user_config(Some(std::path::absolute(dir)?));
         }
@@ -203,7 +258,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Mcp { posture } => {
-            let engine = Arc::new(posture.engine()?);
+            let engine = Arc::new(posture.engine(Mode::Ask)?);
             let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             let served = runtime.block_on(ctxfs::mcp::serve_stdio(engine));
             // A call still running when the client left gets a moment to finish.
@@ -215,15 +270,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let defaults = defaults.defaults()?;
             let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             let served = runtime.block_on(ctxfs::lsp::serve_stdio(defaults));
-            // stdin's reader may still be blocked in a read: do not wait for it long.
-            runtime.shutdown_timeout(Duration::from_secs(2));
+            // After `exit` nothing more is answered; stdin's reader may still be
+            // blocked in a read, and session threads hold nothing unsaved.
+            runtime.shutdown_background();
             served?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Call { posture, tool, args } => {
             let args: serde_json::Value = serde_json::from_str(&args)
                 .context("the arguments must be a JSON object, such as '{\"file_path\": \"a.txt\"}'")?;
-            let engine = posture.engine()?;
+            let engine = posture.engine(Mode::Trust)?;
             let session = engine.open_session(SessionOptions { client_name: Some("ctxfs-cli".into()), roots: None })?;
             let answer = session.call(&tool, args);
             if answer.text.ends_with('\n') {
@@ -234,7 +290,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(if answer.is_error { ExitCode::from(1) } else { ExitCode::SUCCESS })
         }
         Command::Replay { posture, script } => {
-            let engine = posture.engine()?;
+            let engine = posture.engine(Mode::Trust)?;
             let stdout = std::io::stdout().lock();
             if script.as_os_str() == "-" {
                 ctxfs::cli::replay::run(&engine, std::io::stdin().lock(), stdout)?;
@@ -248,10 +304,21 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             ctxfs::cli::demo::run(std::io::stdout().lock())?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Grants { action } => {
+            let (posture, target) = match &action {
+                GrantsAction::List { posture } => (posture, None),
+                GrantsAction::Revoke { posture, target } => (posture, Some(target.as_deref())),
+            };
+            let engine = posture.engine(Mode::Ask)?;
+            let (text, ok) = ctxfs::gate::cli::grants(&engine.project(), target);
+            print!("{text}");
+            Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
         Command::Chunk { tokenizer, size, overlap, data, file } => {
             chunk_file(tokenizer, size, overlap, data, &file)?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Index { posture, path } => index_tree(&posture, path.as_deref()),
     }
 }
 
@@ -289,4 +356,93 @@ fn chunk_file(kind: ChunkTokenizer, size: usize, overlap: usize, data: Option<Pa
     }
     out.flush()?;
     Ok(())
+}
+
+/// `ctxfs index`: builds or refreshes the search index of everything the
+/// posture shows under `path`, as a search there would, with a progress line.
+fn index_tree(posture: &PostureArgs, path: Option<&str>) -> anyhow::Result<ExitCode> {
+    use ctxfs::access::{Access, Level, Need, View};
+    use ctxfs::index::hybrid::{Index, TokenChunker};
+    let config = posture.config()?;
+    let engine = Engine::new(config.clone())?;
+    let boundary = engine.fs().boundary().clone();
+    let view = match &config.posture {
+        Posture::Tree { view, .. } => ctxfs::engine::load_view(view)?,
+        Posture::Device { .. } => View::single(boundary.clone(), Level::Stage),
+    };
+    let start = config.start.as_deref().and_then(|s| ctxfs::paths::VPath::resolve(&boundary, s).ok()).unwrap_or(boundary);
+    let access = Access::new(engine.fs().clone(), view, start);
+    let root = access.target(path.unwrap_or("."), Need::Look).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if !root.is_dir() {
+        anyhow::bail!("{} is not a directory", root.path);
+    }
+    let (vectorizer, tokenizer) = ctxfs::index::default_models(engine.data_dir());
+    let words_only = vectorizer.is_none();
+    let index = Index::open(&engine.data_dir().join("index.db"), vectorizer, Arc::new(TokenChunker::new(tokenizer)))?;
+    let line = ProgressLine::new();
+    let done = index.build_with(&access, &root, &|p| line.show(p, false))?;
+    line.show(&done, true);
+    let secs = line.started.elapsed().as_secs_f64().max(1e-3);
+    let mb = |b: u64| b as f64 / 1e6;
+    println!(
+        "indexed {}: {} files ({:.1} MB); {} new or changed ({:.1} MB, {} chunks{}), {} skipped, {} removed; {:.1} s ({:.1} MB/s, {:.0} chunks/s)",
+        root.path,
+        done.found,
+        mb(done.bytes),
+        done.indexed,
+        mb(done.bytes_indexed),
+        done.chunks,
+        if words_only { ", words only" } else { "" },
+        done.skipped,
+        done.removed,
+        secs,
+        mb(done.bytes_indexed) / secs,
+        done.chunks as f64 / secs
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `ctxfs index`'s progress on stderr: one redrawn line on a terminal, else a plain line every few seconds.
+struct ProgressLine {
+    started: std::time::Instant,
+    last: std::cell::Cell<Option<std::time::Instant>>,
+    terminal: bool,
+}
+
+impl ProgressLine {
+    fn new() -> ProgressLine {
+        use std::io::IsTerminal;
+        let (started, terminal) = (std::time::Instant::now(), std::io::stderr().is_terminal());
+        // A plain line first comes after one interval, so a quick run prints none.
+        ProgressLine { started, last: std::cell::Cell::new((!terminal).then_some(started)), terminal }
+    }
+
+    fn show(&self, p: &ctxfs::index::hybrid::Progress, last: bool) {
+        let now = std::time::Instant::now();
+        let every = Duration::from_millis(if self.terminal { 100 } else { 2000 });
+        if !last && self.last.get().is_some_and(|at| now - at < every) {
+            return;
+        }
+        self.last.set(Some(now));
+        let secs = (now - self.started).as_secs_f64().max(1e-3);
+        let found = if p.walked { format!("{}", p.found) } else { format!("{}+", p.found) };
+        let text = format!(
+            "{}/{} files, {:.1} MB, {} chunks, {:.0} chunks/s",
+            p.done,
+            found,
+            p.bytes as f64 / 1e6,
+            p.chunks,
+            p.chunks as f64 / secs
+        );
+        if self.terminal {
+            const WIDTH: usize = 24;
+            let filled = if p.found == 0 { 0 } else { (p.done * WIDTH / p.found).min(WIDTH) };
+            eprint!("\r[{}{}] {text}\x1b[K", "#".repeat(filled), ".".repeat(WIDTH - filled));
+            if last {
+                eprintln!();
+            }
+        } else if !last {
+            eprintln!("ctxfs index: {text}");
+        }
+    }
 }

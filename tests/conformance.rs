@@ -43,6 +43,11 @@ fn instructions() {
     run_area("instructions");
 }
 
+#[test]
+fn gate() {
+    run_area("gate");
+}
+
 /// How long one MCP answer may take before the case fails.
 const MCP_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -136,7 +141,7 @@ fn run_area(area: &str) {
 }
 
 /// Session events: the engine's own operations, which MCP has no method for.
-const SESSION_EVENTS: [&str; 4] = ["compact", "rewind", "new_request", "reopen"];
+const SESSION_EVENTS: [&str; 5] = ["compact", "rewind", "new_request", "reopen", "set_mode"];
 
 /// The doors a case runs over: its `doors`, else the core alone when it has
 /// a session event, else both.
@@ -231,6 +236,7 @@ struct World {
     root_text: String,
     outside_text: String,
     config_text: String,
+    data_text: String,
 }
 
 impl World {
@@ -238,6 +244,7 @@ impl World {
         text.replace("{root}", &self.root_text)
             .replace("{outside}", &self.outside_text)
             .replace("{config}", &self.config_text)
+            .replace("{data}", &self.data_text)
     }
 
     fn subst_value(&self, value: &Value) -> Value {
@@ -274,6 +281,7 @@ impl World {
             root_text: root.to_str().ok_or("non-UTF-8 temp dir")?.to_string(),
             outside_text: outside.to_str().ok_or("non-UTF-8 temp dir")?.to_string(),
             config_text: config.to_str().ok_or("non-UTF-8 temp dir")?.to_string(),
+            data_text: data.to_str().ok_or("non-UTF-8 temp dir")?.to_string(),
             _base: base,
             root,
             data,
@@ -349,6 +357,24 @@ impl World {
                 write_file(&world.config.join(rel), &world.subst(&gen_text(content)?))?;
             }
         }
+        // The gate's files: data_files (relative to the data directory -> text),
+        // project_rules (the project's rules file: a text, or an object written as JSON).
+        if let Some(files) = case.get("data_files").and_then(Value::as_object) {
+            for (rel, content) in files {
+                if rel.is_empty() || rel.starts_with('/') || rel.split('/').any(|p| p == "..") {
+                    return Err(format!("data_files {rel:?}: paths must be relative and stay inside the data directory"));
+                }
+                write_file(&world.data.join(rel), &world.subst(&gen_text(content)?))?;
+            }
+        }
+        if let Some(rules) = case.get("project_rules") {
+            let text = match rules {
+                Value::String(text) => text.clone(),
+                other => serde_json::to_string_pretty(other).map_err(|e| e.to_string())?,
+            };
+            let project = ctxfs::gate::Project::new(&world.root, &world.data, Some(&world.config));
+            write_file(&project.project_rules_path(), &world.subst(&text))?;
+        }
         if case["posture"] == "tree" {
             let view = world.root.parent().expect("ws has a parent").join("view.json");
             let text = serde_json::to_string_pretty(case.get("view").unwrap_or(&json!({}))).map_err(|e| e.to_string())?;
@@ -387,7 +413,75 @@ impl World {
         if let Some(host) = case.get("host").and_then(Value::as_str) {
             args.extend(["--host".into(), host.to_string()]);
         }
+        args.extend(["--mode".into(), case_mode(case).as_str().to_string()]);
+        if let Some(timeout) = approval_timeout(case) {
+            args.extend(["--approval-timeout".into(), format!("{}", timeout.as_secs_f64())]);
+        }
         args
+    }
+
+    /// `ctxfs ARGS` with the case's posture flags, as a subprocess: its output and success.
+    fn cli(&self, case: &Value, args: &[String]) -> Result<Answer, String> {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ctxfs"));
+        command.args(args);
+        let mut posture = self.mcp_args(case);
+        posture.remove(0);
+        // Only the posture: --mode and what follows are the server's.
+        if let Some(at) = posture.iter().position(|a| a == "--mode") {
+            posture.truncate(at);
+        }
+        let output = command.args(posture).output().map_err(|e| format!("cannot run ctxfs: {e}"))?;
+        let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+        text.push_str(&String::from_utf8_lossy(&output.stderr));
+        Ok(Answer { text, is_error: !output.status.success() })
+    }
+}
+
+/// The case's mode (`mode`): trust unless the case is about the gate.
+fn case_mode(case: &Value) -> ctxfs::gate::Mode {
+    case.get("mode").and_then(Value::as_str).map_or(ctxfs::gate::Mode::Trust, |m| m.parse().expect("a known mode"))
+}
+
+/// The case's `approval_timeout_ms`, if any.
+fn approval_timeout(case: &Value) -> Option<Duration> {
+    case.get("approval_timeout_ms").and_then(Value::as_u64).map(Duration::from_millis)
+}
+
+/// The answers a case's user gives to prompts, in order (`answers`): an
+/// option's id, `decline`, `cancel`, or `none` (never answers).
+type Answers = std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<String>>>;
+
+/// A prompt a door saw: its text and the ids of its options.
+#[derive(Debug, Clone)]
+struct Prompt {
+    message: String,
+    options: Vec<String>,
+}
+
+/// The core door's user: answers from the case's list and keeps what it was asked.
+struct ScriptedApprover {
+    answers: Answers,
+    asked: std::sync::Arc<std::sync::Mutex<Vec<Prompt>>>,
+}
+
+impl ctxfs::gate::Approver for ScriptedApprover {
+    fn ask(&self, request: &ctxfs::gate::ApprovalRequest) -> ctxfs::gate::Approval {
+        use ctxfs::gate::Approval;
+        let options = request.options.iter().filter_map(|o| o.approval.id().map(str::to_string)).collect();
+        self.asked.lock().unwrap().push(Prompt { message: request.message(), options });
+        let Some(answer) = self.answers.lock().unwrap().pop_front() else {
+            return Approval::Dismissed { why: "the case gave no answer for this prompt".into() };
+        };
+        match answer.as_str() {
+            "decline" => Approval::Deny,
+            "cancel" => Approval::Dismissed { why: "the user dismissed it".into() },
+            "none" => {
+                // Answers only long after the gate stopped waiting: a yes it must not take.
+                std::thread::sleep(request.timeout + Duration::from_secs(3));
+                Approval::AllowOnce
+            }
+            id => Approval::from_id(id).unwrap_or_else(|| panic!("unknown answer {id:?} in the case")),
+        }
     }
 }
 
@@ -434,14 +528,23 @@ trait Door {
     fn finish(&mut self) -> Result<(), String> {
         Ok(())
     }
+    /// The approval prompts the door's user saw since the last call of this.
+    fn prompts(&mut self) -> Vec<Prompt> {
+        Vec::new()
+    }
 }
 
 fn run_case(case: &Value, mode: Mode) -> Result<(), String> {
     let world = World::build(case).map_err(|e| format!("setup: {e}"))?;
-    let mut door: Box<dyn Door> = match mode {
-        Mode::Core => Box::new(CoreDoor::open(&world, case)?),
-        Mode::Mcp => Box::new(McpDoor::open(&world, case)?),
+    let answers: Answers = Default::default();
+    answers.lock().unwrap().extend(as_list(case.get("answers")));
+    let open = |world: &World| -> Result<Box<dyn Door>, String> {
+        Ok(match mode {
+            Mode::Core => Box::new(CoreDoor::open(world, case, &answers)?),
+            Mode::Mcp => Box::new(McpDoor::open(world, case, &answers)?),
+        })
     };
+    let mut door = open(&world)?;
     let calls = case["calls"].as_array().ok_or("the case has no calls")?;
     let mut problems = Vec::new();
     for (index, step) in calls.iter().enumerate() {
@@ -473,7 +576,27 @@ fn run_case(case: &Value, mode: Mode) -> Result<(), String> {
                 problems.push(format!("step {number} has neither a tool nor a pseudo-call"));
                 continue;
             };
-            match door.pseudo(name, body) {
+            // A restart: the server again, over the same directories; a new session.
+            if name == "restart" {
+                if let Err(why) = door.finish() {
+                    problems.push(format!("step {number} restart: {why}"));
+                }
+                door = open(&world).map_err(|e| format!("step {number} restart: {e}"))?;
+                continue;
+            }
+            // `ctxfs ARGS` with the case's posture flags, checked like a call.
+            let answered = match name {
+                "cli" => {
+                    let args: Vec<String> = as_list(Some(body));
+                    Some(world.cli(case, &args))
+                }
+                _ => None,
+            };
+            let answered = match answered {
+                Some(answer) => answer.map(Some),
+                None => door.pseudo(name, body),
+            };
+            match answered {
                 Ok(Some(answer)) => {
                     if std::env::var_os("CTXFS_CONFORMANCE_SHOW").is_some() {
                         eprintln!("--- {} [{}] step {number} {name}\n{}", case["name"], mode.name(), answer.text);
@@ -499,6 +622,9 @@ fn run_case(case: &Value, mode: Mode) -> Result<(), String> {
                     eprintln!("--- {} [{}] step {number} {tool} {args} isError={}\n{}", case["name"], mode.name(), answer.is_error, answer.text);
                 }
                 if let Err(why) = check(step, &answer, &world) {
+                    problems.push(format!("step {number} {tool} {args}: {why}"));
+                }
+                if let Err(why) = check_prompts(step, &door.prompts(), &world) {
                     problems.push(format!("step {number} {tool} {args}: {why}"));
                 }
             }
@@ -582,6 +708,46 @@ fn check(step: &Value, answer: &Answer, world: &World) -> Result<(), String> {
     }
 }
 
+/// A call's prompt expectations: `expect_prompt` ({options: [ids], contains:
+/// [texts], not_contains: [texts]}: exactly one prompt, like that) or
+/// `expect_no_prompt: true`.
+fn check_prompts(step: &Value, prompts: &[Prompt], world: &World) -> Result<(), String> {
+    let mut wrong = Vec::new();
+    if step.get("expect_no_prompt").and_then(Value::as_bool) == Some(true) && !prompts.is_empty() {
+        wrong.push(format!("expected no prompt, got {prompts:?}"));
+    }
+    if let Some(expect) = step.get("expect_prompt") {
+        match prompts {
+            [prompt] => {
+                if let Some(options) = expect.get("options") {
+                    let want = as_list(Some(options));
+                    if prompt.options != want {
+                        wrong.push(format!("the prompt offered {:?}, expected {want:?}", prompt.options));
+                    }
+                }
+                for part in as_list(expect.get("contains")) {
+                    let part = world.subst(&part);
+                    if !prompt.message.contains(&part) {
+                        wrong.push(format!("expected a prompt containing {part:?}, got\n{}", indent(&prompt.message)));
+                    }
+                }
+                for part in as_list(expect.get("not_contains")) {
+                    let part = world.subst(&part);
+                    if prompt.message.contains(&part) {
+                        wrong.push(format!("expected a prompt without {part:?}, got\n{}", indent(&prompt.message)));
+                    }
+                }
+            }
+            other => wrong.push(format!("expected one prompt, got {}: {other:?}", other.len())),
+        }
+    }
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(wrong.join("; "))
+    }
+}
+
 fn indent(text: &str) -> String {
     indent_by(text, "  | ")
 }
@@ -633,28 +799,55 @@ struct CoreDoor {
     config: Config,
     host: HostKind,
     user_config: PathBuf,
+    /// The case's gate settings and its user, when it has answers.
+    mode: ctxfs::gate::Mode,
+    timeout: Option<Duration>,
+    approver: Option<std::sync::Arc<ScriptedApprover>>,
 }
 
 impl CoreDoor {
-    fn open(world: &World, case: &Value) -> Result<CoreDoor, String> {
+    fn open(world: &World, case: &Value, answers: &Answers) -> Result<CoreDoor, String> {
         let host = match case.get("host").and_then(Value::as_str) {
             None | Some("resend") => HostKind::Resend,
             Some("fresh") => HostKind::Fresh,
             Some(other) => return Err(format!("unknown host {other:?} (resend or fresh)")),
         };
         let config = world.config(case)?;
-        let engine = CoreDoor::engine(&config, host, &world.config)?;
+        let approver = case.get("answers").map(|_| {
+            std::sync::Arc::new(ScriptedApprover { answers: answers.clone(), asked: Default::default() })
+        });
+        let (mode, timeout) = (case_mode(case), approval_timeout(case));
+        let engine = CoreDoor::build(&config, host, &world.config, mode, timeout)?;
         let session = engine
             .open_session(SessionOptions { client_name: Some("conformance".into()), roots: None })
             .map_err(|e| format!("open_session: {e:#}"))?;
-        Ok(CoreDoor { session, _engine: engine, config, host, user_config: world.config.clone() })
+        if let Some(approver) = &approver {
+            session.set_approver(approver.clone());
+        }
+        Ok(CoreDoor { session, _engine: engine, config, host, user_config: world.config.clone(), mode, timeout, approver })
     }
 
-    fn engine(config: &Config, host: HostKind, user_config: &Path) -> Result<Engine, String> {
+    fn build(config: &Config, host: HostKind, user_config: &Path, mode: ctxfs::gate::Mode, timeout: Option<Duration>) -> Result<Engine, String> {
         let mut engine = Engine::new(config.clone()).map_err(|e| format!("Engine::new: {e:#}"))?;
         engine.set_host(host);
         engine.set_user_config(Some(user_config.to_path_buf()));
+        engine.set_mode(mode);
+        if let Some(timeout) = timeout {
+            engine.set_approval_timeout(timeout);
+        }
         Ok(engine)
+    }
+
+    fn engine(&self) -> Result<Engine, String> {
+        CoreDoor::build(&self.config, self.host, &self.user_config, self.mode, self.timeout)
+    }
+
+    fn attach(&mut self, session: std::sync::Arc<ctxfs::engine::Session>, engine: Engine) {
+        if let Some(approver) = &self.approver {
+            session.set_approver(approver.clone());
+        }
+        self.session = session;
+        self._engine = engine;
     }
 }
 
@@ -664,6 +857,10 @@ impl Door for CoreDoor {
         Ok(Answer { text: answer.text, is_error: answer.is_error })
     }
 
+    fn prompts(&mut self) -> Vec<Prompt> {
+        self.approver.as_ref().map(|a| std::mem::take(&mut *a.asked.lock().unwrap())).unwrap_or_default()
+    }
+
     /// The session events, and `instructions`: the structured chain is
     /// checked here, the text (`Session::instructions`) is answered.
     fn pseudo(&mut self, name: &str, step: &Value) -> Result<Option<Answer>, String> {
@@ -671,12 +868,16 @@ impl Door for CoreDoor {
             "reopen" => {
                 // A restart: a new engine over the same data directory, the session reopened by id.
                 let id = self.session.id().to_string();
-                let engine = CoreDoor::engine(&self.config, self.host, &self.user_config)?;
+                let engine = self.engine()?;
                 let session = engine
                     .reopen_session(&id, SessionOptions { client_name: Some("conformance".into()), roots: None })
                     .map_err(|e| format!("reopen_session: {e:#}"))?;
-                self.session = session;
-                self._engine = engine;
+                self.attach(session, engine);
+                Ok(None)
+            }
+            "set_mode" => {
+                let mode = step.get("mode").and_then(Value::as_str).ok_or("set_mode without a \"mode\"")?;
+                self.session.set_mode(mode.parse()?);
                 Ok(None)
             }
             "compact" => Ok(Some(Answer { text: self.session.compact(), is_error: false })),
@@ -787,6 +988,9 @@ fn check_chain_text(step: &Value, text: &str) -> Result<(), String> {
 struct McpDoor {
     /// The `instructions` of the `initialize` result.
     instructions: String,
+    /// The case's user, answering `elicitation/create`, and the prompts it saw.
+    answers: Answers,
+    prompts: Vec<Prompt>,
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
@@ -795,7 +999,7 @@ struct McpDoor {
 }
 
 impl McpDoor {
-    fn open(world: &World, case: &Value) -> Result<McpDoor, String> {
+    fn open(world: &World, case: &Value, answers: &Answers) -> Result<McpDoor, String> {
         let stderr_path = canonical_base(world).join("mcp-stderr.log");
         let stderr = std::fs::File::create(&stderr_path).map_err(|e| format!("stderr log: {e}"))?;
         let mut child = Command::new(env!("CARGO_BIN_EXE_ctxfs"))
@@ -816,12 +1020,23 @@ impl McpDoor {
             }
         });
         let stdin = child.stdin.take();
-        let mut door = McpDoor { instructions: String::new(), child, stdin, lines, next_id: 0, stderr_path };
+        let mut door = McpDoor {
+            instructions: String::new(),
+            answers: answers.clone(),
+            prompts: Vec::new(),
+            child,
+            stdin,
+            lines,
+            next_id: 0,
+            stderr_path,
+        };
+        // A case with answers has a user who can be asked: the client elicits.
+        let capabilities = if case.get("answers").is_some() { json!({"elicitation": {}}) } else { json!({}) };
         let init = door.request(
             "initialize",
             json!({
                 "protocolVersion": "2025-06-18",
-                "capabilities": {},
+                "capabilities": capabilities,
                 "clientInfo": {"name": "ctxfs-conformance", "version": "0"}
             }),
         )?;
@@ -881,7 +1096,30 @@ impl McpDoor {
             if message.get("id") == Some(&json!(id)) && message.get("method").is_none() {
                 return Ok(message);
             }
+            if message.get("method").and_then(Value::as_str) == Some("elicitation/create") {
+                self.elicited(&message)?;
+            }
         }
+    }
+
+    /// Answers an `elicitation/create` from the case's answers (`none`: not at all).
+    fn elicited(&mut self, message: &Value) -> Result<(), String> {
+        let params = &message["params"];
+        let options = params["requestedSchema"]["properties"]["decision"]["oneOf"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|o| o["const"].as_str().map(str::to_string))
+            .collect();
+        self.prompts.push(Prompt { message: params["message"].as_str().unwrap_or_default().to_string(), options });
+        let answer = self.answers.lock().unwrap().pop_front();
+        let result = match answer.as_deref() {
+            None | Some("cancel") => json!({"action": "cancel"}),
+            Some("decline") => json!({"action": "decline"}),
+            Some("none") => return Ok(()),
+            Some(id) => json!({"action": "accept", "content": {"decision": id}}),
+        };
+        self.send(&json!({"jsonrpc": "2.0", "id": message["id"], "result": result}))
     }
 
     fn with_stderr(&self, message: String) -> String {
@@ -912,6 +1150,10 @@ impl Door for McpDoor {
             .to_string();
         let is_error = result.get("isError").and_then(Value::as_bool).unwrap_or(false);
         Ok(Answer { text, is_error })
+    }
+
+    fn prompts(&mut self) -> Vec<Prompt> {
+        std::mem::take(&mut self.prompts)
     }
 
     /// `instructions` only: MCP has no method for the session events.

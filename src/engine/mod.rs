@@ -12,6 +12,7 @@ pub mod registry;
 pub use api::*;
 
 use crate::access::{Access, Level, View, ViewFile};
+use crate::gate::{Approver, Gate, GrantInfo, Mode, Project};
 use crate::hygiene::{HostKind, Hygiene, MemoryStore, ResultStore, SqliteStore};
 use crate::paths::VPath;
 use crate::index::hybrid::{Index, TokenChunker};
@@ -39,6 +40,9 @@ pub struct Engine {
     user: UserConfig,
     /// The search index, opened on first use and shared by the sessions.
     index: Arc<IndexSlot>,
+    /// The mode new sessions start in, and how long a prompt waits.
+    mode: Mode,
+    approval_timeout: std::time::Duration,
 }
 
 /// The search index, opened when first needed (it loads the embedder).
@@ -152,7 +156,35 @@ impl Engine {
         let boundary = fs.boundary().clone();
         let start = start.and_then(|s| VPath::resolve(&boundary, s).ok()).filter(|s| s.starts_with(&boundary)).unwrap_or(boundary);
         let index = Arc::new(IndexSlot::new(&data_dir));
-        Engine { fs, view, start, data_dir, host_root, host, user: UserConfig::platform(), index }
+        Engine {
+            fs,
+            view,
+            start,
+            data_dir,
+            host_root,
+            host,
+            user: UserConfig::platform(),
+            index,
+            // An engine changes what its view allows, as before the gate; a
+            // front door sets the mode its user chose (`ctxfs mcp`: ask).
+            mode: Mode::Trust,
+            approval_timeout: crate::gate::DEFAULT_TIMEOUT,
+        }
+    }
+
+    /// Sets the mode new sessions start in (see `gate::Mode`).
+    pub fn set_mode(&mut self, mode: Mode) {
+        self.mode = mode;
+    }
+
+    /// Sets how long an approval prompt waits before the change is refused.
+    pub fn set_approval_timeout(&mut self, timeout: std::time::Duration) {
+        self.approval_timeout = timeout;
+    }
+
+    /// The project as the gate knows it: its key and where its rules and grants are.
+    pub fn project(&self) -> Project {
+        Project::new(&self.host_root, &self.data_dir, self.user.dir.as_deref())
     }
 
     /// Sets where the user's own configuration is (global AGENTS.md,
@@ -246,6 +278,7 @@ impl Engine {
         };
         let hygiene = Hygiene::new(self.host, store);
         Ok(Arc::new(Session {
+            gate: Gate::new(self.project(), self.mode, self.approval_timeout),
             id,
             client_name: options.client_name,
             user: self.user.clone(),
@@ -278,6 +311,8 @@ pub struct Session {
     /// Set by a front door that cannot tell where a request begins (MCP):
     /// for a `fresh` host every call is then a new request (no stubs at all).
     requests_unmarked: std::sync::atomic::AtomicBool,
+    /// Whether a change may happen now: the mode, rules, grants, approvals.
+    gate: Gate,
     state: Mutex<SessionState>,
 }
 
@@ -311,9 +346,18 @@ impl Session {
             "search" | "tag" => self.index.get().map(|i| &**i),
             _ => None,
         };
-        let mut ctx =
-            Ctx { access: &state.access, observed: &mut state.observed, user_dir: self.user.dir.as_deref(), index };
-        let result = catch_unwind(AssertUnwindSafe(|| registry::dispatch(&mut ctx, tool, args.clone())));
+        let user_dir = self.user.dir.as_deref();
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            let mut run = |access: &Access, observed: &mut Observed| {
+                registry::dispatch(&mut Ctx { access, observed, user_dir, index }, tool, args.clone())
+            };
+            if crate::gate::is_gated(tool) {
+                // Waits for the user while holding the session: its calls are ordered anyway.
+                self.gate.run(&state.access, &mut state.observed, tool, &args, &mut run)
+            } else {
+                run(&state.access, &mut state.observed)
+            }
+        }));
         let result = result.unwrap_or_else(|panic| {
             let what = panic
                 .downcast_ref::<&str>()
@@ -356,6 +400,41 @@ impl Session {
                 }
             }
         }
+    }
+
+    /// The session's permission mode.
+    pub fn mode(&self) -> Mode {
+        self.gate.mode()
+    }
+
+    /// Changes the session's permission mode (a front door's setting).
+    pub fn set_mode(&self, mode: Mode) {
+        self.gate.set_mode(mode);
+    }
+
+    /// Sets who is asked about a change (the front door's user). Without
+    /// one, a change that needs asking is refused, saying why.
+    pub fn set_approver(&self, approver: Arc<dyn Approver>) {
+        self.gate.set_approver(Some(approver));
+    }
+
+    pub fn clear_approver(&self) {
+        self.gate.set_approver(None);
+    }
+
+    /// Sets how long a prompt waits before the change is refused.
+    pub fn set_approval_timeout(&self, timeout: std::time::Duration) {
+        self.gate.set_timeout(timeout);
+    }
+
+    /// The grants in force: this session's, then the project's remembered ones.
+    pub fn grants(&self) -> Vec<GrantInfo> {
+        self.gate.grants()
+    }
+
+    /// Revokes the grants of `target` (all when `None`), this session's and remembered ones.
+    pub fn revoke_grants(&self, target: Option<&str>) -> Result<usize, String> {
+        self.gate.revoke(target)
     }
 
     /// The instruction chain as structured data, for editors to render.
@@ -401,6 +480,10 @@ impl Session {
                 let what = if level.can_change() { "read and change" } else { "read only" };
                 text.push_str(&format!("- {path} ({what})\n"));
             }
+        }
+        if let Some(line) = self.gate.mode().instruction() {
+            text.push_str(line);
+            text.push('\n');
         }
         let chain = instructions::chain(access, &self.user).render();
         if !chain.is_empty() {

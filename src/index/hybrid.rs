@@ -7,8 +7,24 @@
 //! frequencies and lengths are counted over those alone. So a hidden file
 //! changes neither which results come back, nor their order, nor how many.
 //! Access itself is decided by `access`; this module only asks it.
+//!
+//! Speed: what the store holds about files and chunks is mirrored in memory
+//! (`Mirror`: each file's size, time and blob; each blob's chunk ids, lines
+//! and lengths; the vectors, quantised to `i8`, once a search needs them),
+//! so a query reads from SQLite only the postings of its words and the
+//! texts it answers. The mirror is dropped and read again when another
+//! connection (another process) committed to the store. A refresh still
+//! walks the visible tree on every query (that is how changes from outside
+//! are seen), but it only stats unchanged files; new or changed files are
+//! read, chunked and embedded on the walk's threads, and the store is
+//! written from one.
+//!
+//! For benchmarks, `CTXFS_SEARCH_RANKINGS` (read once) limits which
+//! rankings take part: `words`, `meaning`, `paths`, joined by `+` or `,`;
+//! unset, `fused` or `all` is all three. It is a knob for measuring, not a
+//! setting for users; `Index::search_with` takes the same choice per call.
 
-use super::store::{IndexStore, NewChunk};
+use super::store::{decode_vector, quantize, IndexStore, NewChunk};
 use crate::access::{Access, Target};
 use crate::paths::VPath;
 use crate::tools::find::visible_files;
@@ -19,7 +35,8 @@ use crate::vfs::Source;
 use std::collections::{HashMap, HashSet};
 use std::io::Read;
 use std::path::Path;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 /// Files larger than this are not indexed.
 pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
@@ -29,6 +46,11 @@ const RRF_K: f64 = 60.0;
 const RANK_DEPTH: usize = 200;
 const BM25_K1: f64 = 1.2;
 const BM25_B: f64 = 0.75;
+/// A refresh commits after this many written files or chunks.
+const COMMIT_FILES: usize = 256;
+const COMMIT_CHUNKS: usize = 4096;
+/// Files in flight between the walk and the writer (each may carry its chunks).
+const CHANNEL_BOUND: usize = 32;
 
 /// Turns text into embedding vectors (see `index::embed` for the real ones).
 pub trait Vectorizer: Send + Sync {
@@ -52,49 +74,203 @@ pub struct Hit {
     pub text: String,
 }
 
-/// Vectors kept in memory for brute-force similarity, quantised to `i8`.
-#[derive(Default)]
-struct Vectors {
-    rows: HashMap<i64, (Vec<i8>, f32)>,
+/// Which rankings a search fuses (all three by default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rankings {
+    /// BM25 over the passages' words.
+    pub words: bool,
+    /// Cosine similarity of embeddings.
+    pub meaning: bool,
+    /// BM25 over each file's path and tags.
+    pub paths: bool,
 }
 
-impl Vectors {
-    fn insert(&mut self, id: i64, vector: &[f32]) {
-        let max = vector.iter().fold(0f32, |m, v| m.max(v.abs())).max(f32::MIN_POSITIVE);
-        let scale = max / 127.0;
-        self.rows.insert(id, (vector.iter().map(|v| (v / scale).round() as i8).collect(), scale));
+impl Rankings {
+    pub const ALL: Rankings = Rankings { words: true, meaning: true, paths: true };
+
+    /// `words`, `meaning`, `paths`, joined by `+` or `,`; `fused`, `all` or nothing is all three.
+    pub fn parse(text: &str) -> Result<Rankings, String> {
+        let text = text.trim();
+        if text.is_empty() || text == "fused" || text == "all" {
+            return Ok(Rankings::ALL);
+        }
+        let mut out = Rankings { words: false, meaning: false, paths: false };
+        for part in text.split(['+', ',']).map(str::trim) {
+            match part {
+                "words" => out.words = true,
+                "meaning" => out.meaning = true,
+                "paths" => out.paths = true,
+                other => return Err(format!("{other:?} is not a ranking (words, meaning, paths, fused)")),
+            }
+        }
+        Ok(out)
     }
 
-    fn score(&self, id: i64, query: &[f32]) -> Option<f32> {
-        let (row, scale) = self.rows.get(&id)?;
-        Some(row.iter().zip(query).map(|(a, b)| f32::from(*a) * b).sum::<f32>() * scale)
+    /// The rankings `CTXFS_SEARCH_RANKINGS` names, read once (a benchmarking knob).
+    pub fn from_env() -> Rankings {
+        static FROM_ENV: OnceLock<Rankings> = OnceLock::new();
+        *FROM_ENV.get_or_init(|| {
+            let text = std::env::var("CTXFS_SEARCH_RANKINGS").unwrap_or_default();
+            Rankings::parse(&text).unwrap_or_else(|e| {
+                tracing::warn!("CTXFS_SEARCH_RANKINGS: {e}; fusing all rankings");
+                Rankings::ALL
+            })
+        })
+    }
+}
+
+/// How far a refresh or build has come.
+#[derive(Debug, Clone, Default)]
+pub struct Progress {
+    /// Visible files the walk has found so far.
+    pub found: usize,
+    /// Whether the walk has finished (`found` is then the total).
+    pub walked: bool,
+    /// Files checked (unchanged, indexed, or skipped as binary or too large).
+    pub done: usize,
+    /// Their size in bytes.
+    pub bytes: u64,
+    /// Files read and indexed because they were new or had changed, and their bytes.
+    pub indexed: usize,
+    pub bytes_indexed: u64,
+    /// Chunks made (and embedded) for new content.
+    pub chunks: usize,
+    /// Files skipped: binary, too large or unreadable.
+    pub skipped: usize,
+    /// Files dropped from the index because they are gone.
+    pub removed: usize,
+}
+
+/// One chunk of a blob, in memory.
+#[derive(Debug, Clone, Copy)]
+struct MemChunk {
+    id: i64,
+    first_line: u32,
+    last_line: u32,
+    words: u32,
+}
+
+/// One blob's chunks (and vectors, once loaded), in memory.
+#[derive(Debug, Default)]
+struct BlobEntry {
+    /// Made with the current vectorizer (else it is made again when seen).
+    current: bool,
+    chunks: Vec<MemChunk>,
+    /// `dims` values per chunk, or empty when the blob has no vectors (or they are not loaded).
+    vectors: Vec<i8>,
+    scales: Vec<f32>,
+}
+
+/// One file row, in memory.
+#[derive(Debug, Clone, Copy)]
+struct FileEntry {
+    rowid: i64,
+    blob: Sha,
+    size: i64,
+    mtime: i64,
+}
+
+/// What the store holds, in memory (see the module header).
+#[derive(Default)]
+struct Mirror {
+    /// The store's `data_version` when this was read; `None`: not read.
+    version: Option<i64>,
+    files: HashMap<String, FileEntry>,
+    blobs: HashMap<Sha, BlobEntry>,
+    /// Whether the blobs hold their vectors.
+    vectors: bool,
+    /// The vectors' length (0 until one is known).
+    dims: usize,
+}
+
+impl Mirror {
+    fn is_current(&self, sha: &Sha) -> bool {
+        self.blobs.get(sha).is_some_and(|b| b.current)
+    }
+
+    /// Records a blob just stored; its vectors are kept when the others are.
+    fn put_blob(&mut self, sha: Sha, current: bool, ids: &[i64], chunks: &[NewChunk]) {
+        let mut entry = BlobEntry {
+            current,
+            chunks: ids
+                .iter()
+                .zip(chunks)
+                .map(|(id, c)| MemChunk {
+                    id: *id,
+                    first_line: c.first_line as u32,
+                    last_line: c.last_line as u32,
+                    words: c.words.len() as u32,
+                })
+                .collect(),
+            ..BlobEntry::default()
+        };
+        if self.vectors && !chunks.is_empty() && chunks.iter().all(|c| c.vector.is_some()) {
+            let dims = chunks[0].vector.as_ref().map_or(0, Vec::len);
+            if self.dims == 0 {
+                self.dims = dims;
+            }
+            if dims == self.dims && chunks.iter().all(|c| c.vector.as_ref().is_some_and(|v| v.len() == dims)) {
+                for c in chunks {
+                    let (q, scale) = quantize(c.vector.as_deref().unwrap_or_default());
+                    entry.vectors.extend_from_slice(&q);
+                    entry.scales.push(scale);
+                }
+            }
+        }
+        self.blobs.insert(sha, entry);
+    }
+}
+
+/// What the walk's threads count while they walk.
+#[derive(Default)]
+struct WalkCounts {
+    found: AtomicUsize,
+    same: AtomicUsize,
+    skipped: AtomicUsize,
+    bytes: AtomicU64,
+    walked: AtomicBool,
+}
+
+impl WalkCounts {
+    fn add(&self, counter: &AtomicUsize, size: i64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(size.max(0) as u64, Ordering::Relaxed);
+    }
+
+    /// Brings the walk's side of `state` up to date (the writer keeps the rest).
+    fn fill(&self, state: &mut Progress) {
+        state.found = self.found.load(Ordering::Relaxed);
+        state.walked = self.walked.load(Ordering::Relaxed);
+        state.skipped = self.skipped.load(Ordering::Relaxed);
+        state.done = self.same.load(Ordering::Relaxed) + state.skipped + state.indexed;
+        state.bytes = self.bytes.load(Ordering::Relaxed) + state.bytes_indexed;
     }
 }
 
 /// A visible file found by a refresh.
 #[derive(Debug, Clone)]
 struct Seen {
-    real: VPath,
     shown: VPath,
     blob: Sha,
-    /// The file's path and tags as words, for the path-and-tags ranking.
-    meta_rowid: Option<i64>,
+    /// The file's row, whose path and tags are words for the path-and-tags ranking.
+    rowid: i64,
+}
+
+/// What the walk hands the writer about one visible file.
+enum Work {
+    /// Unchanged since it was indexed.
+    Same { real: VPath, shown: VPath, size: i64, entry: FileEntry },
+    /// Read and hashed; chunked and embedded when its content was not indexed yet.
+    Read { real: VPath, shown: VPath, size: i64, mtime: i64, sha: Sha, chunks: Option<Vec<NewChunk>> },
+    /// Binary, too large or unreadable.
+    Skip { size: i64 },
 }
 
 pub struct Index {
     store: Mutex<IndexStore>,
     vectorizer: Option<Arc<dyn Vectorizer>>,
     chunker: Arc<dyn Chunker>,
-    vectors: RwLock<Option<Vectors>>,
-}
-
-/// What one walk step found about a file.
-struct Found {
-    real: VPath,
-    shown: VPath,
-    size: i64,
-    mtime: i64,
-    source: Option<Source>,
+    mirror: RwLock<Mirror>,
 }
 
 fn mtime_of(source: &Source) -> (i64, i64) {
@@ -121,17 +297,120 @@ fn read_all(source: Source) -> Option<Vec<u8>> {
     }
 }
 
+/// The dot product of two quantised vectors (exact, so the same on every run).
+fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
+    a.iter().zip(b).map(|(x, y)| i32::from(*x) * i32::from(*y)).sum()
+}
+
 impl Index {
     pub fn open(path: &Path, vectorizer: Option<Arc<dyn Vectorizer>>, chunker: Arc<dyn Chunker>) -> anyhow::Result<Index> {
-        Ok(Index { store: Mutex::new(IndexStore::open(path)?), vectorizer, chunker, vectors: RwLock::new(None) })
+        Ok(Index { store: Mutex::new(IndexStore::open(path)?), vectorizer, chunker, mirror: RwLock::new(Mirror::default()) })
     }
 
     fn store(&self) -> std::sync::MutexGuard<'_, IndexStore> {
         self.store.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn mirror(&self) -> std::sync::RwLockReadGuard<'_, Mirror> {
+        self.mirror.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn mirror_mut(&self) -> std::sync::RwLockWriteGuard<'_, Mirror> {
+        self.mirror.write().unwrap_or_else(|e| e.into_inner())
+    }
+
     pub fn has_vectors(&self) -> bool {
         self.vectorizer.is_some()
+    }
+
+    fn current(&self) -> Option<&str> {
+        self.vectorizer.as_ref().map(|v| v.name())
+    }
+
+    /// Reads the mirror again when it was never read or another connection committed since.
+    fn sync_mirror(&self, store: &IndexStore) -> anyhow::Result<()> {
+        let version = store.data_version()?;
+        if self.mirror().version == Some(version) {
+            return Ok(());
+        }
+        let mut mirror = Mirror::default();
+        store.all_files(|f| {
+            if let Ok(blob) = <Sha>::try_from(f.blob.as_slice()) {
+                mirror.files.insert(f.path, FileEntry { rowid: f.rowid, blob, size: f.size, mtime: f.mtime });
+            }
+        })?;
+        let current = self.current();
+        store.all_blobs(|sha, embedder| {
+            if let Ok(sha) = <Sha>::try_from(sha.as_slice()) {
+                mirror.blobs.insert(sha, BlobEntry { current: embedder.as_deref() == current, ..BlobEntry::default() });
+            }
+        })?;
+        store.all_chunks(|blob, c| {
+            if let Some(entry) = mirror.blobs.get_mut(blob) {
+                entry.chunks.push(MemChunk {
+                    id: c.id,
+                    first_line: c.first_line as u32,
+                    last_line: c.last_line as u32,
+                    words: c.words as u32,
+                });
+            }
+        })?;
+        mirror.version = Some(version);
+        *self.mirror_mut() = mirror;
+        Ok(())
+    }
+
+    /// Loads every stored vector into the mirror (once; new blobs bring their own).
+    fn load_vectors(&self, store: &IndexStore) -> anyhow::Result<()> {
+        if self.vectorizer.is_none() || self.mirror().vectors {
+            return Ok(());
+        }
+        let mut mirror = self.mirror_mut();
+        let mirror = &mut *mirror;
+        let shas: Vec<Sha> = mirror.blobs.keys().copied().collect();
+        let mut place: HashMap<i64, (u32, u32)> = HashMap::new();
+        for (b, sha) in shas.iter().enumerate() {
+            for (i, c) in mirror.blobs[sha].chunks.iter().enumerate() {
+                place.insert(c.id, (b as u32, i as u32));
+            }
+        }
+        let mut filled = vec![0u32; shas.len()];
+        let mut dims = mirror.dims;
+        let mut values = Vec::new();
+        store.all_vectors(|id, bytes| {
+            let Some(&(b, i)) = place.get(&id) else { return };
+            values.clear();
+            let Some(scale) = decode_vector(bytes, &mut values) else { return };
+            if dims == 0 {
+                dims = values.len();
+            }
+            if values.len() != dims {
+                return;
+            }
+            let Some(entry) = mirror.blobs.get_mut(&shas[b as usize]) else { return };
+            let n = entry.chunks.len();
+            if entry.vectors.len() != n * dims {
+                entry.vectors = vec![0; n * dims];
+                entry.scales = vec![0.0; n];
+            }
+            let i = i as usize;
+            entry.vectors[i * dims..(i + 1) * dims].copy_from_slice(&values);
+            entry.scales[i] = scale;
+            filled[b as usize] += 1;
+        })?;
+        // A blob with a chunk that has no vector has none at all.
+        for (b, sha) in shas.iter().enumerate() {
+            if let Some(entry) = mirror.blobs.get_mut(sha) {
+                if filled[b] as usize != entry.chunks.len() {
+                    entry.vectors = Vec::new();
+                    entry.scales = Vec::new();
+                }
+                entry.vectors.shrink_to_fit();
+            }
+        }
+        mirror.dims = dims;
+        mirror.vectors = true;
+        Ok(())
     }
 
     /// Chunks and embeds one text for the store.
@@ -147,37 +426,54 @@ impl Index {
             }
             None => None,
         };
+        let mut vectors = vectors.map(Vec::into_iter);
         pieces
             .into_iter()
-            .enumerate()
-            .map(|(i, (first_line, last_line, text))| NewChunk {
+            .map(|(first_line, last_line, text)| NewChunk {
                 first_line,
                 last_line,
                 words: words(&text),
-                vector: vectors.as_ref().map(|v| v[i].clone()),
+                vector: vectors.as_mut().and_then(Iterator::next),
                 text,
             })
             .collect()
     }
 
-    /// Indexes one blob unless it is already indexed with the current vectorizer.
-    fn ensure_blob(&self, store: &IndexStore, sha: &Sha, text: &str) -> anyhow::Result<bool> {
-        let current = self.vectorizer.as_ref().map(|v| v.name().to_string());
-        if let Some(made_with) = store.blob_embedder(sha)? {
-            if made_with == current {
-                return Ok(false);
+    /// Stores a blob's chunks unless it is already indexed with the current
+    /// vectorizer; answers how many chunks it made.
+    fn ensure_blob(&self, store: &IndexStore, sha: &Sha, chunks: impl FnOnce() -> Vec<NewChunk>) -> anyhow::Result<usize> {
+        if self.mirror().is_current(sha) {
+            return Ok(0);
+        }
+        let chunks = chunks();
+        let ids = store.put_blob(sha, self.current(), &chunks)?;
+        self.mirror_mut().put_blob(*sha, true, &ids, &chunks);
+        Ok(chunks.len())
+    }
+
+    /// Drops a blob from the store and the mirror when no file holds it any more.
+    fn drop_if_orphan(&self, store: &IndexStore, sha: &Sha) -> anyhow::Result<()> {
+        if store.drop_blob_if_orphan(sha)? {
+            self.mirror_mut().blobs.remove(sha);
+        }
+        Ok(())
+    }
+
+    /// Runs `f` in a transaction of its own; on error the transaction is
+    /// rolled back and the mirror read again next time.
+    fn write<T>(&self, store: &IndexStore, f: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<T> {
+        store.begin()?;
+        match f() {
+            Ok(v) => {
+                store.commit()?;
+                Ok(v)
+            }
+            Err(e) => {
+                store.rollback();
+                self.mirror_mut().version = None;
+                Err(e)
             }
         }
-        let chunks = self.make_chunks(text);
-        store.put_blob(sha, current.as_deref(), &chunks)?;
-        if let Some(vectors) = self.vectors.write().unwrap_or_else(|e| e.into_inner()).as_mut() {
-            for (meta, chunk) in store.chunks_of(sha)?.iter().zip(&chunks) {
-                if let Some(v) = &chunk.vector {
-                    vectors.insert(meta.id, v);
-                }
-            }
-        }
-        Ok(true)
     }
 
     /// Records a file written through ctxfs: its content is indexed now, and
@@ -189,11 +485,19 @@ impl Index {
         }
         let sha = sha256(bytes);
         let store = self.store();
-        store.begin()?;
-        self.ensure_blob(&store, &sha, file.text())?;
-        // The size and time are unknown here; the next refresh stats the file again.
-        store.put_file(real.as_str(), &sha, bytes.len() as i64, -1, created_by)?;
-        store.commit()
+        self.sync_mirror(&store)?;
+        self.write(&store, || {
+            self.ensure_blob(&store, &sha, || self.make_chunks(file.text()))?;
+            let old = self.mirror().files.get(real.as_str()).map(|f| f.blob);
+            // The time is unknown here; the next refresh stats the file again.
+            let (size, mtime) = (bytes.len() as i64, -1);
+            let rowid = store.put_file(real.as_str(), &sha, size, mtime, created_by)?;
+            self.mirror_mut().files.insert(real.to_string(), FileEntry { rowid, blob: sha, size, mtime });
+            if let Some(old) = old.filter(|old| *old != sha) {
+                self.drop_if_orphan(&store, &old)?;
+            }
+            Ok(())
+        })
     }
 
     /// Tags a file (which must be indexed or indexable).
@@ -206,203 +510,376 @@ impl Index {
         Ok(())
     }
 
-    /// Brings the index up to date with the visible files under `root`,
-    /// answering them. Files changed since they were indexed are read again;
-    /// visible files that are gone are dropped.
-    fn refresh(&self, access: &Access, root: &Target, progress: &dyn Fn(usize, usize)) -> anyhow::Result<Vec<Seen>> {
-        let (sender, receiver) = std::sync::mpsc::sync_channel::<Found>(256);
-        let root_real = root.real.clone();
-        let mut seen = Vec::new();
-        let mut walk_error = None;
-        std::thread::scope(|scope| -> anyhow::Result<()> {
-            let walker = scope.spawn(|| {
-                let sender = Mutex::new(sender);
-                visible_files(access, root.clone(), &|shown, rel, open| {
-                    let Some(source) = open() else { return };
-                    let (size, mtime) = mtime_of(&source);
-                    let found = Found { real: root_real.join_rel(rel), shown: shown.clone(), size, mtime, source: Some(source) };
-                    let _ = sender.lock().unwrap_or_else(|e| e.into_inner()).send(found);
-                })
-            });
-            let store = self.store();
-            store.begin()?;
-            let mut done = 0usize;
-            for mut found in receiver {
-                let row = store.file(found.real.as_str())?;
-                let blob = match row {
-                    Some(row) if row.size == found.size && row.mtime == found.mtime && found.mtime >= 0 => {
-                        <Sha>::try_from(row.blob.as_slice()).ok()
-                    }
-                    _ => {
-                        let Some(bytes) = found.source.take().and_then(read_all) else { continue };
-                        let Ok(text) = TextFile::decode(&bytes) else { continue };
-                        let sha = sha256(&bytes);
-                        self.ensure_blob(&store, &sha, text.text())?;
-                        store.put_file(found.real.as_str(), &sha, found.size, found.mtime, None)?;
-                        Some(sha)
-                    }
-                };
-                let Some(blob) = blob else { continue };
-                let meta_rowid = store.file_rowid(found.real.as_str())?;
-                seen.push(Seen { real: found.real, shown: found.shown, blob, meta_rowid });
-                done += 1;
-                if done % 256 == 0 {
-                    store.commit()?;
-                    store.begin()?;
-                    progress(done, 0);
+    /// What the walk does with one visible file (on the walk's threads):
+    /// stat it, and when it is new or changed, read, hash, chunk and embed it.
+    fn prepare(&self, real: VPath, shown: VPath, open: &dyn Fn() -> Option<Source>) -> Work {
+        let Some(source) = open() else { return Work::Skip { size: 0 } };
+        let (size, mtime) = mtime_of(&source);
+        {
+            let mirror = self.mirror();
+            if let Some(entry) = mirror.files.get(real.as_str()) {
+                if entry.size == size && entry.mtime == mtime && mtime >= 0 && mirror.is_current(&entry.blob) {
+                    return Work::Same { real, shown, size, entry: *entry };
                 }
             }
-            // Visible files that were not found again are gone.
-            let present: HashSet<&VPath> = seen.iter().map(|s| &s.real).collect();
-            for row in store.files_under(root_real.as_str())? {
-                let Ok(path) = VPath::parse(&row.path) else { continue };
-                if !present.contains(&path) && access.level(&path).can_read() {
-                    store.remove_file(&row.path)?;
-                }
-            }
-            store.collect_garbage()?;
-            store.commit()?;
-            progress(done, done);
-            if let Ok(Err(e)) = walker.join() {
-                walk_error = Some(e);
-            }
-            Ok(())
-        })?;
-        if let Some(e) = walk_error {
-            return Err(anyhow::anyhow!("{e}"));
         }
+        let Some(bytes) = read_all(source) else { return Work::Skip { size } };
+        let Ok(text) = TextFile::decode(&bytes) else { return Work::Skip { size } };
+        let sha = sha256(&bytes);
+        let known = self.mirror().is_current(&sha);
+        let chunks = (!known).then(|| self.make_chunks(text.text()));
+        Work::Read { real, shown, size, mtime, sha, chunks }
+    }
+
+    /// Brings the index up to date with the visible files under `root`,
+    /// answering them sorted by their shown path. Files changed since they
+    /// were indexed are read again; visible files that are gone are dropped.
+    ///
+    /// The walk's threads stat every file; unchanged and skipped files stay
+    /// with them (no hand-over per file), new and changed ones are read,
+    /// chunked and embedded there and handed to this thread, the only one
+    /// that writes the store.
+    fn refresh(&self, store: &IndexStore, access: &Access, root: &Target, progress: &dyn Fn(&Progress)) -> anyhow::Result<Vec<Seen>> {
+        self.sync_mirror(store)?;
+        let (sender, receiver) = std::sync::mpsc::sync_channel::<Work>(CHANNEL_BOUND);
+        let counts = WalkCounts::default();
+        let unchanged: Mutex<Vec<(VPath, Seen)>> = Mutex::new(Vec::new());
+        let stop = AtomicBool::new(false);
+        let root_real = &root.real;
+        let mut seen = Vec::new();
+        let mut present: HashSet<String> = HashSet::new();
+        let mut state = Progress::default();
+        let mut walk_result = Ok(());
+        store.begin()?;
+        let written = std::thread::scope(|scope| -> anyhow::Result<()> {
+            let walker = scope.spawn(|| {
+                let sender = sender;
+                let result = visible_files(access, root.clone(), &|shown, rel, open| {
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    counts.found.fetch_add(1, Ordering::Relaxed);
+                    match self.prepare(root_real.join_rel(rel), shown.clone(), open) {
+                        Work::Same { real, shown, size, entry } => {
+                            counts.add(&counts.same, size);
+                            let seen = Seen { shown, blob: entry.blob, rowid: entry.rowid };
+                            unchanged.lock().unwrap_or_else(|e| e.into_inner()).push((real, seen));
+                        }
+                        Work::Skip { size } => counts.add(&counts.skipped, size),
+                        work => {
+                            if sender.send(work).is_err() {
+                                stop.store(true, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                });
+                counts.walked.store(true, Ordering::Relaxed);
+                result
+            });
+            let outcome = (|| -> anyhow::Result<()> {
+                let mut pending_orphans: Vec<Sha> = Vec::new();
+                let (mut files_since, mut chunks_since) = (0usize, 0usize);
+                let tick = std::time::Duration::from_millis(100);
+                loop {
+                    let work = match receiver.recv_timeout(tick) {
+                        Ok(work) => work,
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                            counts.fill(&mut state);
+                            progress(&state);
+                            continue;
+                        }
+                        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                    };
+                    let Work::Read { real, shown, size, mtime, sha, chunks } = work else { continue };
+                    let made = match chunks {
+                        Some(chunks) => self.ensure_blob(store, &sha, || chunks)?,
+                        // Known when the walk looked, and nothing drops blobs before the walk ends.
+                        None if self.mirror().is_current(&sha) => 0,
+                        None => continue,
+                    };
+                    let old = self.mirror().files.get(real.as_str()).copied();
+                    let rowid = match old {
+                        Some(old) if old.blob == sha && old.size == size && old.mtime == mtime => old.rowid,
+                        _ => {
+                            let rowid = store.put_file(real.as_str(), &sha, size, mtime, None)?;
+                            self.mirror_mut().files.insert(real.to_string(), FileEntry { rowid, blob: sha, size, mtime });
+                            files_since += 1;
+                            rowid
+                        }
+                    };
+                    if let Some(old) = old.filter(|old| old.blob != sha) {
+                        pending_orphans.push(old.blob);
+                    }
+                    present.insert(real.as_str().to_owned());
+                    state.indexed += 1;
+                    state.bytes_indexed += size.max(0) as u64;
+                    state.chunks += made;
+                    chunks_since += made;
+                    seen.push(Seen { shown, blob: sha, rowid });
+                    if files_since >= COMMIT_FILES || chunks_since >= COMMIT_CHUNKS {
+                        store.commit()?;
+                        store.begin()?;
+                        (files_since, chunks_since) = (0, 0);
+                    }
+                    counts.fill(&mut state);
+                    progress(&state);
+                }
+                for (real, s) in unchanged.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+                    present.insert(real.as_str().to_owned());
+                    seen.push(s);
+                }
+                // Visible files that were not found again are gone.
+                let gone: Vec<(String, Sha)> = {
+                    let mirror = self.mirror();
+                    mirror
+                        .files
+                        .iter()
+                        .filter(|(path, _)| is_under(path, root_real.as_str()) && !present.contains(path.as_str()))
+                        .filter(|(path, _)| VPath::parse(path).is_ok_and(|p| access.level(&p).can_read()))
+                        .map(|(path, entry)| (path.clone(), entry.blob))
+                        .collect()
+                };
+                for (path, blob) in gone {
+                    store.remove_file(&path)?;
+                    self.mirror_mut().files.remove(&path);
+                    pending_orphans.push(blob);
+                    state.removed += 1;
+                }
+                pending_orphans.sort_unstable();
+                pending_orphans.dedup();
+                for sha in &pending_orphans {
+                    self.drop_if_orphan(store, sha)?;
+                }
+                Ok(())
+            })();
+            if outcome.is_err() {
+                stop.store(true, Ordering::Relaxed);
+                // Let the walk finish quickly: nobody reads what it sends now.
+                drop(receiver);
+            }
+            match walker.join() {
+                Ok(result) => walk_result = result,
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+            outcome
+        });
+        match written {
+            Ok(()) => store.commit()?,
+            Err(e) => {
+                store.rollback();
+                self.mirror_mut().version = None;
+                return Err(e);
+            }
+        }
+        walk_result.map_err(|e| anyhow::anyhow!("{e}"))?;
+        counts.fill(&mut state);
+        progress(&state);
         seen.sort_by(|a, b| a.shown.cmp(&b.shown));
         Ok(seen)
     }
 
-    /// Indexes everything visible under `root` (for `ctxfs index`).
+    /// Indexes everything visible under `root` (for `ctxfs index`), calling
+    /// `progress` with the files done and found so far (found is 0 until the
+    /// walk is over); answers how many visible files were found.
     pub fn build(&self, access: &Access, root: &Target, progress: &dyn Fn(usize, usize)) -> anyhow::Result<usize> {
-        Ok(self.refresh(access, root, progress)?.len())
+        let summary = self.build_with(access, root, &|p| progress(p.done, if p.walked { p.found } else { 0 }))?;
+        Ok(summary.found)
     }
 
-    fn load_vectors(&self, store: &IndexStore) -> anyhow::Result<()> {
-        if self.vectorizer.is_none() || self.vectors.read().unwrap_or_else(|e| e.into_inner()).is_some() {
-            return Ok(());
-        }
-        let mut vectors = Vectors::default();
-        store.all_vectors(|id, v| vectors.insert(id, &v))?;
-        *self.vectors.write().unwrap_or_else(|e| e.into_inner()) = Some(vectors);
-        Ok(())
-    }
-
-    /// Ranks the visible passages under `root` for `query`, best first.
-    pub fn search(&self, access: &Access, root: &Target, query: &str, limit: usize) -> anyhow::Result<Vec<Hit>> {
-        let seen = self.refresh(access, root, &|_, _| {})?;
+    /// Indexes everything visible under `root`, reporting as it goes; answers the final figures.
+    pub fn build_with(&self, access: &Access, root: &Target, progress: &dyn Fn(&Progress)) -> anyhow::Result<Progress> {
+        let last = Mutex::new(Progress::default());
         let store = self.store();
-        self.load_vectors(&store)?;
-        // The ranking units: each chunk of each visible file.
-        struct Unit {
-            file: usize,
-            chunk: i64,
-            first_line: usize,
-            last_line: usize,
-            words: usize,
+        self.refresh(&store, access, root, &|p| {
+            progress(p);
+            *last.lock().unwrap_or_else(|e| e.into_inner()) = p.clone();
+        })?;
+        Ok(last.into_inner().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Ranks the visible passages under `root` for `query`, best first, with
+    /// the rankings `CTXFS_SEARCH_RANKINGS` names (all by default).
+    pub fn search(&self, access: &Access, root: &Target, query: &str, limit: usize) -> anyhow::Result<Vec<Hit>> {
+        self.search_with(access, root, query, limit, Rankings::from_env())
+    }
+
+    /// Ranks the visible passages under `root` for `query` by the chosen rankings, fused.
+    pub fn search_with(&self, access: &Access, root: &Target, query: &str, limit: usize, rankings: Rankings) -> anyhow::Result<Vec<Hit>> {
+        let started = std::time::Instant::now();
+        let mut times = Vec::new();
+        let mut lap = |what: &'static str| times.push((what, started.elapsed()));
+        let store = self.store();
+        let seen = self.refresh(&store, access, root, &|_| {})?;
+        lap("refresh");
+        let want_meaning = rankings.meaning && self.vectorizer.is_some();
+        if want_meaning {
+            self.load_vectors(&store)?;
+            lap("vectors");
         }
-        let mut units = Vec::new();
-        let mut blob_chunks: HashMap<Sha, Vec<super::store::ChunkMeta>> = HashMap::new();
+        let mirror = self.mirror();
+        // The ranking units: each chunk of each visible file, in the order of the files' shown paths.
+        let mut units: Vec<Unit<'_>> = Vec::new();
         for (file, s) in seen.iter().enumerate() {
-            if !blob_chunks.contains_key(&s.blob) {
-                blob_chunks.insert(s.blob, store.chunks_of(&s.blob)?);
-            }
-            for c in &blob_chunks[&s.blob] {
-                units.push(Unit { file, chunk: c.id, first_line: c.first_line, last_line: c.last_line, words: c.words });
+            let Some(blob) = mirror.blobs.get(&s.blob) else { continue };
+            for (index, chunk) in blob.chunks.iter().enumerate() {
+                units.push(Unit { file: file as u32, index: index as u32, chunk, blob });
             }
         }
+        let order = |a: u32, b: u32| {
+            let (x, y) = (&units[a as usize], &units[b as usize]);
+            seen[x.file as usize]
+                .shown
+                .cmp(&seen[y.file as usize].shown)
+                .then(x.chunk.first_line.cmp(&y.chunk.first_line))
+                .then(a.cmp(&b))
+        };
         let mut terms = words(query);
         terms.sort();
         terms.dedup();
-        let mut rankings: Vec<Vec<usize>> = Vec::new();
+        let mut fused_from: Vec<Vec<u32>> = Vec::new();
 
         // Words: BM25 with statistics over the visible units only.
-        if !units.is_empty() && !terms.is_empty() {
+        if rankings.words && !units.is_empty() && !terms.is_empty() {
             let n = units.len() as f64;
-            let avg = units.iter().map(|u| u.words as f64).sum::<f64>() / n;
+            let avg = (units.iter().map(|u| f64::from(u.chunk.words)).sum::<f64>() / n).max(1.0);
+            // Chunk id → its units (a blob visible under several paths has several).
+            let lo = units.iter().map(|u| u.chunk.id).min().unwrap_or(0);
+            let hi = units.iter().map(|u| u.chunk.id).max().unwrap_or(0);
+            let mut first = vec![u32::MAX; (hi - lo + 1) as usize];
+            let mut next = vec![u32::MAX; units.len()];
+            for (i, u) in units.iter().enumerate().rev() {
+                let slot = &mut first[(u.chunk.id - lo) as usize];
+                next[i] = *slot;
+                *slot = i as u32;
+            }
             let mut scores = vec![0f64; units.len()];
+            let mut hits: Vec<(u32, u32)> = Vec::new();
             for term in &terms {
-                let postings = store.chunk_postings(term)?;
-                let hits: Vec<(usize, u32)> =
-                    units.iter().enumerate().filter_map(|(i, u)| postings.get(&u.chunk).map(|tf| (i, *tf))).collect();
-                let idf = ((n - hits.len() as f64 + 0.5) / (hits.len() as f64 + 0.5) + 1.0).ln();
-                for (i, tf) in hits {
+                hits.clear();
+                for (doc, tf) in store.chunk_postings(term)? {
+                    if doc < lo || doc > hi {
+                        continue;
+                    }
+                    let mut unit = first[(doc - lo) as usize];
+                    while unit != u32::MAX {
+                        hits.push((unit, tf));
+                        unit = next[unit as usize];
+                    }
+                }
+                let df = hits.len() as f64;
+                let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+                for &(unit, tf) in &hits {
                     let tf = f64::from(tf);
-                    let norm = 1.0 - BM25_B + BM25_B * units[i].words as f64 / avg.max(1.0);
-                    scores[i] += idf * tf * (BM25_K1 + 1.0) / (tf + BM25_K1 * norm);
+                    let norm = 1.0 - BM25_B + BM25_B * f64::from(units[unit as usize].chunk.words) / avg;
+                    scores[unit as usize] += idf * tf * (BM25_K1 + 1.0) / (tf + BM25_K1 * norm);
                 }
             }
-            rankings.push(ranked(&scores, |i| (&seen[units[i].file].shown, units[i].first_line)));
+            fused_from.push(top(&scores, RANK_DEPTH, &order));
+            lap("words");
         }
 
         // Paths and tags: BM25 over each visible file's path and tags; a hit is the file's first passage.
-        if !seen.is_empty() && !terms.is_empty() {
-            let first_unit: HashMap<usize, usize> =
-                units.iter().enumerate().rev().map(|(i, u)| (u.file, i)).collect();
-            let rowids: HashMap<i64, usize> = seen.iter().enumerate().filter_map(|(i, s)| s.meta_rowid.map(|r| (r, i))).collect();
+        if rankings.paths && !seen.is_empty() && !terms.is_empty() {
+            let mut first_unit = vec![u32::MAX; seen.len()];
+            for (i, u) in units.iter().enumerate().rev() {
+                first_unit[u.file as usize] = i as u32;
+            }
+            let mut by_rowid: HashMap<i64, Vec<usize>> = HashMap::new();
+            for (i, s) in seen.iter().enumerate() {
+                by_rowid.entry(s.rowid).or_default().push(i);
+            }
             let n = seen.len() as f64;
             let mut scores = vec![0f64; units.len()];
             for term in &terms {
                 let postings = store.meta_postings(term)?;
-                let hits: Vec<(usize, u32)> = postings.iter().filter_map(|(r, tf)| rowids.get(r).map(|f| (*f, *tf))).collect();
+                let hits: Vec<(usize, u32)> = postings
+                    .iter()
+                    .filter_map(|(rowid, tf)| by_rowid.get(rowid).map(|files| files.iter().map(move |f| (*f, *tf))))
+                    .flatten()
+                    .collect();
                 let idf = ((n - hits.len() as f64 + 0.5) / (hits.len() as f64 + 0.5) + 1.0).ln();
                 for (file, tf) in hits {
-                    if let Some(unit) = first_unit.get(&file) {
-                        scores[*unit] += idf * f64::from(tf);
+                    if let Some(&unit) = first_unit.get(file).filter(|u| **u != u32::MAX) {
+                        scores[unit as usize] += idf * f64::from(tf);
                     }
                 }
             }
-            rankings.push(ranked(&scores, |i| (&seen[units[i].file].shown, units[i].first_line)));
+            fused_from.push(top(&scores, RANK_DEPTH, &order));
+            lap("paths");
         }
 
-        // Meaning: cosine similarity to the query's vector.
-        if let Some(vectorizer) = &self.vectorizer {
-            if let Ok(mut query_vectors) = vectorizer.embed(&[query]) {
-                if let Some(q) = query_vectors.pop() {
-                    let vectors = self.vectors.read().unwrap_or_else(|e| e.into_inner());
-                    if let Some(vectors) = vectors.as_ref() {
-                        let scores: Vec<f64> =
-                            units.iter().map(|u| vectors.score(u.chunk, &q).map_or(0.0, f64::from)).collect();
-                        rankings.push(ranked(&scores, |i| (&seen[units[i].file].shown, units[i].first_line)));
-                    }
+        // Meaning: cosine similarity to the query's vector (both quantised to `i8`).
+        if want_meaning && !units.is_empty() {
+            if let Some(q) = self.vectorizer.as_ref().and_then(|v| v.embed(&[query]).ok()).and_then(|mut v| v.pop()) {
+                let dims = mirror.dims;
+                let (q, q_scale) = quantize(&q);
+                if dims > 0 && q.len() == dims {
+                    let scores: Vec<f64> = units
+                        .iter()
+                        .map(|u| {
+                            let i = u.index as usize;
+                            match u.blob.vectors.get(i * dims..(i + 1) * dims) {
+                                Some(row) => f64::from(dot_i8(row, &q)) * f64::from(u.blob.scales[i]) * f64::from(q_scale),
+                                None => 0.0,
+                            }
+                        })
+                        .collect();
+                    fused_from.push(top(&scores, RANK_DEPTH, &order));
+                    lap("meaning");
                 }
             }
         }
 
         // Reciprocal rank fusion, then the limit.
-        let mut fused: HashMap<usize, f64> = HashMap::new();
-        for ranking in &rankings {
-            for (rank, unit) in ranking.iter().take(RANK_DEPTH).enumerate() {
+        let mut fused: HashMap<u32, f64> = HashMap::new();
+        for ranking in &fused_from {
+            for (rank, unit) in ranking.iter().enumerate() {
                 *fused.entry(*unit).or_default() += 1.0 / (RRF_K + rank as f64 + 1.0);
             }
         }
-        let mut order: Vec<(usize, f64)> = fused.into_iter().collect();
-        order.sort_by(|a, b| {
-            b.1.total_cmp(&a.1)
-                .then_with(|| seen[units[a.0].file].shown.cmp(&seen[units[b.0].file].shown))
-                .then_with(|| units[a.0].first_line.cmp(&units[b.0].first_line))
-        });
+        let mut ordered: Vec<(u32, f64)> = fused.into_iter().collect();
+        ordered.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| order(a.0, b.0)));
         let mut hits = Vec::new();
-        for (unit, _) in order.into_iter().take(limit) {
-            let u = &units[unit];
+        for (unit, _) in ordered.into_iter().take(limit) {
+            let u = &units[unit as usize];
             hits.push(Hit {
-                path: seen[u.file].shown.clone(),
-                first_line: u.first_line,
-                last_line: u.last_line,
-                text: store.chunk_text(u.chunk)?,
+                path: seen[u.file as usize].shown.clone(),
+                first_line: u.chunk.first_line as usize,
+                last_line: u.chunk.last_line as usize,
+                text: store.chunk_text(u.chunk.id)?,
             });
         }
+        lap("fused");
+        tracing::debug!(files = seen.len(), units = units.len(), terms = terms.len(), ?times, "search");
         Ok(hits)
     }
 }
 
-/// Indices with a positive score, best first; ties by path and line.
-fn ranked<'a>(scores: &[f64], key: impl Fn(usize) -> (&'a VPath, usize)) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..scores.len()).filter(|i| scores[*i] > 0.0).collect();
-    order.sort_by(|a, b| scores[*b].total_cmp(&scores[*a]).then_with(|| key(*a).cmp(&key(*b))));
-    order
+/// One ranking unit: a chunk of a visible file.
+struct Unit<'m> {
+    /// The file's place in the refresh's list.
+    file: u32,
+    /// The chunk's place in its blob.
+    index: u32,
+    chunk: &'m MemChunk,
+    blob: &'m BlobEntry,
+}
+
+/// Whether `path` is `root` or lies below it.
+fn is_under(path: &str, root: &str) -> bool {
+    root == "/" || path == root || (path.starts_with(root) && path.as_bytes().get(root.len()) == Some(&b'/'))
+}
+
+/// The `depth` best units with a positive score, best first; ties by `order` (path, line, unit).
+fn top(scores: &[f64], depth: usize, order: &dyn Fn(u32, u32) -> std::cmp::Ordering) -> Vec<u32> {
+    let mut candidates: Vec<u32> = (0..scores.len() as u32).filter(|i| scores[*i as usize] > 0.0).collect();
+    let cmp = |a: &u32, b: &u32| scores[*b as usize].total_cmp(&scores[*a as usize]).then_with(|| order(*a, *b));
+    if candidates.len() > depth {
+        candidates.select_nth_unstable_by(depth, cmp);
+        candidates.truncate(depth);
+    }
+    candidates.sort_by(cmp);
+    candidates
 }
 
 /// The default chunker: the spec's token rules with a `chunk::Tokenizer`
@@ -465,6 +942,119 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(a[0].path.as_str(), "/pub/upload.rs");
         assert_eq!(a.len(), 2);
+    }
+
+    /// A toy vectorizer: one dimension per topic word.
+    struct Topics;
+
+    impl Vectorizer for Topics {
+        fn name(&self) -> &str {
+            "topics"
+        }
+        fn embed(&self, texts: &[&str]) -> anyhow::Result<Vec<Vec<f32>>> {
+            const TOPICS: [&[&str]; 4] = [&["upload", "send", "transfer"], &["retry", "again", "backoff"], &["disk", "file"], &["colour", "paint"]];
+            Ok(texts
+                .iter()
+                .map(|t| {
+                    let w = words(t);
+                    let mut v: Vec<f32> = TOPICS.iter().map(|topic| w.iter().filter(|x| topic.contains(&x.as_str())).count() as f32).collect();
+                    v.push(0.1);
+                    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+                    v.iter_mut().for_each(|x| *x /= norm);
+                    v
+                })
+                .collect())
+        }
+    }
+
+    fn index_with(path: &Path, vectors: bool) -> Index {
+        let chunker = Arc::new(TokenChunker::new(Arc::new(super::super::chunk::HalfBytes)));
+        let vectorizer: Option<Arc<dyn Vectorizer>> = vectors.then(|| Arc::new(Topics) as Arc<dyn Vectorizer>);
+        Index::open(&path.join("index.db"), vectorizer, chunker).unwrap()
+    }
+
+    #[test]
+    fn rankings_parse() {
+        assert_eq!(Rankings::parse("").unwrap(), Rankings::ALL);
+        assert_eq!(Rankings::parse("fused").unwrap(), Rankings::ALL);
+        assert_eq!(Rankings::parse("words").unwrap(), Rankings { words: true, meaning: false, paths: false });
+        assert_eq!(Rankings::parse("meaning+paths").unwrap(), Rankings { words: false, meaning: true, paths: true });
+        assert!(Rankings::parse("vibes").is_err());
+    }
+
+    #[test]
+    fn meaning_finds_passages_without_the_words_and_survives_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        fs.add_file("/w/net.rs", "fn push_blob() { transfer(); send(); }\n// when it fails, backoff and go again\n");
+        fs.add_file("/w/paint.rs", "fn colour() { paint(); }\n");
+        fs.add_file("/w/disk.rs", "fn store_file() { disk(); }\n");
+        let access = access(fs, &[("/w", Level::Ro)]);
+        let root = access.target("/w", Need::Look).unwrap();
+        let meaning = Rankings { words: false, meaning: true, paths: false };
+        let first = index_with(dir.path(), true).search_with(&access, &root, "retry upload", 3, meaning).unwrap();
+        assert_eq!(first[0].path.as_str(), "/w/net.rs");
+        // Words alone find nothing: no passage holds "retry" or "upload".
+        let words_only = Rankings { words: true, meaning: false, paths: false };
+        assert!(index_with(dir.path(), true).search_with(&access, &root, "retry upload", 3, words_only).unwrap().is_empty());
+        // A new process reads the vectors back from the store.
+        let again = index_with(dir.path(), true).search_with(&access, &root, "retry upload", 3, meaning).unwrap();
+        assert_eq!(first, again);
+    }
+
+    #[test]
+    fn one_content_under_two_paths_is_two_results() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        fs.add_file("/w/a.md", "gamma ray burst\n");
+        fs.add_file("/w/b.md", "gamma ray burst\n");
+        fs.add_file("/w/c.md", "nothing to see\n");
+        let access = access(fs, &[("/w", Level::Ro)]);
+        let root = access.target("/w", Need::Look).unwrap();
+        let hits = index(dir.path()).search(&access, &root, "gamma", 5).unwrap();
+        assert_eq!(hits.iter().map(|h| h.path.as_str()).collect::<Vec<_>>(), ["/w/a.md", "/w/b.md"]);
+    }
+
+    #[test]
+    fn another_connection_changing_the_store_is_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        let original = "alpha beta gamma delta\n".repeat(40);
+        fs.add_file("/w/a.md", original.clone());
+        fs.add_file("/w/b.md", "beta only here\n");
+        let access = access(fs.clone(), &[("/w", Level::Ro)]);
+        let root = access.target("/w", Need::Look).unwrap();
+        let (one, two) = (index(dir.path()), index(dir.path()));
+        let before = two.search(&access, &root, "beta", 5).unwrap();
+        // The first index drops a.md's blob and stores it again under new chunk ids.
+        fs.add_file("/w/a.md", "something else entirely\n");
+        one.search(&access, &root, "beta", 5).unwrap();
+        fs.add_file("/w/a.md", original);
+        one.search(&access, &root, "beta", 5).unwrap();
+        assert_eq!(two.search(&access, &root, "beta", 5).unwrap(), before);
+        let fresh = tempfile::tempdir().unwrap();
+        assert_eq!(index(fresh.path()).search(&access, &root, "beta", 5).unwrap(), before);
+    }
+
+    #[test]
+    fn build_reports_progress_and_drops_what_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        fs.add_file("/w/a.md", "alpha beta\n");
+        fs.add_file("/w/b.bin", vec![0u8, 159, 146, 150, 0, 1]);
+        fs.add_file("/w/c.md", "gamma\n");
+        let access = access(fs.clone(), &[("/w", Level::Ro)]);
+        let root = access.target("/w", Need::Look).unwrap();
+        let index = index(dir.path());
+        let calls = std::cell::Cell::new(0);
+        let done = index.build_with(&access, &root, &|_| calls.set(calls.get() + 1)).unwrap();
+        assert!(calls.get() >= 1);
+        assert_eq!((done.found, done.done, done.indexed, done.skipped, done.removed, done.walked), (3, 3, 2, 1, 0, true));
+        assert_eq!(done.chunks, 2);
+        fs.remove("/w/c.md");
+        let done = index.build_with(&access, &root, &|_| {}).unwrap();
+        assert_eq!((done.found, done.removed, done.chunks), (2, 1, 0));
+        assert!(index.search(&access, &root, "gamma", 5).unwrap().is_empty());
     }
 
     #[test]

@@ -4,12 +4,21 @@
 //! Content is keyed by its SHA-256, so a file in many places or unchanged
 //! across a move is chunked and embedded once. Terms live in FTS5 tables
 //! (contentless), read back per term through `fts5vocab` so the caller can
-//! compute BM25 with statistics of its own choosing. This module stores and
-//! fetches; it does not rank and does not know about views.
+//! compute BM25 with statistics of its own choosing. Vectors are stored
+//! quantised to `i8` (one scale per vector) in a table of their own, so
+//! loading them all reads nothing else; chunk metadata is covered by an
+//! index, so loading it reads neither texts nor vectors. This module stores
+//! and fetches; it does not rank and does not know about views.
+//!
+//! The schema carries a version (`PRAGMA user_version`). An index made by an
+//! older schema is dropped and made again on the next refresh, except the
+//! files' tags and creators, which are kept (their content is read again).
 
 use rusqlite::{params, Connection, OptionalExtension};
-use std::collections::HashMap;
 use std::path::Path;
+
+/// The schema's version; an older index is rebuilt (see the module header).
+const SCHEMA_VERSION: i64 = 2;
 
 /// A file's row: where it is and what it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,6 +30,16 @@ pub struct FileRow {
     pub created_by: Option<String>,
     pub task: Option<String>,
     pub related: Option<String>,
+}
+
+/// A file as the refresh needs it: where, what, and when it was seen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileStat {
+    pub rowid: i64,
+    pub path: String,
+    pub blob: Vec<u8>,
+    pub size: i64,
+    pub mtime: i64,
 }
 
 /// One chunk of a blob, ready to store.
@@ -35,7 +54,7 @@ pub struct NewChunk {
 }
 
 /// A stored chunk, as ranking needs it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChunkMeta {
     pub id: i64,
     pub first_line: usize,
@@ -48,12 +67,135 @@ pub struct IndexStore {
     db: Connection,
 }
 
-fn vector_bytes(vector: &[f32]) -> Vec<u8> {
-    vector.iter().flat_map(|v| v.to_le_bytes()).collect()
+/// A vector quantised to `i8`: `value ≈ q × scale`, `scale = max |value| / 127`.
+pub fn quantize(vector: &[f32]) -> (Vec<i8>, f32) {
+    let max = vector.iter().fold(0f32, |m, v| m.max(v.abs()));
+    if max <= 0.0 || !max.is_finite() {
+        return (vec![0; vector.len()], 0.0);
+    }
+    let scale = max / 127.0;
+    (vector.iter().map(|v| (v / scale).round().clamp(-127.0, 127.0) as i8).collect(), scale)
 }
 
-fn vector_from(bytes: &[u8]) -> Vec<f32> {
-    bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+/// The stored form of a vector: its scale (f32, little-endian), then one `i8` per dimension.
+fn vector_bytes(vector: &[f32]) -> Vec<u8> {
+    let (q, scale) = quantize(vector);
+    let mut out = Vec::with_capacity(4 + q.len());
+    out.extend_from_slice(&scale.to_le_bytes());
+    out.extend(q.iter().map(|v| *v as u8));
+    out
+}
+
+/// Appends a stored vector's `i8` values to `out` and answers its scale.
+pub fn decode_vector(bytes: &[u8], out: &mut Vec<i8>) -> Option<f32> {
+    let (head, rest) = bytes.split_first_chunk::<4>()?;
+    out.extend(rest.iter().map(|b| *b as i8));
+    Some(f32::from_le_bytes(*head))
+}
+
+fn create_schema(db: &Connection) -> rusqlite::Result<()> {
+    db.execute_batch(
+        "CREATE TABLE IF NOT EXISTS files (
+             path TEXT PRIMARY KEY,
+             blob BLOB NOT NULL,
+             size INTEGER NOT NULL,
+             mtime INTEGER NOT NULL,
+             created_by TEXT,
+             task TEXT,
+             related TEXT
+         );
+         CREATE INDEX IF NOT EXISTS files_blob ON files(blob);
+         CREATE TABLE IF NOT EXISTS blobs (
+             sha BLOB PRIMARY KEY,
+             embedder TEXT
+         ) WITHOUT ROWID;
+         CREATE TABLE IF NOT EXISTS chunks (
+             id INTEGER PRIMARY KEY,
+             blob BLOB NOT NULL,
+             first_line INTEGER NOT NULL,
+             last_line INTEGER NOT NULL,
+             words INTEGER NOT NULL,
+             text TEXT NOT NULL
+         );
+         CREATE INDEX IF NOT EXISTS chunks_meta ON chunks(blob, id, first_line, last_line, words);
+         CREATE TABLE IF NOT EXISTS chunk_vectors (
+             id INTEGER PRIMARY KEY,
+             vector BLOB NOT NULL
+         );
+         CREATE VIRTUAL TABLE IF NOT EXISTS chunk_terms USING fts5(
+             words, content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 0');
+         CREATE VIRTUAL TABLE IF NOT EXISTS chunk_vocab USING fts5vocab(chunk_terms, 'instance');
+         CREATE VIRTUAL TABLE IF NOT EXISTS meta_terms USING fts5(
+             words, content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 0');
+         CREATE VIRTUAL TABLE IF NOT EXISTS meta_vocab USING fts5vocab(meta_terms, 'instance');",
+    )
+}
+
+/// Brings an index of an older schema to this one: everything derived from
+/// content is dropped, the files keep their tags and are marked to be read again.
+fn migrate(db: &Connection) -> anyhow::Result<()> {
+    let version: i64 = db.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if version == SCHEMA_VERSION {
+        return Ok(());
+    }
+    let has_files: bool =
+        db.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'files'", [], |r| r.get::<_, i64>(0))? > 0;
+    db.execute_batch("BEGIN IMMEDIATE")?;
+    let result = (|| -> anyhow::Result<()> {
+        // Another process may have migrated while this one waited for the lock.
+        let version: i64 = db.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        if version == SCHEMA_VERSION {
+            return Ok(());
+        }
+        db.execute_batch(
+            "DROP TABLE IF EXISTS chunk_vocab;
+             DROP TABLE IF EXISTS chunk_terms;
+             DROP TABLE IF EXISTS meta_vocab;
+             DROP TABLE IF EXISTS meta_terms;
+             DROP TABLE IF EXISTS chunk_vectors;
+             DROP TABLE IF EXISTS chunks;
+             DROP TABLE IF EXISTS blobs;",
+        )?;
+        create_schema(db)?;
+        if has_files {
+            // Read every file again on its next refresh; its blob is gone.
+            db.execute("UPDATE files SET mtime = -2", [])?;
+            let paths: Vec<String> = db.prepare("SELECT path FROM files")?.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
+            for path in &paths {
+                refresh_meta(db, path)?;
+            }
+        }
+        db.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+        Ok(())
+    })();
+    match result {
+        Ok(()) => {
+            db.execute_batch("COMMIT")?;
+            Ok(())
+        }
+        Err(e) => {
+            let _ = db.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
+
+/// Writes a file's path-and-tags terms again; answers its rowid (-1: no such file).
+fn refresh_meta(db: &Connection, path: &str) -> anyhow::Result<i64> {
+    let row: Option<(i64, String, Option<String>, Option<String>, Option<String>)> = db
+        .prepare_cached("SELECT rowid, path, created_by, task, related FROM files WHERE path = ?1")?
+        .query_row([path], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+        .optional()?;
+    let Some((rowid, path, created_by, task, related)) = row else { return Ok(-1) };
+    let text = [Some(path.as_str()), created_by.as_deref(), task.as_deref(), related.as_deref()]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let words = crate::tools::search::words(&text).join(" ");
+    db.prepare_cached("DELETE FROM meta_terms WHERE rowid = ?1")?.execute([rowid])?;
+    db.prepare_cached("INSERT INTO meta_terms (rowid, words) VALUES (?1, ?2)")?.execute(params![rowid, words])?;
+    Ok(rowid)
 }
 
 impl IndexStore {
@@ -62,36 +204,10 @@ impl IndexStore {
         db.busy_timeout(std::time::Duration::from_secs(10))?;
         db.pragma_update(None, "journal_mode", "WAL")?;
         db.pragma_update(None, "synchronous", "NORMAL")?;
-        db.execute_batch(
-            "CREATE TABLE IF NOT EXISTS files (
-                 path TEXT PRIMARY KEY,
-                 blob BLOB NOT NULL,
-                 size INTEGER NOT NULL,
-                 mtime INTEGER NOT NULL,
-                 created_by TEXT,
-                 task TEXT,
-                 related TEXT
-             );
-             CREATE INDEX IF NOT EXISTS files_blob ON files(blob);
-             CREATE TABLE IF NOT EXISTS blobs (
-                 sha BLOB PRIMARY KEY,
-                 embedder TEXT
-             ) WITHOUT ROWID;
-             CREATE TABLE IF NOT EXISTS chunks (
-                 id INTEGER PRIMARY KEY,
-                 blob BLOB NOT NULL,
-                 first_line INTEGER NOT NULL,
-                 last_line INTEGER NOT NULL,
-                 text TEXT NOT NULL,
-                 words INTEGER NOT NULL,
-                 vector BLOB
-             );
-             CREATE INDEX IF NOT EXISTS chunks_blob ON chunks(blob);
-             CREATE VIRTUAL TABLE IF NOT EXISTS chunk_terms USING fts5(words, content='', contentless_delete=1);
-             CREATE VIRTUAL TABLE IF NOT EXISTS chunk_vocab USING fts5vocab(chunk_terms, 'instance');
-             CREATE VIRTUAL TABLE IF NOT EXISTS meta_terms USING fts5(words, content='', contentless_delete=1);
-             CREATE VIRTUAL TABLE IF NOT EXISTS meta_vocab USING fts5vocab(meta_terms, 'instance');",
-        )?;
+        // 16 MB of page cache (the default is 2 MB); memory stays bounded.
+        db.pragma_update(None, "cache_size", -16_384)?;
+        db.set_prepared_statement_cache_capacity(64);
+        create_schema_or_migrate(&db)?;
         Ok(IndexStore { db })
     }
 
@@ -103,6 +219,18 @@ impl IndexStore {
     pub fn commit(&self) -> anyhow::Result<()> {
         self.db.execute_batch("COMMIT")?;
         Ok(())
+    }
+
+    /// Rolls back the open transaction, if there is one.
+    pub fn rollback(&self) {
+        if !self.db.is_autocommit() {
+            let _ = self.db.execute_batch("ROLLBACK");
+        }
+    }
+
+    /// Changes whenever another connection (another process) committed since the last call.
+    pub fn data_version(&self) -> anyhow::Result<i64> {
+        Ok(self.db.pragma_query_value(None, "data_version", |r| r.get(0))?)
     }
 
     pub fn file(&self, path: &str) -> anyhow::Result<Option<FileRow>> {
@@ -145,8 +273,24 @@ impl IndexStore {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Records a file's content (and keeps its tags), refreshing its path-and-tags terms.
-    pub fn put_file(&self, path: &str, blob: &[u8], size: i64, mtime: i64, created_by: Option<&str>) -> anyhow::Result<()> {
+    /// Every file, as the refresh needs it.
+    pub fn all_files(&self, mut each: impl FnMut(FileStat)) -> anyhow::Result<()> {
+        let mut stmt = self.db.prepare("SELECT rowid, path, blob, size, mtime FROM files")?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            each(FileStat { rowid: r.get(0)?, path: r.get(1)?, blob: r.get(2)?, size: r.get(3)?, mtime: r.get(4)? });
+        }
+        Ok(())
+    }
+
+    /// Records a file's content (and keeps its tags), refreshing its
+    /// path-and-tags terms; answers the file's rowid.
+    pub fn put_file(&self, path: &str, blob: &[u8], size: i64, mtime: i64, created_by: Option<&str>) -> anyhow::Result<i64> {
+        let before: Option<(i64, Option<String>)> = self
+            .db
+            .prepare_cached("SELECT rowid, created_by FROM files WHERE path = ?1")?
+            .query_row([path], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
         self.db
             .prepare_cached(
                 "INSERT INTO files (path, blob, size, mtime, created_by) VALUES (?1, ?2, ?3, ?4, ?5)
@@ -154,7 +298,11 @@ impl IndexStore {
                      created_by = COALESCE(files.created_by, excluded.created_by)",
             )?
             .execute(params![path, blob, size, mtime, created_by])?;
-        self.refresh_meta(path)
+        match before {
+            // The path and tags are unchanged unless this sets the creator: no terms to redo.
+            Some((rowid, had)) if had.is_some() || created_by.is_none() => Ok(rowid),
+            _ => self.refresh_meta(path),
+        }
     }
 
     /// Sets a file's tags; `None` leaves one as it is.
@@ -169,26 +317,16 @@ impl IndexStore {
         Ok(changed > 0)
     }
 
-    fn refresh_meta(&self, path: &str) -> anyhow::Result<()> {
-        let Some(row) = self.file(path)? else { return Ok(()) };
-        let rowid: i64 = self.db.query_row("SELECT rowid FROM files WHERE path = ?1", [path], |r| r.get(0))?;
-        let text = [Some(row.path.as_str()), row.created_by.as_deref(), row.task.as_deref(), row.related.as_deref()]
-            .into_iter()
-            .flatten()
-            .collect::<Vec<_>>()
-            .join(" ");
-        let words = crate::tools::search::words(&text).join(" ");
-        self.db.prepare_cached("DELETE FROM meta_terms WHERE rowid = ?1")?.execute([rowid])?;
-        self.db.prepare_cached("INSERT INTO meta_terms (rowid, words) VALUES (?1, ?2)")?.execute(params![rowid, words])?;
-        Ok(())
+    fn refresh_meta(&self, path: &str) -> anyhow::Result<i64> {
+        refresh_meta(&self.db, path)
     }
 
     pub fn remove_file(&self, path: &str) -> anyhow::Result<()> {
         let rowid: Option<i64> =
-            self.db.query_row("SELECT rowid FROM files WHERE path = ?1", [path], |r| r.get(0)).optional()?;
+            self.db.prepare_cached("SELECT rowid FROM files WHERE path = ?1")?.query_row([path], |r| r.get(0)).optional()?;
         if let Some(rowid) = rowid {
-            self.db.execute("DELETE FROM meta_terms WHERE rowid = ?1", [rowid])?;
-            self.db.execute("DELETE FROM files WHERE rowid = ?1", [rowid])?;
+            self.db.prepare_cached("DELETE FROM meta_terms WHERE rowid = ?1")?.execute([rowid])?;
+            self.db.prepare_cached("DELETE FROM files WHERE rowid = ?1")?.execute([rowid])?;
         }
         Ok(())
     }
@@ -207,31 +345,59 @@ impl IndexStore {
         Ok(self.db.prepare_cached("SELECT embedder FROM blobs WHERE sha = ?1")?.query_row([sha], |r| r.get(0)).optional()?)
     }
 
-    /// Stores a blob's chunks (replacing any earlier ones).
-    pub fn put_blob(&self, sha: &[u8], embedder: Option<&str>, chunks: &[NewChunk]) -> anyhow::Result<()> {
+    /// Every blob with the embedder it was made with.
+    pub fn all_blobs(&self, mut each: impl FnMut(Vec<u8>, Option<String>)) -> anyhow::Result<()> {
+        let mut stmt = self.db.prepare("SELECT sha, embedder FROM blobs")?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            each(r.get(0)?, r.get(1)?);
+        }
+        Ok(())
+    }
+
+    /// Every chunk's metadata with its blob, grouped by blob, in order within
+    /// each (read from the covering index alone).
+    pub fn all_chunks(&self, mut each: impl FnMut(&[u8], ChunkMeta)) -> anyhow::Result<()> {
+        let mut stmt = self.db.prepare(
+            "SELECT blob, id, first_line, last_line, words FROM chunks INDEXED BY chunks_meta ORDER BY blob, id",
+        )?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            let blob = r.get_ref(0)?.as_blob()?;
+            let meta = ChunkMeta {
+                id: r.get(1)?,
+                first_line: r.get::<_, i64>(2)? as usize,
+                last_line: r.get::<_, i64>(3)? as usize,
+                words: r.get::<_, i64>(4)? as usize,
+            };
+            each(blob, meta);
+        }
+        Ok(())
+    }
+
+    /// Stores a blob's chunks (replacing any earlier ones); answers their ids in order.
+    pub fn put_blob(&self, sha: &[u8], embedder: Option<&str>, chunks: &[NewChunk]) -> anyhow::Result<Vec<i64>> {
         self.drop_chunks(sha)?;
         self.db
             .prepare_cached("INSERT OR REPLACE INTO blobs (sha, embedder) VALUES (?1, ?2)")?
             .execute(params![sha, embedder])?;
+        let mut ids = Vec::with_capacity(chunks.len());
         for chunk in chunks {
             self.db
-                .prepare_cached(
-                    "INSERT INTO chunks (blob, first_line, last_line, text, words, vector) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                )?
-                .execute(params![
-                    sha,
-                    chunk.first_line as i64,
-                    chunk.last_line as i64,
-                    chunk.text,
-                    chunk.words.len() as i64,
-                    chunk.vector.as_deref().map(vector_bytes)
-                ])?;
+                .prepare_cached("INSERT INTO chunks (blob, first_line, last_line, words, text) VALUES (?1, ?2, ?3, ?4, ?5)")?
+                .execute(params![sha, chunk.first_line as i64, chunk.last_line as i64, chunk.words.len() as i64, chunk.text])?;
             let id = self.db.last_insert_rowid();
+            if let Some(vector) = &chunk.vector {
+                self.db
+                    .prepare_cached("INSERT INTO chunk_vectors (id, vector) VALUES (?1, ?2)")?
+                    .execute(params![id, vector_bytes(vector)])?;
+            }
             self.db
                 .prepare_cached("INSERT INTO chunk_terms (rowid, words) VALUES (?1, ?2)")?
                 .execute(params![id, chunk.words.join(" ")])?;
+            ids.push(id);
         }
-        Ok(())
+        Ok(ids)
     }
 
     fn drop_chunks(&self, sha: &[u8]) -> anyhow::Result<()> {
@@ -242,9 +408,20 @@ impl IndexStore {
             .collect::<Result<_, _>>()?;
         for id in ids {
             self.db.prepare_cached("DELETE FROM chunk_terms WHERE rowid = ?1")?.execute([id])?;
+            self.db.prepare_cached("DELETE FROM chunk_vectors WHERE id = ?1")?.execute([id])?;
         }
         self.db.prepare_cached("DELETE FROM chunks WHERE blob = ?1")?.execute([sha])?;
         Ok(())
+    }
+
+    /// Drops a blob when no file holds it any more; answers whether it did.
+    pub fn drop_blob_if_orphan(&self, sha: &[u8]) -> anyhow::Result<bool> {
+        if self.db.prepare_cached("SELECT 1 FROM files WHERE blob = ?1")?.exists([sha])? {
+            return Ok(false);
+        }
+        self.drop_chunks(sha)?;
+        let dropped = self.db.prepare_cached("DELETE FROM blobs WHERE sha = ?1")?.execute([sha])?;
+        Ok(dropped > 0)
     }
 
     /// Drops blobs no file holds any more.
@@ -263,7 +440,9 @@ impl IndexStore {
 
     /// The chunks of a blob, in order.
     pub fn chunks_of(&self, sha: &[u8]) -> anyhow::Result<Vec<ChunkMeta>> {
-        let mut stmt = self.db.prepare_cached("SELECT id, first_line, last_line, words FROM chunks WHERE blob = ?1 ORDER BY id")?;
+        let mut stmt = self.db.prepare_cached(
+            "SELECT id, first_line, last_line, words FROM chunks INDEXED BY chunks_meta WHERE blob = ?1 ORDER BY id",
+        )?;
         let rows = stmt.query_map([sha], |r| {
             Ok(ChunkMeta {
                 id: r.get(0)?,
@@ -279,37 +458,88 @@ impl IndexStore {
         Ok(self.db.prepare_cached("SELECT text FROM chunks WHERE id = ?1")?.query_row([id], |r| r.get(0))?)
     }
 
+    /// A chunk's vector as stored (quantised), back as `f32`.
     pub fn chunk_vector(&self, id: i64) -> anyhow::Result<Option<Vec<f32>>> {
-        let bytes: Option<Vec<u8>> = self.db.prepare_cached("SELECT vector FROM chunks WHERE id = ?1")?.query_row([id], |r| r.get(0))?;
-        Ok(bytes.map(|b| vector_from(&b)))
+        let bytes: Option<Vec<u8>> =
+            self.db.prepare_cached("SELECT vector FROM chunk_vectors WHERE id = ?1")?.query_row([id], |r| r.get(0)).optional()?;
+        let Some(bytes) = bytes else { return Ok(None) };
+        let mut q = Vec::new();
+        let scale = decode_vector(&bytes, &mut q).unwrap_or(0.0);
+        Ok(Some(q.iter().map(|v| f32::from(*v) * scale).collect()))
     }
 
-    /// Every stored vector with its chunk id (for the in-memory vector table).
-    pub fn all_vectors(&self, mut each: impl FnMut(i64, Vec<f32>)) -> anyhow::Result<()> {
-        let mut stmt = self.db.prepare("SELECT id, vector FROM chunks WHERE vector IS NOT NULL")?;
+    /// Every stored vector (as stored: see `decode_vector`) with its chunk id, in id order.
+    pub fn all_vectors(&self, mut each: impl FnMut(i64, &[u8])) -> anyhow::Result<()> {
+        let mut stmt = self.db.prepare("SELECT id, vector FROM chunk_vectors ORDER BY id")?;
         let mut rows = stmt.query([])?;
         while let Some(row) = rows.next()? {
-            let bytes: Vec<u8> = row.get(1)?;
-            each(row.get(0)?, vector_from(&bytes));
+            each(row.get(0)?, row.get_ref(1)?.as_blob()?);
         }
         Ok(())
     }
 
-    /// How often `term` occurs in each chunk that holds it.
-    pub fn chunk_postings(&self, term: &str) -> anyhow::Result<HashMap<i64, u32>> {
-        self.postings("SELECT doc, count(*) FROM chunk_vocab WHERE term = ?1 GROUP BY doc", term)
+    /// How often `term` occurs in each chunk that holds it, by chunk id ascending.
+    pub fn chunk_postings(&self, term: &str) -> anyhow::Result<Vec<(i64, u32)>> {
+        self.postings("SELECT doc FROM chunk_vocab WHERE term = ?1", term)
     }
 
     /// How often `term` occurs in each file's path and tags (keyed by file rowid).
-    pub fn meta_postings(&self, term: &str) -> anyhow::Result<HashMap<i64, u32>> {
-        self.postings("SELECT doc, count(*) FROM meta_vocab WHERE term = ?1 GROUP BY doc", term)
+    pub fn meta_postings(&self, term: &str) -> anyhow::Result<Vec<(i64, u32)>> {
+        self.postings("SELECT doc FROM meta_vocab WHERE term = ?1", term)
     }
 
-    fn postings(&self, sql: &str, term: &str) -> anyhow::Result<HashMap<i64, u32>> {
+    /// One row per occurrence, in document order (how fts5vocab's `instance`
+    /// table walks a term's list), counted into runs here: no sort, no temp table.
+    fn postings(&self, sql: &str, term: &str) -> anyhow::Result<Vec<(i64, u32)>> {
         let mut stmt = self.db.prepare_cached(sql)?;
-        let rows = stmt.query_map([term], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)? as u32)))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        let mut rows = stmt.query([term])?;
+        let mut out: Vec<(i64, u32)> = Vec::new();
+        while let Some(row) = rows.next()? {
+            let doc: i64 = row.get(0)?;
+            match out.last_mut() {
+                Some((last, n)) if *last == doc => *n += 1,
+                _ => out.push((doc, 1)),
+            }
+        }
+        // Guards against an order the virtual table does not promise.
+        if out.windows(2).any(|w| w[0].0 >= w[1].0) {
+            out.sort_unstable();
+            let mut merged: Vec<(i64, u32)> = Vec::with_capacity(out.len());
+            for (doc, n) in out {
+                match merged.last_mut() {
+                    Some((last, m)) if *last == doc => *m += n,
+                    _ => merged.push((doc, n)),
+                }
+            }
+            out = merged;
+        }
+        Ok(out)
     }
+}
+
+fn create_schema_or_migrate(db: &Connection) -> anyhow::Result<()> {
+    let version: i64 = db.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    let empty: bool = db.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0))? == 0;
+    if empty {
+        db.execute_batch("BEGIN IMMEDIATE")?;
+        let made = (|| -> anyhow::Result<()> {
+            create_schema(db)?;
+            db.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+            Ok(())
+        })();
+        match made {
+            Ok(()) => db.execute_batch("COMMIT")?,
+            Err(e) => {
+                let _ = db.execute_batch("ROLLBACK");
+                return Err(e);
+            }
+        }
+        return Ok(());
+    }
+    if version != SCHEMA_VERSION {
+        migrate(db)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -328,25 +558,60 @@ mod tests {
             words: crate::tools::search::words(text),
             vector: Some(vec![0.5, -0.25]),
         };
-        store.put_blob(&sha, Some("test"), &[chunk("retry failedUpload retry"), chunk("other words")]).unwrap();
+        let ids = store.put_blob(&sha, Some("test"), &[chunk("retry failedUpload retry"), chunk("other words")]).unwrap();
         store.put_file("/a/x.rs", &sha, 10, 1, Some("agent")).unwrap();
         store.put_file("/a/y.rs", &sha, 10, 1, None).unwrap();
         assert!(store.has_blob(&sha).unwrap());
         let chunks = store.chunks_of(&sha).unwrap();
+        assert_eq!(chunks.iter().map(|c| c.id).collect::<Vec<_>>(), ids);
         assert_eq!(chunks.len(), 2);
         let postings = store.chunk_postings("retry").unwrap();
-        assert_eq!(postings.get(&chunks[0].id), Some(&2));
+        assert_eq!(postings, vec![(chunks[0].id, 2)]);
         assert_eq!(store.chunk_postings("upload").unwrap().len(), 1);
-        assert_eq!(store.chunk_vector(chunks[0].id).unwrap(), Some(vec![0.5, -0.25]));
+        let v = store.chunk_vector(chunks[0].id).unwrap().unwrap();
+        assert!((v[0] - 0.5).abs() < 0.01 && (v[1] + 0.25).abs() < 0.01, "{v:?}");
+        let mut all = Vec::new();
+        store.all_chunks(|blob, meta| all.push((blob.to_vec(), meta))).unwrap();
+        assert_eq!(all.len(), 2);
         assert!(store.tag("/a/x.rs", Some("auth bug"), None).unwrap());
         let x = store.file_rowid("/a/x.rs").unwrap().unwrap();
-        assert!(store.meta_postings("auth").unwrap().contains_key(&x));
-        assert!(store.meta_postings("agent").unwrap().contains_key(&x));
+        assert!(store.meta_postings("auth").unwrap().iter().any(|(r, _)| *r == x));
+        assert!(store.meta_postings("agent").unwrap().iter().any(|(r, _)| *r == x));
         assert_eq!(store.files_under("/a").unwrap().len(), 2);
         assert_eq!(store.files_under("/a/x.rs").unwrap().len(), 1);
         store.remove_file("/a/x.rs").unwrap();
+        assert!(!store.drop_blob_if_orphan(&sha).unwrap());
         store.remove_file("/a/y.rs").unwrap();
         assert_eq!(store.collect_garbage().unwrap(), 1);
         assert!(store.chunk_postings("retry").unwrap().is_empty());
+        let mut vectors = 0;
+        store.all_vectors(|_, _| vectors += 1).unwrap();
+        assert_eq!(vectors, 0);
+    }
+
+    #[test]
+    fn an_older_schema_is_rebuilt_and_keeps_tags() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index.db");
+        {
+            let db = Connection::open(&path).unwrap();
+            db.execute_batch(
+                "CREATE TABLE files (path TEXT PRIMARY KEY, blob BLOB NOT NULL, size INTEGER NOT NULL, mtime INTEGER NOT NULL,
+                     created_by TEXT, task TEXT, related TEXT);
+                 CREATE TABLE chunks (id INTEGER PRIMARY KEY, blob BLOB NOT NULL, first_line INTEGER NOT NULL,
+                     last_line INTEGER NOT NULL, text TEXT NOT NULL, words INTEGER NOT NULL, vector BLOB);
+                 INSERT INTO files VALUES ('/a.rs', x'07', 3, 5, 'agent', 'auth bug', NULL);",
+            )
+            .unwrap();
+        }
+        let store = IndexStore::open(&path).unwrap();
+        let row = store.file("/a.rs").unwrap().unwrap();
+        assert_eq!((row.mtime, row.task.as_deref(), row.created_by.as_deref()), (-2, Some("auth bug"), Some("agent")));
+        let rowid = store.file_rowid("/a.rs").unwrap().unwrap();
+        assert!(store.meta_postings("auth").unwrap().iter().any(|(r, _)| *r == rowid));
+        drop(store);
+        // Opening again changes nothing.
+        let store = IndexStore::open(&path).unwrap();
+        assert_eq!(store.file("/a.rs").unwrap().unwrap().mtime, -2);
     }
 }

@@ -15,6 +15,7 @@
 //! Bad input never ends the server: see `transport` for lines, and tool
 //! errors are answers (`isError`), never protocol errors.
 
+mod approve;
 mod order;
 mod transport;
 
@@ -88,6 +89,8 @@ pub trait HostSession: Send + Sync + 'static {
     fn id(&self) -> &str;
     fn call(&self, tool: &str, args: serde_json::Value) -> ToolAnswer;
     fn instructions(&self) -> String;
+    /// Sets who is asked about a change (`None`: nobody can be asked).
+    fn set_approver(&self, _approver: Option<Arc<dyn crate::gate::Approver>>) {}
 }
 
 impl Host for Engine {
@@ -112,6 +115,12 @@ impl HostSession for Session {
     }
     fn instructions(&self) -> String {
         Session::instructions(self)
+    }
+    fn set_approver(&self, approver: Option<Arc<dyn crate::gate::Approver>>) {
+        match approver {
+            Some(approver) => Session::set_approver(self, approver),
+            None => Session::clear_approver(self),
+        }
     }
 }
 
@@ -398,11 +407,29 @@ impl<H: Host> ServerHandler for McpServer<H> {
         let name = request.name.to_string();
         let args = serde_json::Value::Object(request.arguments.unwrap_or_default());
         tracing::debug!(tool = name, "call");
+        // A change the gate asks about is put to the user by elicitation,
+        // when the client can; else the session's mode decides alone.
+        let (cancel_send, cancelled) = tokio::sync::watch::channel(false);
+        let (done_send, done) = tokio::sync::oneshot::channel::<()>();
+        if approve::client_elicits(&context.peer) {
+            let approver = approve::McpApprover { peer: context.peer.clone(), handle: tokio::runtime::Handle::current(), cancelled };
+            session.set_approver(Some(Arc::new(approver)));
+            let ct = context.ct.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = ct.cancelled() => { let _ = cancel_send.send(true); }
+                    _ = done => {}
+                }
+            });
+        } else {
+            session.set_approver(None);
+        }
         // The ticket moves into the blocking job: the next call starts only
         // when this one has really finished, even if this future is dropped.
         let answer = tokio::task::spawn_blocking(move || {
             let answer = session.call(&name, args);
             drop(ticket);
+            drop(done_send);
             answer
         })
         .await;

@@ -51,7 +51,8 @@ def workspace(tmp_path):
 @asynccontextmanager
 async def connect(args, errlog_path, **session_kwargs):
     """Spawns `ctxfs mcp ARGS` and yields (session, initialize result)."""
-    params = StdioServerParameters(command=str(BIN), args=["mcp", *args], env={"CTXFS_LOG": "info"})
+    # These tests are about tools, not the gate (tests/e2e/test_gate.py): no prompts.
+    params = StdioServerParameters(command=str(BIN), args=["mcp", "--mode", "trust", *args], env={"CTXFS_LOG": "info"})
     with open(errlog_path, "w") as errlog:
         async with stdio_client(params, errlog=errlog) as streams:
             read, write = streams[0], streams[1]
@@ -229,7 +230,7 @@ class Raw:
 
     def __init__(self, args, errlog_path):
         self.errlog = open(errlog_path, "w")
-        self.proc = subprocess.Popen([str(BIN), "mcp", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen([str(BIN), "mcp", "--mode", "trust", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.errlog, env={**os.environ, "CTXFS_LOG": "info"})
         self.lines: queue.Queue = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
