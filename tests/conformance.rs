@@ -869,6 +869,9 @@ impl Door for CoreDoor {
                 // A restart: a new engine over the same data directory, the session reopened by id.
                 let id = self.session.id().to_string();
                 let engine = self.engine()?;
+                // The old process is gone: its session (and its store's writer) is closed first.
+                let placeholder = engine.open_session(SessionOptions::default()).map_err(|e| format!("{e:#}"))?;
+                drop(std::mem::replace(&mut self.session, placeholder));
                 let session = engine
                     .reopen_session(&id, SessionOptions { client_name: Some("conformance".into()), roots: None })
                     .map_err(|e| format!("reopen_session: {e:#}"))?;
