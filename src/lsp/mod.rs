@@ -15,10 +15,19 @@
 //!   handler puts its job in the queue before its first await, and tower
 //!   starts handlers in arrival order, so calls run in the order they
 //!   arrived and a write never overtakes an earlier read;
-//! - waits for the client (applyEdit answers, progress tokens) happen on a
-//!   session's thread or in spawned tasks with timeouts, never in a handler
-//!   that tower counts: the input loop never stalls on them.
+//! - waits for the client (applyEdit answers, approval prompts, progress
+//!   tokens) happen on a session's thread (or the gate's prompt thread) or in
+//!   spawned tasks with timeouts, never in a handler that tower counts: the
+//!   input loop never stalls on them;
+//! - when the connection ends, each session's thread finishes its queue and
+//!   closes its session (results written, ids released) before `serve` returns.
+//!
+//! The gate: sessions start in the mode `initializationOptions` or `--mode`
+//! give (default ask); a change that asks is put to the user with
+//! `window/showMessageRequest` (see [`approve`]); `ctxfs/setMode` and
+//! `ctxfs/grants` change the mode and list or revoke grants.
 
+mod approve;
 mod bridge;
 mod edits;
 pub mod framing;
@@ -50,6 +59,8 @@ const EDIT_TIMEOUT: Duration = Duration::from_secs(10);
 const PROGRESS_AFTER: Duration = Duration::from_millis(200);
 /// How long the client may take to create a progress token.
 const TOKEN_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the end of a connection waits for its sessions to close.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Handlers tower runs at once. Calls wait for their session's thread, not
 /// for the client, so this only bounds how many calls are queued in tower.
 const CONCURRENCY: usize = 32;
@@ -66,7 +77,8 @@ where
     W: AsyncWrite + Unpin,
 {
     let docs = Documents::new();
-    let (service, socket) = LspService::build(|client| Backend::new(client, defaults, docs.clone()))
+    let threads = Threads::default();
+    let (service, socket) = LspService::build(|client| Backend::new(client, defaults, docs.clone(), threads.clone()))
         .custom_method("ctxfs/tools", Backend::tools)
         .custom_method("ctxfs/openSession", Backend::open_session)
         .custom_method("ctxfs/call", Backend::call)
@@ -74,6 +86,8 @@ where
         .custom_method("ctxfs/compact", Backend::compact)
         .custom_method("ctxfs/rewind", Backend::rewind)
         .custom_method("ctxfs/recall", Backend::recall)
+        .custom_method("ctxfs/setMode", Backend::set_mode)
+        .custom_method("ctxfs/grants", Backend::grants)
         .custom_method(transport::INVALID, Backend::invalid)
         .finish();
     let report = Arc::new(Notable { client: service.inner().client.clone() });
@@ -81,8 +95,30 @@ where
     let input = tokio::spawn(transport::pump(input, to_server, docs, report));
     Server::new(from_input, output, socket).concurrency_level(CONCURRENCY).serve(service).await;
     input.abort();
+    close_sessions(threads).await;
     tracing::info!("LSP connection ended");
     Ok(())
+}
+
+/// The threads of a connection's sessions.
+type Threads = Arc<Mutex<Vec<std::thread::JoinHandle<()>>>>;
+
+/// After the connection ended (the backend and its workers are gone): waits
+/// for each session's thread to finish its queue and close its session, so
+/// its results are written and its ids released, for at most `CLOSE_TIMEOUT`.
+async fn close_sessions(threads: Threads) {
+    let handles = std::mem::take(&mut *threads.lock().unwrap_or_else(|e| e.into_inner()));
+    if handles.is_empty() {
+        return;
+    }
+    let joined = tokio::task::spawn_blocking(move || {
+        for handle in handles {
+            let _ = handle.join();
+        }
+    });
+    if tokio::time::timeout(CLOSE_TIMEOUT, joined).await.is_err() {
+        tracing::warn!("a session was still busy when the connection ended; its last results may not be kept");
+    }
 }
 
 /// Sends notable events of the input loop to the log and the client's log.
@@ -107,10 +143,12 @@ struct Worker {
 type Job = Box<dyn FnOnce(&Session) + Send>;
 
 impl Worker {
-    fn start(session: Arc<Session>) -> std::io::Result<Arc<Worker>> {
+    /// Starts the session's thread (kept in `threads`, to be joined when the
+    /// connection ends); it stops when the worker is dropped.
+    fn start(session: Arc<Session>, threads: &Threads) -> std::io::Result<Arc<Worker>> {
         let (tx, rx) = std::sync::mpsc::channel::<Job>();
         let runner = session.clone();
-        std::thread::Builder::new().name(format!("ctxfs-session-{}", session.id())).spawn(move || {
+        let thread = std::thread::Builder::new().name(format!("ctxfs-session-{}", session.id())).spawn(move || {
             for job in rx {
                 overlay::begin_call();
                 // Session::call catches a tool's panic; this keeps the thread
@@ -120,6 +158,7 @@ impl Worker {
                 }
             }
         })?;
+        threads.lock().unwrap_or_else(|e| e.into_inner()).push(thread);
         Ok(Arc::new(Worker { session, queue: Mutex::new(tx) }))
     }
 
@@ -148,6 +187,8 @@ struct Setup {
     progress_after: Duration,
     /// Writes to open documents go through `workspace/applyEdit`.
     edits_in_editor: bool,
+    /// The mode sessions start in.
+    mode: crate::gate::Mode,
 }
 
 pub struct Backend {
@@ -159,6 +200,8 @@ pub struct Backend {
     /// Held while a session is opened, so two opens of one id make one worker.
     opening: tokio::sync::Mutex<()>,
     tokens: AtomicU64,
+    /// The sessions' threads.
+    threads: Threads,
 }
 
 fn server_error(message: impl Into<String>) -> Error {
@@ -174,7 +217,7 @@ fn encoding_of(params: &InitializeParams) -> Encoding {
 }
 
 impl Backend {
-    fn new(client: Client, defaults: Defaults, docs: Arc<Documents>) -> Backend {
+    fn new(client: Client, defaults: Defaults, docs: Arc<Documents>, threads: Threads) -> Backend {
         Backend {
             client,
             defaults,
@@ -183,6 +226,7 @@ impl Backend {
             sessions: Mutex::new(HashMap::new()),
             opening: tokio::sync::Mutex::new(()),
             tokens: AtomicU64::new(1),
+            threads,
         }
     }
 
@@ -230,7 +274,13 @@ impl Backend {
                     Some(_) => Error::invalid_params(format!("{e:#}")),
                     None => server_error(format!("{e:#}")),
                 })?;
-                let worker = Worker::start(session).map_err(|e| server_error(format!("cannot start the session: {e}")))?;
+                // A change the gate asks about is put to the user in the editor.
+                session.set_approver(Arc::new(approve::LspApprover {
+                    client: self.client.clone(),
+                    handle: tokio::runtime::Handle::current(),
+                    session: session.id().to_string(),
+                }));
+                let worker = Worker::start(session, &self.threads).map_err(|e| server_error(format!("cannot start the session: {e}")))?;
                 self.sessions.lock().unwrap_or_else(|e| e.into_inner()).insert(worker.session.id().to_string(), worker.clone());
                 tracing::info!(session = worker.session.id(), "session opened");
                 worker
@@ -335,6 +385,44 @@ impl Backend {
         Ok(answer.into())
     }
 
+    /// Changes a session's mode at once (not queued behind its calls).
+    async fn set_mode(&self, params: SetModeParams) -> Result<SetModeResult> {
+        self.engine()?;
+        let worker = self.worker(&params.session)?;
+        let mode = crate::gate::Mode::from(params.mode);
+        let previous = worker.session.mode();
+        worker.session.set_mode(mode);
+        tracing::info!(session = worker.session.id(), %previous, %mode, "mode changed");
+        Ok(SetModeResult {
+            mode: mode.into(),
+            previous: previous.into(),
+            instruction: mode.instruction().map(str::to_string),
+        })
+    }
+
+    /// Lists a session's grants, after revoking some if asked. Not queued
+    /// behind the session's calls: it answers while a prompt is open.
+    async fn grants(&self, params: GrantsParams) -> Result<GrantsResult> {
+        self.engine()?;
+        let worker = self.worker(&params.session)?;
+        let session = worker.session.clone();
+        let revoke = params.revoke.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            let revoked = match revoke.as_deref() {
+                None => None,
+                Some("*") => Some(session.revoke_grants(None)?),
+                Some(target) => Some(session.revoke_grants(Some(target))?),
+            };
+            Ok::<_, String>(GrantsResult {
+                grants: session.grants().into_iter().map(GrantEntry::from).collect(),
+                revoked,
+            })
+        })
+        .await
+        .map_err(|e| server_error(format!("listing the grants failed: {e}")))?;
+        done.map_err(|e| server_error(format!("nothing revoked: {e}")))
+    }
+
     /// Answers a malformed request the input loop could still read an id from.
     async fn invalid(&self, params: serde_json::Value) -> Result<()> {
         let why = params.get("why").and_then(|w| w.as_str()).unwrap_or("not a JSON-RPC 2.0 request");
@@ -349,6 +437,9 @@ impl LanguageServer for Backend {
             Some(value) => serde_json::from_value(value)
                 .map_err(|e| Error::invalid_params(format!("initializationOptions: {e}")))?,
         };
+        // Checked here, so a bad value fails `initialize` as a bad mode does.
+        setup::approval_timeout(&options).map_err(|e| Error::invalid_params(format!("initializationOptions: {e}")))?;
+        let mode = setup::mode_of(&self.defaults, &options);
         let encoding = encoding_of(&params);
         self.docs.set_encoding(encoding);
         let mut folders: Vec<PathBuf> = params
@@ -400,6 +491,7 @@ impl LanguageServer for Backend {
             progress: caps.window.as_ref().and_then(|w| w.work_done_progress).unwrap_or(false),
             progress_after: options.progress_after_ms.map(Duration::from_millis).unwrap_or(PROGRESS_AFTER),
             edits_in_editor: apply_edit,
+            mode,
         };
         if self.setup.set(setup).is_err() {
             return Err(Error::invalid_request());
@@ -409,6 +501,7 @@ impl LanguageServer for Backend {
             Encoding::Utf16 | Encoding::Utf32 => PositionEncodingKind::UTF16,
         };
         let methods: Vec<&str> = protocol::methods().into_iter().map(|(m, _, _)| m).collect();
+        let notifications: Vec<&str> = protocol::notifications().into_iter().map(|(m, _)| m).collect();
         Ok(InitializeResult {
             capabilities: ServerCapabilities {
                 position_encoding: Some(position_encoding),
@@ -417,7 +510,7 @@ impl LanguageServer for Backend {
                     change: Some(TextDocumentSyncKind::INCREMENTAL),
                     ..Default::default()
                 })),
-                experimental: Some(serde_json::json!({"ctxfs": {"protocol": 1, "methods": methods}})),
+                experimental: Some(serde_json::json!({"ctxfs": {"protocol": 1, "methods": methods, "notifications": notifications}})),
                 ..Default::default()
             },
             server_info: Some(ServerInfo { name: "ctxfs".into(), version: Some(env!("CARGO_PKG_VERSION").into()) }),
@@ -434,7 +527,12 @@ impl LanguageServer for Backend {
                     None => String::new(),
                 };
                 let edits = if setup.edits_in_editor { "edits of open files go through the editor" } else { "edits go to disk" };
-                let text = format!("ctxfs {}: serving {}{narrowed}; {edits}", env!("CARGO_PKG_VERSION"), setup.describe);
+                let text = format!(
+                    "ctxfs {}: serving {}{narrowed}; {edits}; mode {}",
+                    env!("CARGO_PKG_VERSION"),
+                    setup.describe,
+                    setup.mode
+                );
                 tracing::info!("{text}");
                 self.client.log_message(MessageType::INFO, text).await;
             }

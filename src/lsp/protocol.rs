@@ -7,6 +7,7 @@
 //! `docs/protocol.md` explains them.
 
 use crate::engine::{Facts, ToolAnswer, ToolInfo};
+use crate::gate::{Approval, ApprovalRequest, GrantInfo, Mode};
 use crate::instructions::{Chain, Origin};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -40,6 +41,47 @@ pub struct InitializationOptions {
     /// grep, glob and search calls still running after this many milliseconds
     /// report `$/progress`. Default 200; 0 for every such call.
     pub progress_after_ms: Option<u64>,
+    /// The permission mode sessions start in. Default: `--mode`, else `ask`.
+    pub mode: Option<ModeName>,
+    /// How long an approval prompt (`window/showMessageRequest`) waits for the
+    /// user before the change is refused, in seconds (above 0). Default:
+    /// `--approval-timeout`, else 120.
+    pub approval_timeout: Option<f64>,
+}
+
+/// A permission mode, from strictest to freest: `read-only` (nothing
+/// changes), `ask` (every change asks the user unless a rule or grant covers
+/// it), `accept-edits` (changes run; removing or moving a path outside the
+/// start directory asks), `trust` (no prompts; the view and deny rules still apply).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModeName {
+    ReadOnly,
+    Ask,
+    AcceptEdits,
+    Trust,
+}
+
+impl From<ModeName> for Mode {
+    fn from(mode: ModeName) -> Mode {
+        match mode {
+            ModeName::ReadOnly => Mode::ReadOnly,
+            ModeName::Ask => Mode::Ask,
+            ModeName::AcceptEdits => Mode::AcceptEdits,
+            ModeName::Trust => Mode::Trust,
+        }
+    }
+}
+
+impl From<Mode> for ModeName {
+    fn from(mode: Mode) -> ModeName {
+        match mode {
+            Mode::ReadOnly => ModeName::ReadOnly,
+            Mode::Ask => ModeName::Ask,
+            Mode::AcceptEdits => ModeName::AcceptEdits,
+            Mode::Trust => ModeName::Trust,
+        }
+    }
 }
 
 /// The host kind, as `ctxfs mcp --host` takes it.
@@ -270,6 +312,173 @@ pub struct RecallParams {
     pub limit: Option<u64>,
 }
 
+/// `ctxfs/setMode`: changes a session's permission mode, at once: for its
+/// calls that have not started yet (also those already queued). A call
+/// waiting for the user's answer keeps the prompt it showed.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SetModeParams {
+    /// The session's id, from `ctxfs/openSession`.
+    pub session: String,
+    pub mode: ModeName,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SetModeResult {
+    /// The session's mode now.
+    pub mode: ModeName,
+    /// The mode before.
+    pub previous: ModeName,
+    /// The line the model's instructions carry about changes in this mode
+    /// (none for `trust`), for the agent to tell its model.
+    pub instruction: Option<String>,
+}
+
+/// `ctxfs/grants`: lists a session's grants, after revoking some if asked.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GrantsParams {
+    /// The session's id, from `ctxfs/openSession`.
+    pub session: String,
+    /// A grant's target to revoke (such as `notes/*`), from the session and
+    /// from the remembered ones; `*` revokes them all.
+    pub revoke: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GrantsResult {
+    /// The grants in force: the session's first, then the project's remembered ones.
+    pub grants: Vec<GrantEntry>,
+    /// How many grants `revoke` took away (present when it was given).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revoked: Option<usize>,
+}
+
+/// A grant: paths the session may change without asking.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct GrantEntry {
+    /// A workspace-relative path pattern: `notes/todo.md`, `notes/*`.
+    pub target: String,
+    /// `session` (until the session ends) or `always` (remembered in grants.json).
+    pub scope: String,
+}
+
+impl From<GrantInfo> for GrantEntry {
+    fn from(g: GrantInfo) -> GrantEntry {
+        GrantEntry { target: g.target, scope: g.scope.to_string() }
+    }
+}
+
+/// `ctxfs/approvalRequest` (a notification to the client): what the
+/// `window/showMessageRequest` that follows it asks, as data, so an editor
+/// extension can show the change (its diff) its own way. The answer is still
+/// given to the prompt.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRequestParams {
+    /// The session whose call asks.
+    pub session: String,
+    /// The tool called.
+    pub tool: String,
+    /// The mode that made it ask.
+    pub mode: ModeName,
+    /// The workspace-relative paths the answer is about (a move: its destination).
+    pub paths: Vec<String>,
+    /// One line: `move notes/a.md to archive/a.md`.
+    pub description: String,
+    /// The unified diff of the change, or a summary of it.
+    pub summary: String,
+    /// The answers offered, in the prompt's order.
+    pub options: Vec<ApprovalChoice>,
+    /// Why it asks, and problems the user should know (a broken rules file).
+    pub notes: Vec<String>,
+    /// The prompt's text, as `window/showMessageRequest` carries it.
+    pub message: String,
+    /// How long the prompt waits for an answer before the change is refused.
+    pub timeout_ms: u64,
+}
+
+/// One answer a prompt offers.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ApprovalChoice {
+    pub approval: ApprovalName,
+    /// The prompt's button: `Allow once`, `Always allow notes/*`, …
+    pub label: String,
+    /// The grant targets an "always" answer remembers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<String>,
+}
+
+/// The answers a prompt may offer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalName {
+    /// This change only.
+    AllowOnce,
+    /// These paths, for the rest of the session.
+    AllowSession,
+    /// These files, from now on.
+    AlwaysFile,
+    /// The files of their directories (`notes/*`), from now on.
+    AlwaysDirectory,
+    Deny,
+}
+
+impl ApprovalName {
+    pub fn of(approval: &Approval) -> Option<ApprovalName> {
+        Some(match approval {
+            Approval::AllowOnce => ApprovalName::AllowOnce,
+            Approval::AllowSession => ApprovalName::AllowSession,
+            Approval::AlwaysFile => ApprovalName::AlwaysFile,
+            Approval::AlwaysDirectory => ApprovalName::AlwaysDirectory,
+            Approval::Deny => ApprovalName::Deny,
+            Approval::Dismissed { .. } => return None,
+        })
+    }
+}
+
+impl ApprovalRequestParams {
+    pub fn new(session: &str, request: &ApprovalRequest) -> ApprovalRequestParams {
+        ApprovalRequestParams {
+            session: session.to_string(),
+            tool: request.tool.clone(),
+            mode: request.mode.into(),
+            paths: request.paths.clone(),
+            description: request.description.clone(),
+            summary: request.summary.clone(),
+            options: request
+                .options
+                .iter()
+                .filter_map(|o| {
+                    ApprovalName::of(&o.approval).map(|approval| ApprovalChoice {
+                        approval,
+                        label: o.label.clone(),
+                        targets: o.targets.clone(),
+                    })
+                })
+                .collect(),
+            notes: request.notes.clone(),
+            message: request.message(),
+            timeout_ms: request.timeout.as_millis().try_into().unwrap_or(u64::MAX),
+        }
+    }
+}
+
+/// The `ctxfs/approvalRequest` notification, for `Client::send_notification`.
+pub enum ApprovalRequestNotification {}
+
+impl tower_lsp_server::ls_types::notification::Notification for ApprovalRequestNotification {
+    type Params = ApprovalRequestParams;
+    const METHOD: &'static str = "ctxfs/approvalRequest";
+}
+
+/// The notifications ctxfs sends to the client, each with the schema of its params.
+pub fn notifications() -> Vec<(&'static str, schemars::Schema)> {
+    vec![("ctxfs/approvalRequest", schemars::schema_for!(ApprovalRequestParams))]
+}
+
 /// The methods, each with the schema of its params and result (`None`: absent / null).
 pub fn methods() -> Vec<(&'static str, Option<schemars::Schema>, Option<schemars::Schema>)> {
     use schemars::schema_for;
@@ -281,6 +490,8 @@ pub fn methods() -> Vec<(&'static str, Option<schemars::Schema>, Option<schemars
         ("ctxfs/compact", Some(schema_for!(CompactParams)), Some(schema_for!(CompactResult))),
         ("ctxfs/rewind", Some(schema_for!(RewindParams)), None),
         ("ctxfs/recall", Some(schema_for!(RecallParams)), Some(schema_for!(CallResult))),
+        ("ctxfs/setMode", Some(schema_for!(SetModeParams)), Some(schema_for!(SetModeResult))),
+        ("ctxfs/grants", Some(schema_for!(GrantsParams)), Some(schema_for!(GrantsResult))),
     ]
 }
 
@@ -294,6 +505,11 @@ pub fn schema_files() -> Vec<(String, String)> {
             "params": params.map(|s| s.to_value()).unwrap_or_else(|| null.clone()),
             "result": result.map(|s| s.to_value()).unwrap_or_else(|| null.clone()),
         });
+        let name = method.trim_start_matches("ctxfs/");
+        out.push((format!("{name}.json"), serde_json::to_string_pretty(&value).expect("schemas serialise") + "\n"));
+    }
+    for (method, params) in notifications() {
+        let value = serde_json::json!({"notification": method, "params": params.to_value()});
         let name = method.trim_start_matches("ctxfs/");
         out.push((format!("{name}.json"), serde_json::to_string_pretty(&value).expect("schemas serialise") + "\n"));
     }
@@ -349,5 +565,48 @@ mod tests {
         let engine = serde_json::to_value(&facts).unwrap();
         let ours = serde_json::to_value(CallFacts::from(facts)).unwrap();
         assert_eq!(engine, ours);
+    }
+
+    #[test]
+    fn the_approval_notification_carries_the_whole_request() {
+        // A new field in gate::ApprovalRequest must be carried here too.
+        use crate::gate::ApprovalOption;
+        let request = ApprovalRequest {
+            tool: "write".into(),
+            mode: Mode::AcceptEdits,
+            paths: vec!["notes/a.md".into()],
+            description: "create notes/a.md (1 line)".into(),
+            summary: "+x".into(),
+            options: vec![
+                ApprovalOption { approval: Approval::AllowOnce, label: "Allow once".into(), targets: vec![] },
+                ApprovalOption {
+                    approval: Approval::AlwaysDirectory,
+                    label: "Always allow notes/*".into(),
+                    targets: vec!["notes/*".into()],
+                },
+                ApprovalOption { approval: Approval::Deny, label: "Deny".into(), targets: vec![] },
+            ],
+            notes: vec!["a note".into()],
+            timeout: std::time::Duration::from_millis(1500),
+        };
+        let gate = serde_json::to_value(&request).unwrap();
+        let ours = serde_json::to_value(ApprovalRequestParams::new("s-1", &request)).unwrap();
+        for (key, value) in gate.as_object().unwrap() {
+            assert_eq!(ours.get(key), Some(value), "{key}");
+        }
+        assert_eq!(ours["session"], "s-1");
+        assert_eq!(ours["timeoutMs"], 1500);
+        assert_eq!(ours["message"], request.message());
+        // It reads back, as a client would.
+        let _: ApprovalRequestParams = serde_json::from_value(ours).unwrap();
+    }
+
+    #[test]
+    fn mode_names_are_the_gate_modes() {
+        for mode in [Mode::ReadOnly, Mode::Ask, Mode::AcceptEdits, Mode::Trust] {
+            let name = ModeName::from(mode);
+            assert_eq!(serde_json::to_value(name).unwrap(), mode.as_str());
+            assert_eq!(Mode::from(name), mode);
+        }
     }
 }

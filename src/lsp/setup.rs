@@ -14,6 +14,7 @@
 use super::protocol::{HostName, InitializationOptions};
 use crate::access::{Level, View, ViewFile};
 use crate::engine::{default_data_dir, Config, Engine, Posture};
+use crate::gate::Mode;
 use crate::hygiene::HostKind;
 use crate::paths::VPath;
 use crate::vfs::os::OsFs;
@@ -23,6 +24,7 @@ use anyhow::{bail, Context};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// What `ctxfs lsp` was started with (all optional).
 #[derive(Debug, Clone, Default)]
@@ -35,6 +37,38 @@ pub struct Defaults {
     pub host: Option<HostKind>,
     /// The user's config directory (global AGENTS.md, skills/, config.json).
     pub config: Option<PathBuf>,
+    /// The permission mode sessions start in (default: ask).
+    pub mode: Option<Mode>,
+    /// How long an approval prompt waits (default: `gate::DEFAULT_TIMEOUT`).
+    pub approval_timeout: Option<Duration>,
+}
+
+/// How the engine's sessions are gated.
+#[derive(Debug, Clone, Copy)]
+struct Gating {
+    mode: Mode,
+    timeout: Duration,
+}
+
+impl Gating {
+    fn apply(self, engine: &mut Engine) {
+        engine.set_mode(self.mode);
+        engine.set_approval_timeout(self.timeout);
+    }
+}
+
+/// The mode sessions start in: `initializationOptions`, else the command line, else ask.
+pub fn mode_of(defaults: &Defaults, options: &InitializationOptions) -> Mode {
+    options.mode.map(Mode::from).or(defaults.mode).unwrap_or(Mode::Ask)
+}
+
+/// The approval timeout `initializationOptions` gives, checked.
+pub fn approval_timeout(options: &InitializationOptions) -> Result<Option<Duration>, String> {
+    match options.approval_timeout {
+        None => Ok(None),
+        Some(s) if s.is_finite() && s > 0.0 && s < 1e9 => Ok(Some(Duration::from_secs_f64(s))),
+        Some(s) => Err(format!("approvalTimeout: {s} is not a number of seconds above 0")),
+    }
 }
 
 /// An engine ready to serve, and how to open its sessions.
@@ -57,6 +91,14 @@ pub fn build(defaults: &Defaults, options: &InitializationOptions, folders: &[Pa
     let start = options.start.clone().or_else(|| defaults.start.clone());
     let data = options.data.as_ref().map(absolute).or_else(|| defaults.data.clone());
     let user = options.config.as_ref().map(absolute).or_else(|| defaults.config.clone());
+    let gating = Gating {
+        mode: mode_of(defaults, options),
+        timeout: approval_timeout(options)
+            .map_err(anyhow::Error::msg)
+            .context("initializationOptions")?
+            .or(defaults.approval_timeout)
+            .unwrap_or(crate::gate::DEFAULT_TIMEOUT),
+    };
 
     let from_options = posture(options.tree.as_ref().map(absolute), options.view.as_ref().map(absolute), options.root.as_ref().map(absolute))
         .context("initializationOptions")?;
@@ -75,7 +117,7 @@ pub fn build(defaults: &Defaults, options: &InitializationOptions, folders: &[Pa
             Posture::Tree { dir, view } => format!("the tree {} with the view {}", dir.display(), view.display()),
             Posture::Device { root } => format!("the project root {}", root.display()),
         };
-        let engine = single(Config { posture, start, data_dir: data }, host, user, docs, host_root.clone())?;
+        let engine = single(Config { posture, start, data_dir: data }, host, user, gating, docs, host_root.clone())?;
         let inside: Vec<PathBuf> =
             folders.iter().filter_map(|f| f.canonicalize().ok()).filter(|f| f.starts_with(&host_root)).collect();
         let roots = (!inside.is_empty() && !inside.contains(&host_root)).then_some(inside);
@@ -97,11 +139,11 @@ pub fn build(defaults: &Defaults, options: &InitializationOptions, folders: &[Pa
         1 => {
             let root = folders.remove(0);
             let describe = format!("the workspace folder {}", root.display());
-            let engine =
-                single(Config { posture: Posture::Device { root: root.clone() }, start, data_dir: data }, host, user, docs, root)?;
+            let config = Config { posture: Posture::Device { root: root.clone() }, start, data_dir: data };
+            let engine = single(config, host, user, gating, docs, root)?;
             Ok(Built { engine, roots: None, describe })
         }
-        _ => several(&folders, start, data, host, user, docs),
+        _ => several(&folders, start, data, host, user, gating, docs),
     }
 }
 
@@ -120,12 +162,14 @@ fn single(
     config: Config,
     host: HostKind,
     user: Option<PathBuf>,
+    gating: Gating,
     docs: &Arc<Documents>,
     host_root: PathBuf,
 ) -> anyhow::Result<Arc<Engine>> {
     let docs = docs.clone();
     let mut engine = Engine::new_layered(config, move |fs| Arc::new(Overlay::new(fs, docs, host_root)) as Arc<dyn Fs>)?;
     engine.set_host(host);
+    gating.apply(&mut engine);
     if user.is_some() {
         engine.set_user_config(user);
     }
@@ -139,6 +183,7 @@ fn several(
     data: Option<PathBuf>,
     host: HostKind,
     user: Option<PathBuf>,
+    gating: Gating,
     docs: &Arc<Documents>,
 ) -> anyhow::Result<Built> {
     let ancestor = common_ancestor(folders);
@@ -169,6 +214,7 @@ fn several(
     let fs: Arc<dyn Fs> = Arc::new(Overlay::new(fs, docs.clone(), ancestor.clone()));
     let start = start.or_else(|| folders[0].to_str().map(str::to_string));
     let mut engine = Engine::with_fs(fs, view, start.as_deref(), data, ancestor.clone(), host);
+    gating.apply(&mut engine);
     if user.is_some() {
         engine.set_user_config(user);
     }
@@ -229,5 +275,31 @@ mod tests {
         // No folder and no posture: a sentence saying what to do.
         let error = build(&Defaults::default(), &options, &[], &Documents::new()).err().unwrap();
         assert!(error.to_string().contains("no workspace folder"), "{error}");
+    }
+
+    #[test]
+    fn the_mode_comes_from_the_options_then_the_command_line_then_ask() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+        std::fs::create_dir(&a).unwrap();
+        std::fs::create_dir(&b).unwrap();
+        let data = tempfile::tempdir().unwrap();
+        let base = InitializationOptions { data: Some(data.path().to_path_buf()), ..Default::default() };
+        let mode = |defaults: &Defaults, options: &InitializationOptions, folders: &[PathBuf]| {
+            let built = build(defaults, options, folders, &Documents::new()).unwrap();
+            built.engine.open_session(Default::default()).unwrap().mode()
+        };
+        let one = std::slice::from_ref(&a);
+        let two = [a.clone(), b.clone()];
+        assert_eq!(mode(&Defaults::default(), &base, one), Mode::Ask);
+        assert_eq!(mode(&Defaults::default(), &base, &two), Mode::Ask);
+        let flags = Defaults { mode: Some(Mode::ReadOnly), ..Default::default() };
+        assert_eq!(mode(&flags, &base, one), Mode::ReadOnly);
+        let trust = InitializationOptions { mode: Some(super::super::protocol::ModeName::Trust), ..base.clone() };
+        assert_eq!(mode(&flags, &trust, one), Mode::Trust);
+        assert_eq!(mode(&flags, &trust, &two), Mode::Trust);
+        let bad = InitializationOptions { approval_timeout: Some(-1.0), ..base.clone() };
+        let error = build(&Defaults::default(), &bad, one, &Documents::new()).err().unwrap();
+        assert!(format!("{error:#}").contains("approvalTimeout"), "{error:#}");
     }
 }

@@ -204,16 +204,22 @@ def capabilities(*, apply_edit=True, progress=False, utf8=False) -> types.Client
 
 
 @asynccontextmanager
-async def editor(folders, data: Path, *, caps=None, options=None, root_uri=None):
-    """Starts `ctxfs lsp` and initializes it like an editor with `folders` open."""
+async def editor(folders, data: Path, *, caps=None, options=None, root_uri=None, mode="trust", args=(), on_client=None):
+    """Starts `ctxfs lsp` and initializes it like an editor with `folders` open.
+
+    These tests are about the tools, not the gate: sessions run in `mode`
+    (initializationOptions), `trust` unless told (None: the server's default,
+    ask). `on_client` sees the client before it starts, to add handlers."""
     client = make_test_lsp_client()
     caps = caps or capabilities()
     encodings = (caps.general and caps.general.position_encodings) or []
     utf8 = types.PositionEncodingKind.Utf8 in encodings
     ed = Editor(client, "utf-8" if utf8 else "utf-16")
-    await client.start_io(str(BIN), "lsp", env={**os.environ, "CTXFS_LOG": os.environ.get("CTXFS_LOG", "info")})
+    if on_client:
+        on_client(client)
+    await client.start_io(str(BIN), "lsp", *args, env={**os.environ, "CTXFS_LOG": os.environ.get("CTXFS_LOG", "info")})
     try:
-        init = {"data": str(data), **(options or {})}
+        init = {"data": str(data), **({"mode": mode} if mode else {}), **(options or {})}
         result = await asyncio.wait_for(client.initialize_session(types.InitializeParams(
             capabilities=caps,
             client_info=types.ClientInfo(name="pytest-editor"),
@@ -225,6 +231,10 @@ async def editor(folders, data: Path, *, caps=None, options=None, root_uri=None)
         yield ed
         await asyncio.wait_for(client.shutdown_session(), TIMEOUT)
     finally:
+        # After a failure the server was not told to exit: end it, or stop() waits for it.
+        server = getattr(client, "_server", None)
+        if server is not None and server.returncode is None:
+            server.kill()
         await client.stop()
 
 
