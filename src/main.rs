@@ -211,10 +211,19 @@ struct LspArgs {
     /// What the client's next request carries: `resend` or `fresh` (see `ctxfs mcp --help`).
     #[arg(long, value_name = "KIND", value_parser = parse_host)]
     host: Option<HostKind>,
-    /// The user's config directory (global AGENTS.md, skills/, config.json).
+    /// The user's config directory (global AGENTS.md, skills/, config.json, rules.json).
     /// Default: the platform's config directory.
     #[arg(long, value_name = "DIR")]
     config: Option<PathBuf>,
+    /// The permission mode: `read-only`, `ask` (each change asks the user in the editor
+    /// unless a rule or grant covers it), `accept-edits` or `trust` (see `ctxfs mcp --help`).
+    /// Default: ask.
+    #[arg(long, value_name = "MODE", value_parser = parse_mode)]
+    mode: Option<Mode>,
+    /// How long an approval prompt waits for the user before the change is refused.
+    /// Default: 120.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    approval_timeout: Option<Duration>,
 }
 
 impl LspArgs {
@@ -228,6 +237,8 @@ impl LspArgs {
             data: self.data.as_ref().map(absolute).transpose()?,
             host: self.host,
             config: self.config.as_ref().map(absolute).transpose()?,
+            mode: self.mode,
+            approval_timeout: self.approval_timeout,
         })
     }
 }
