@@ -50,11 +50,70 @@ pub struct IndexSlot {
     path: PathBuf,
     data_dir: PathBuf,
     cell: std::sync::OnceLock<Option<Arc<Index>>>,
+    /// Written files waiting to be indexed off the call's path.
+    queue: Mutex<Option<std::sync::mpsc::Sender<WrittenFile>>>,
+    /// How many queued files are not indexed yet, to wait for before a search.
+    pending: Arc<(Mutex<usize>, std::sync::Condvar)>,
+}
+
+/// A file a change wrote, for the indexer.
+struct WrittenFile {
+    real: VPath,
+    bytes: Vec<u8>,
+    created_by: Option<String>,
 }
 
 impl IndexSlot {
     fn new(data_dir: &Path) -> IndexSlot {
-        IndexSlot { path: data_dir.join("index.db"), data_dir: data_dir.to_path_buf(), cell: std::sync::OnceLock::new() }
+        IndexSlot {
+            path: data_dir.join("index.db"),
+            data_dir: data_dir.to_path_buf(),
+            cell: std::sync::OnceLock::new(),
+            queue: Mutex::new(None),
+            pending: Default::default(),
+        }
+    }
+
+    /// Indexes a written file in the background (the call does not wait for
+    /// it; the first one also opens the index and loads the embedder there).
+    fn enqueue(self: &Arc<Self>, file: WrittenFile) {
+        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        if queue.is_none() {
+            let (sender, receiver) = std::sync::mpsc::channel::<WrittenFile>();
+            let slot = self.clone();
+            let spawned = std::thread::Builder::new().name("ctxfs-indexer".into()).spawn(move || {
+                for file in receiver {
+                    if let Some(index) = slot.get() {
+                        if let Err(e) = index.note_written(&file.real, &file.bytes, file.created_by.as_deref()) {
+                            tracing::warn!(error = %e, path = %file.real, "could not index a written file");
+                        }
+                    }
+                    let (count, done) = &*slot.pending;
+                    *count.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+                    done.notify_all();
+                }
+            });
+            if spawned.is_err() {
+                tracing::warn!("could not start the indexer; written files are indexed at the next search");
+                return;
+            }
+            *queue = Some(sender);
+        }
+        if let Some(sender) = queue.as_ref() {
+            *self.pending.0.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+            if sender.send(file).is_err() {
+                *self.pending.0.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+            }
+        }
+    }
+
+    /// Waits until every queued file is indexed (before a search or a tag).
+    fn settle(&self) {
+        let (count, done) = &*self.pending;
+        let mut count = count.lock().unwrap_or_else(|e| e.into_inner());
+        while *count > 0 {
+            count = done.wait(count).unwrap_or_else(|e| e.into_inner());
+        }
     }
 
     /// The index, or `None` when it cannot be opened (search then ranks by words on the fly).
@@ -343,7 +402,10 @@ impl Session {
             };
         }
         let index = match tool {
-            "search" | "tag" => self.index.get().map(|i| &**i),
+            "search" | "tag" => {
+                self.index.settle();
+                self.index.get().map(|i| &**i)
+            }
             _ => None,
         };
         let user_dir = self.user.dir.as_deref();
@@ -386,18 +448,13 @@ impl Session {
             Outcome::Patch(changes) => changes,
             _ => return,
         };
-        if changes.iter().all(|c| c.sha.is_none()) {
-            return;
-        }
-        let Some(index) = self.index.get() else { return };
         for change in changes.iter().filter(|c| c.sha.is_some()) {
             let Ok(target) = access.check(change.path.as_str(), change.path.clone(), crate::access::Need::Look) else {
                 continue;
             };
             if let Ok(bytes) = access.fs().read_file(&target.real, crate::index::hybrid::MAX_FILE_BYTES) {
-                if let Err(e) = index.note_written(&target.real, &bytes, self.client_name.as_deref()) {
-                    tracing::warn!(error = %e, path = %change.path, "could not index a written file");
-                }
+                let created_by = self.client_name.clone();
+                self.index.enqueue(WrittenFile { real: target.real, bytes, created_by });
             }
         }
     }
