@@ -88,8 +88,9 @@ def timed(cmd):
 def ctxfs_full_text(ctxfs, tree, data, tool, args):
     """The full (uncapped) text of one call: the call, then `recall` of its whole result,
     window by window, in one `ctxfs replay` session driven step by step."""
-    p = subprocess.Popen([ctxfs, "replay", "--root", tree, "--data", data, "-"], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True)
+    config = os.path.join(data, "config")
+    p = subprocess.Popen([ctxfs, "replay", "--root", tree, "--data", data, "--config", config, "-"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def step(call, call_args):
         p.stdin.write(json.dumps({"call": call, "args": call_args}) + "\n")
@@ -156,13 +157,16 @@ def main():
     ap.add_argument("--trees", default="registry,docs")
     ap.add_argument("--no-build", action="store_true", help="use the binaries already in target/release")
     ap.add_argument("--no-wait", action="store_true", help="do not wait for the machine to be quiet")
+    ap.add_argument("--max-wait", type=float, default=300, help="longest wait (s) for the machine to be quiet")
     opts = ap.parse_args()
 
     ctxfs = str(build(example=True)) if not opts.no_build else str(Path(__file__).resolve().parents[1] / "target/release/ctxfs")
     rg = ensure_ripgrep()
     rg_version = subprocess.run([rg, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     data = tempfile.mkdtemp(prefix="ctxfs-bench-data-")
-    load0 = wait_quiet() if not opts.no_wait else "not checked"
+    config = os.path.join(data, "config")  # no user config of this machine: an empty one
+    os.mkdir(config)
+    load0 = wait_quiet(opts.max_wait) if not opts.no_wait else "not checked"
     meter = OtherLoad()
     all_trees = trees()
     rows, notes = [], []
@@ -174,6 +178,7 @@ def main():
         files, size = tree_size(tree)
         notes.append(f"{name}: {tree} ({files} files, {size / 2**20:.0f} MiB)")
         tree = str(tree)
+        call = [ctxfs, "call", "--root", tree, "--data", data, "--config", config]
         log(f"[{name}] warming the page cache")
         timed([rg, *RG_BASE, "--count", "-F", "zzzz-no-such-text", tree])
 
@@ -185,8 +190,7 @@ def main():
             rg_cmd = [rg, *RG_BASE, "--count", *rg_args, tree]
             _, rg_out = timed(rg_cmd)
             r_files, r_lines = count_totals(rg_out.decode(errors="replace").splitlines())
-            c_ms, r_ms = bench_pair([ctxfs, "call", "--root", tree, "--data", data, "grep", json.dumps(args)],
-                                    rg_cmd, opts.runs)
+            c_ms, r_ms = bench_pair([*call, "grep", json.dumps(args)], rg_cmd, opts.runs)
             p_ms, setup = in_process(tree, data, "grep", args, opts.runs)
             same = "yes" if (c_files, c_lines) == (r_files, r_lines) else "**NO**"
             rows.append([name, f"grep {label}", f"{c_lines} in {c_files}", f"{r_lines} in {r_files}", same,
@@ -201,8 +205,7 @@ def main():
             rg_cmd = [rg, *RG_BASE, "--files", *rg_args, tree]
             _, rg_out = timed(rg_cmd)
             r_n = len(rg_out.splitlines())
-            c_ms, r_ms = bench_pair([ctxfs, "call", "--root", tree, "--data", data, "glob", json.dumps(args)],
-                                    rg_cmd, opts.runs)
+            c_ms, r_ms = bench_pair([*call, "glob", json.dumps(args)], rg_cmd, opts.runs)
             p_ms, setup = in_process(tree, data, "glob", args, opts.runs)
             same = "yes" if c_n == r_n else "**NO**"
             rg_label = "rg --files" + (f" -t {name_glob}" if rg_args else "")

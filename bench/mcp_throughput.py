@@ -281,7 +281,11 @@ def materialize(plan, m: Mapping, tag):
 
 def start(kind, ctxfs, peer_js, root, data):
     if kind == "ctxfs":
-        s = Server("ctxfs", [ctxfs, "mcp", "--root", str(root), "--data", str(data)])
+        # No approval prompts (the peer has none either) and no user config of this machine.
+        config = Path(data).parent / "ctxfs-config"
+        config.mkdir(exist_ok=True)
+        s = Server("ctxfs", [ctxfs, "mcp", "--root", str(root), "--data", str(data), "--config", str(config),
+                             "--mode", "accept-edits"])
     else:
         s = Server("peer", ["node", str(peer_js), str(root)])
     s.initialize()
@@ -296,12 +300,13 @@ def main():
     ap.add_argument("--only", default="latency,mixed,rss", help="parts to run: latency, mixed, rss")
     ap.add_argument("--no-build", action="store_true")
     ap.add_argument("--no-wait", action="store_true", help="do not wait for the machine to be quiet")
+    ap.add_argument("--max-wait", type=float, default=300, help="longest wait (s) for the machine to be quiet")
     opts = ap.parse_args()
     parts = set(opts.only.split(","))
 
     ctxfs = str(build()) if not opts.no_build else str(Path(__file__).resolve().parents[1] / "target/release/ctxfs")
     peer_js = ensure_peer()
-    load0 = wait_quiet() if not opts.no_wait else "not checked"
+    load0 = wait_quiet(opts.max_wait) if not opts.no_wait else "not checked"
     meter = OtherLoad()
     node_version = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
     work = Path(tempfile.mkdtemp(prefix="ctxfs-bench-mcp-"))
