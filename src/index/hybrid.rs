@@ -8,21 +8,32 @@
 //! changes neither which results come back, nor their order, nor how many.
 //! Access itself is decided by `access`; this module only asks it.
 //!
+//! Fusion: each ranking's best 200 passages are fused by reciprocal rank
+//! (`1/(30 + rank)`), the words ranking weighing 1.2 and the others 1; the
+//! word rankings leave English function words out of the query ("the",
+//! "where", ...) unless nothing else is left. These were chosen on
+//! bench/search_quality.py's query sets over three crates (bench/README.md).
+//!
 //! Speed: what the store holds about files and chunks is mirrored in memory
 //! (`Mirror`: each file's size, time and blob; each blob's chunk ids, lines
-//! and lengths; the vectors, quantised to `i8`, once a search needs them),
-//! so a query reads from SQLite only the postings of its words and the
-//! texts it answers. The mirror is dropped and read again when another
-//! connection (another process) committed to the store. A refresh still
-//! walks the visible tree on every query (that is how changes from outside
-//! are seen), but it only stats unchanged files; new or changed files are
-//! read, chunked and embedded on the walk's threads, and the store is
-//! written from one.
+//! and lengths once a search needs them; the sign bits of their vectors, 48
+//! bytes a passage, once a meaning search needs them), so a query reads from
+//! SQLite only the postings of its words, the `i8` vectors of the 2,000
+//! passages whose sign bits agree most with the query's (scored exactly;
+//! with fewer visible passages, all of them) and the texts it answers. The
+//! mirror is dropped and read again when another connection (another
+//! process) committed to the store. A refresh still walks the visible tree
+//! on every query (that is how changes from outside are seen), but it only
+//! stats unchanged files; new or changed files are read, chunked and
+//! embedded on the walk's threads, and the store is written from one. Every
+//! score is computed per passage and ties go by shown path, line and place,
+//! so neither the walk's order nor anything hidden changes a ranking.
 //!
 //! For benchmarks, `CTXFS_SEARCH_RANKINGS` (read once) limits which
 //! rankings take part: `words`, `meaning`, `paths`, joined by `+` or `,`;
-//! unset, `fused` or `all` is all three. It is a knob for measuring, not a
-//! setting for users; `Index::search_with` takes the same choice per call.
+//! unset, `fused` or `all` is all three; `exact` scores every passage's
+//! vector instead of those the sign bits pick. It is a knob for measuring,
+//! not a setting for users; `Index::search_with` takes the same choice per call.
 
 use super::store::{decode_vector, quantize, IndexStore, NewChunk};
 use crate::access::{Access, Target};
@@ -32,10 +43,10 @@ use crate::tools::search::words;
 use crate::tools::text::TextFile;
 use crate::tools::{sha256, Sha};
 use crate::vfs::Source;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 /// Files larger than this are not indexed.
@@ -52,6 +63,8 @@ const WORDS_WEIGHT: f64 = 1.2;
 const RANK_DEPTH: usize = 200;
 const BM25_K1: f64 = 1.2;
 const BM25_B: f64 = 0.75;
+/// How many passages the meaning ranking scores exactly, picked by the sign bits of their vectors.
+const RERANK: usize = 2000;
 /// A refresh commits after this many written files or chunks.
 const COMMIT_FILES: usize = 256;
 const COMMIT_CHUNKS: usize = 4096;
@@ -89,25 +102,31 @@ pub struct Rankings {
     pub meaning: bool,
     /// BM25 over each file's path and tags.
     pub paths: bool,
+    /// Score every passage's vector exactly instead of the `RERANK` its sign bits pick
+    /// (for measuring what that costs; `exact` in `CTXFS_SEARCH_RANKINGS`).
+    pub exact_meaning: bool,
 }
 
 impl Rankings {
-    pub const ALL: Rankings = Rankings { words: true, meaning: true, paths: true };
+    pub const ALL: Rankings = Rankings { words: true, meaning: true, paths: true, exact_meaning: false };
+    pub const NONE: Rankings = Rankings { words: false, meaning: false, paths: false, exact_meaning: false };
 
-    /// `words`, `meaning`, `paths`, joined by `+` or `,`; `fused`, `all` or nothing is all three.
+    /// `words`, `meaning`, `paths`, joined by `+` or `,`; `fused`, `all` or
+    /// nothing is all three; `exact` adds `exact_meaning`.
     pub fn parse(text: &str) -> Result<Rankings, String> {
-        let text = text.trim();
-        if text.is_empty() || text == "fused" || text == "all" {
-            return Ok(Rankings::ALL);
-        }
-        let mut out = Rankings { words: false, meaning: false, paths: false };
-        for part in text.split(['+', ',']).map(str::trim) {
+        let mut out = Rankings::NONE;
+        for part in text.split(['+', ',']).map(str::trim).filter(|p| !p.is_empty()) {
             match part {
                 "words" => out.words = true,
                 "meaning" => out.meaning = true,
                 "paths" => out.paths = true,
-                other => return Err(format!("{other:?} is not a ranking (words, meaning, paths, fused)")),
+                "fused" | "all" => (out.words, out.meaning, out.paths) = (true, true, true),
+                "exact" => out.exact_meaning = true,
+                other => return Err(format!("{other:?} is not a ranking (words, meaning, paths, fused, exact)")),
             }
+        }
+        if !(out.words || out.meaning || out.paths) {
+            (out.words, out.meaning, out.paths) = (true, true, true);
         }
         Ok(out)
     }
@@ -156,24 +175,27 @@ struct MemChunk {
     words: u32,
 }
 
-/// One blob's chunks (and vectors, once loaded), in memory.
+/// One blob in memory: its chunks (once a search needed them) and the sign
+/// bits of their vectors (once a search needed those).
 #[derive(Debug, Default)]
 struct BlobEntry {
     /// Made with the current vectorizer (else it is made again when seen).
     current: bool,
     chunks: Vec<MemChunk>,
-    /// `dims` values per chunk, or empty when the blob has no vectors (or they are not loaded).
-    vectors: Vec<i8>,
-    scales: Vec<f32>,
+    /// `code_words` words of sign bits per chunk, or empty when the blob has
+    /// no vectors (or they are not loaded).
+    codes: Vec<u64>,
 }
 
 /// One file row, in memory.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 struct FileEntry {
     rowid: i64,
     blob: Sha,
     size: i64,
     mtime: i64,
+    /// The last refresh that found the file (the walk's threads set it under a read lock).
+    mark: AtomicU32,
 }
 
 /// What the store holds, in memory (see the module header).
@@ -183,10 +205,25 @@ struct Mirror {
     version: Option<i64>,
     files: HashMap<String, FileEntry>,
     blobs: HashMap<Sha, BlobEntry>,
-    /// Whether the blobs hold their vectors.
+    /// Whether the blobs hold their chunks (a build alone does not need them).
+    chunks: bool,
+    /// Whether the blobs hold their vectors' codes.
     vectors: bool,
-    /// The vectors' length (0 until one is known).
+    /// The vectors' length (0 until one is known), and the `u64` words of a code.
     dims: usize,
+    /// The count of refreshes, for `FileEntry::mark`.
+    epoch: u32,
+}
+
+/// The sign bits of a vector, 64 to a word.
+fn sign_code(values: impl Iterator<Item = bool>, out: &mut Vec<u64>, dims: usize) {
+    let start = out.len();
+    out.resize(start + dims.div_ceil(64), 0);
+    for (i, positive) in values.enumerate().take(dims) {
+        if positive {
+            out[start + i / 64] |= 1 << (i % 64);
+        }
+    }
 }
 
 impl Mirror {
@@ -194,32 +231,28 @@ impl Mirror {
         self.blobs.get(sha).is_some_and(|b| b.current)
     }
 
-    /// Records a blob just stored; its vectors are kept when the others are.
+    fn code_words(&self) -> usize {
+        self.dims.div_ceil(64)
+    }
+
+    /// Records a blob just stored; its chunks and codes are kept when the others' are.
     fn put_blob(&mut self, sha: Sha, current: bool, ids: &[i64], chunks: &[NewChunk]) {
-        let mut entry = BlobEntry {
-            current,
-            chunks: ids
+        let mut entry = BlobEntry { current, ..BlobEntry::default() };
+        if self.chunks {
+            entry.chunks = ids
                 .iter()
                 .zip(chunks)
-                .map(|(id, c)| MemChunk {
-                    id: *id,
-                    first_line: c.first_line as u32,
-                    last_line: c.last_line as u32,
-                    words: c.words.len() as u32,
-                })
-                .collect(),
-            ..BlobEntry::default()
-        };
-        if self.vectors && !chunks.is_empty() && chunks.iter().all(|c| c.vector.is_some()) {
+                .map(|(id, c)| MemChunk { id: *id, first_line: c.first_line as u32, last_line: c.last_line as u32, words: c.words.len() as u32 })
+                .collect();
+        }
+        if self.chunks && self.vectors && !chunks.is_empty() {
             let dims = chunks[0].vector.as_ref().map_or(0, Vec::len);
             if self.dims == 0 {
                 self.dims = dims;
             }
-            if dims == self.dims && chunks.iter().all(|c| c.vector.as_ref().is_some_and(|v| v.len() == dims)) {
+            if dims > 0 && dims == self.dims && chunks.iter().all(|c| c.vector.as_ref().is_some_and(|v| v.len() == dims)) {
                 for c in chunks {
-                    let (q, scale) = quantize(c.vector.as_deref().unwrap_or_default());
-                    entry.vectors.extend_from_slice(&q);
-                    entry.scales.push(scale);
+                    sign_code(c.vector.iter().flatten().map(|v| *v > 0.0), &mut entry.codes, dims);
                 }
             }
         }
@@ -265,7 +298,7 @@ struct Seen {
 /// What the walk hands the writer about one visible file.
 enum Work {
     /// Unchanged since it was indexed.
-    Same { real: VPath, shown: VPath, size: i64, entry: FileEntry },
+    Same { shown: VPath, size: i64, blob: Sha, rowid: i64 },
     /// Read and hashed; chunked and embedded when its content was not indexed yet.
     Read { real: VPath, shown: VPath, size: i64, mtime: i64, sha: Sha, chunks: Option<Vec<NewChunk>> },
     /// Binary, too large or unreadable.
@@ -308,6 +341,11 @@ fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
     a.iter().zip(b).map(|(x, y)| i32::from(*x) * i32::from(*y)).sum()
 }
 
+/// How many sign bits two codes share (the dimensions minus their Hamming distance).
+fn agreement(a: &[u64], b: &[u64], dims: usize) -> u32 {
+    dims as u32 - a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum::<u32>()
+}
+
 impl Index {
     pub fn open(path: &Path, vectorizer: Option<Arc<dyn Vectorizer>>, chunker: Arc<dyn Chunker>) -> anyhow::Result<Index> {
         Ok(Index { store: Mutex::new(IndexStore::open(path)?), vectorizer, chunker, mirror: RwLock::new(Mirror::default()) })
@@ -333,40 +371,52 @@ impl Index {
         self.vectorizer.as_ref().map(|v| v.name())
     }
 
-    /// Reads the mirror again when it was never read or another connection committed since.
-    fn sync_mirror(&self, store: &IndexStore) -> anyhow::Result<()> {
+    /// Reads the mirror again when it was never read or another connection
+    /// committed since; with `chunks`, makes sure it holds the blobs' chunks.
+    fn sync_mirror(&self, store: &IndexStore, chunks: bool) -> anyhow::Result<()> {
         let version = store.data_version()?;
-        if self.mirror().version == Some(version) {
-            return Ok(());
+        {
+            let mirror = self.mirror();
+            if mirror.version == Some(version) && (mirror.chunks || !chunks) {
+                return Ok(());
+            }
         }
-        let mut mirror = Mirror::default();
-        store.all_files(|f| {
-            if let Ok(blob) = <Sha>::try_from(f.blob.as_slice()) {
-                mirror.files.insert(f.path, FileEntry { rowid: f.rowid, blob, size: f.size, mtime: f.mtime });
+        let mut mirror = self.mirror_mut();
+        if mirror.version != Some(version) {
+            let epoch = mirror.epoch;
+            *mirror = Mirror { epoch, ..Mirror::default() };
+            store.all_files(|f| {
+                if let Ok(blob) = <Sha>::try_from(f.blob.as_slice()) {
+                    let entry = FileEntry { rowid: f.rowid, blob, size: f.size, mtime: f.mtime, mark: AtomicU32::new(epoch) };
+                    mirror.files.insert(f.path, entry);
+                }
+            })?;
+            let current = self.current();
+            store.all_blobs(|sha, embedder| {
+                if let Ok(sha) = <Sha>::try_from(sha.as_slice()) {
+                    mirror.blobs.insert(sha, BlobEntry { current: embedder.as_deref() == current, ..BlobEntry::default() });
+                }
+            })?;
+            mirror.version = Some(version);
+        }
+        if chunks && !mirror.chunks {
+            for blob in mirror.blobs.values_mut() {
+                blob.chunks.clear();
             }
-        })?;
-        let current = self.current();
-        store.all_blobs(|sha, embedder| {
-            if let Ok(sha) = <Sha>::try_from(sha.as_slice()) {
-                mirror.blobs.insert(sha, BlobEntry { current: embedder.as_deref() == current, ..BlobEntry::default() });
+            store.all_chunks(|blob, c| {
+                if let Some(entry) = mirror.blobs.get_mut(blob) {
+                    entry.chunks.push(MemChunk { id: c.id, first_line: c.first_line as u32, last_line: c.last_line as u32, words: c.words as u32 });
+                }
+            })?;
+            for blob in mirror.blobs.values_mut() {
+                blob.chunks.shrink_to_fit();
             }
-        })?;
-        store.all_chunks(|blob, c| {
-            if let Some(entry) = mirror.blobs.get_mut(blob) {
-                entry.chunks.push(MemChunk {
-                    id: c.id,
-                    first_line: c.first_line as u32,
-                    last_line: c.last_line as u32,
-                    words: c.words as u32,
-                });
-            }
-        })?;
-        mirror.version = Some(version);
-        *self.mirror_mut() = mirror;
+            mirror.chunks = true;
+        }
         Ok(())
     }
 
-    /// Loads every stored vector into the mirror (once; new blobs bring their own).
+    /// Loads the sign bits of every stored vector into the mirror (once; new blobs bring their own).
     fn load_vectors(&self, store: &IndexStore) -> anyhow::Result<()> {
         if self.vectorizer.is_none() || self.mirror().vectors {
             return Ok(());
@@ -383,35 +433,37 @@ impl Index {
         let mut filled = vec![0u32; shas.len()];
         let mut dims = mirror.dims;
         let mut values = Vec::new();
+        let mut code = Vec::new();
         store.all_vectors(|id, bytes| {
             let Some(&(b, i)) = place.get(&id) else { return };
             values.clear();
-            let Some(scale) = decode_vector(bytes, &mut values) else { return };
+            if decode_vector(bytes, &mut values).is_none() {
+                return;
+            }
             if dims == 0 {
                 dims = values.len();
             }
-            if values.len() != dims {
+            if values.len() != dims || dims == 0 {
                 return;
             }
             let Some(entry) = mirror.blobs.get_mut(&shas[b as usize]) else { return };
+            let words = dims.div_ceil(64);
             let n = entry.chunks.len();
-            if entry.vectors.len() != n * dims {
-                entry.vectors = vec![0; n * dims];
-                entry.scales = vec![0.0; n];
+            if entry.codes.len() != n * words {
+                entry.codes = vec![0; n * words];
             }
+            code.clear();
+            sign_code(values.iter().map(|v| *v > 0), &mut code, dims);
             let i = i as usize;
-            entry.vectors[i * dims..(i + 1) * dims].copy_from_slice(&values);
-            entry.scales[i] = scale;
+            entry.codes[i * words..(i + 1) * words].copy_from_slice(&code);
             filled[b as usize] += 1;
         })?;
         // A blob with a chunk that has no vector has none at all.
         for (b, sha) in shas.iter().enumerate() {
             if let Some(entry) = mirror.blobs.get_mut(sha) {
                 if filled[b] as usize != entry.chunks.len() {
-                    entry.vectors = Vec::new();
-                    entry.scales = Vec::new();
+                    entry.codes = Vec::new();
                 }
-                entry.vectors.shrink_to_fit();
             }
         }
         mirror.dims = dims;
@@ -491,14 +543,17 @@ impl Index {
         }
         let sha = sha256(bytes);
         let store = self.store();
-        self.sync_mirror(&store)?;
+        self.sync_mirror(&store, false)?;
         self.write(&store, || {
             self.ensure_blob(&store, &sha, || self.make_chunks(file.text()))?;
             let old = self.mirror().files.get(real.as_str()).map(|f| f.blob);
             // The time is unknown here; the next refresh stats the file again.
             let (size, mtime) = (bytes.len() as i64, -1);
             let rowid = store.put_file(real.as_str(), &sha, size, mtime, created_by)?;
-            self.mirror_mut().files.insert(real.to_string(), FileEntry { rowid, blob: sha, size, mtime });
+            let mut mirror = self.mirror_mut();
+            let mark = AtomicU32::new(mirror.epoch);
+            mirror.files.insert(real.to_string(), FileEntry { rowid, blob: sha, size, mtime, mark });
+            drop(mirror);
             if let Some(old) = old.filter(|old| *old != sha) {
                 self.drop_if_orphan(&store, &old)?;
             }
@@ -518,14 +573,15 @@ impl Index {
 
     /// What the walk does with one visible file (on the walk's threads):
     /// stat it, and when it is new or changed, read, hash, chunk and embed it.
-    fn prepare(&self, real: VPath, shown: VPath, open: &dyn Fn() -> Option<Source>) -> Work {
+    fn prepare(&self, real: VPath, shown: VPath, open: &dyn Fn() -> Option<Source>, epoch: u32) -> Work {
         let Some(source) = open() else { return Work::Skip { size: 0 } };
         let (size, mtime) = mtime_of(&source);
         {
             let mirror = self.mirror();
             if let Some(entry) = mirror.files.get(real.as_str()) {
                 if entry.size == size && entry.mtime == mtime && mtime >= 0 && mirror.is_current(&entry.blob) {
-                    return Work::Same { real, shown, size, entry: *entry };
+                    entry.mark.store(epoch, Ordering::Relaxed);
+                    return Work::Same { shown, size, blob: entry.blob, rowid: entry.rowid };
                 }
             }
         }
@@ -538,22 +594,27 @@ impl Index {
     }
 
     /// Brings the index up to date with the visible files under `root`,
-    /// answering them sorted by their shown path. Files changed since they
-    /// were indexed are read again; visible files that are gone are dropped.
+    /// answering them (in no particular order) when `collect` is set. Files
+    /// changed since they were indexed are read again; visible files that
+    /// are gone are dropped.
     ///
     /// The walk's threads stat every file; unchanged and skipped files stay
     /// with them (no hand-over per file), new and changed ones are read,
     /// chunked and embedded there and handed to this thread, the only one
     /// that writes the store.
-    fn refresh(&self, store: &IndexStore, access: &Access, root: &Target, progress: &dyn Fn(&Progress)) -> anyhow::Result<Vec<Seen>> {
-        self.sync_mirror(store)?;
+    fn refresh(&self, store: &IndexStore, access: &Access, root: &Target, collect: bool, progress: &dyn Fn(&Progress)) -> anyhow::Result<Vec<Seen>> {
+        self.sync_mirror(store, collect)?;
+        let epoch = {
+            let mut mirror = self.mirror_mut();
+            mirror.epoch = mirror.epoch.wrapping_add(1);
+            mirror.epoch
+        };
         let (sender, receiver) = std::sync::mpsc::sync_channel::<Work>(CHANNEL_BOUND);
         let counts = WalkCounts::default();
-        let unchanged: Mutex<Vec<(VPath, Seen)>> = Mutex::new(Vec::new());
+        let unchanged: Mutex<Vec<Seen>> = Mutex::new(Vec::new());
         let stop = AtomicBool::new(false);
         let root_real = &root.real;
         let mut seen = Vec::new();
-        let mut present: HashSet<String> = HashSet::new();
         let mut state = Progress::default();
         let mut walk_result = Ok(());
         store.begin()?;
@@ -565,11 +626,12 @@ impl Index {
                         return;
                     }
                     counts.found.fetch_add(1, Ordering::Relaxed);
-                    match self.prepare(root_real.join_rel(rel), shown.clone(), open) {
-                        Work::Same { real, shown, size, entry } => {
+                    match self.prepare(root_real.join_rel(rel), shown.clone(), open, epoch) {
+                        Work::Same { shown, size, blob, rowid } => {
                             counts.add(&counts.same, size);
-                            let seen = Seen { shown, blob: entry.blob, rowid: entry.rowid };
-                            unchanged.lock().unwrap_or_else(|e| e.into_inner()).push((real, seen));
+                            if collect {
+                                unchanged.lock().unwrap_or_else(|e| e.into_inner()).push(Seen { shown, blob, rowid });
+                            }
                         }
                         Work::Skip { size } => counts.add(&counts.skipped, size),
                         work => {
@@ -603,25 +665,32 @@ impl Index {
                         None if self.mirror().is_current(&sha) => 0,
                         None => continue,
                     };
-                    let old = self.mirror().files.get(real.as_str()).copied();
+                    let old = self.mirror().files.get(real.as_str()).map(|f| (f.rowid, f.blob, f.size, f.mtime));
                     let rowid = match old {
-                        Some(old) if old.blob == sha && old.size == size && old.mtime == mtime => old.rowid,
+                        Some((rowid, blob, old_size, old_mtime)) if blob == sha && old_size == size && old_mtime == mtime => {
+                            if let Some(f) = self.mirror().files.get(real.as_str()) {
+                                f.mark.store(epoch, Ordering::Relaxed);
+                            }
+                            rowid
+                        }
                         _ => {
                             let rowid = store.put_file(real.as_str(), &sha, size, mtime, None)?;
-                            self.mirror_mut().files.insert(real.to_string(), FileEntry { rowid, blob: sha, size, mtime });
+                            let entry = FileEntry { rowid, blob: sha, size, mtime, mark: AtomicU32::new(epoch) };
+                            self.mirror_mut().files.insert(real.as_str().to_owned(), entry);
                             files_since += 1;
                             rowid
                         }
                     };
-                    if let Some(old) = old.filter(|old| old.blob != sha) {
-                        pending_orphans.push(old.blob);
+                    if let Some((_, blob, _, _)) = old.filter(|o| o.1 != sha) {
+                        pending_orphans.push(blob);
                     }
-                    present.insert(real.as_str().to_owned());
                     state.indexed += 1;
                     state.bytes_indexed += size.max(0) as u64;
                     state.chunks += made;
                     chunks_since += made;
-                    seen.push(Seen { shown, blob: sha, rowid });
+                    if collect {
+                        seen.push(Seen { shown, blob: sha, rowid });
+                    }
                     if files_since >= COMMIT_FILES || chunks_since >= COMMIT_CHUNKS {
                         store.commit()?;
                         store.begin()?;
@@ -630,19 +699,16 @@ impl Index {
                     counts.fill(&mut state);
                     progress(&state);
                 }
-                for (real, s) in unchanged.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
-                    present.insert(real.as_str().to_owned());
-                    seen.push(s);
-                }
-                // Visible files that were not found again are gone.
+                seen.append(&mut unchanged.lock().unwrap_or_else(|e| e.into_inner()));
+                // Visible files under the root that this walk did not find are gone.
                 let gone: Vec<(String, Sha)> = {
                     let mirror = self.mirror();
                     mirror
                         .files
                         .iter()
-                        .filter(|(path, _)| is_under(path, root_real.as_str()) && !present.contains(path.as_str()))
+                        .filter(|(path, f)| f.mark.load(Ordering::Relaxed) != epoch && is_under(path, root_real.as_str()))
                         .filter(|(path, _)| VPath::parse(path).is_ok_and(|p| access.level(&p).can_read()))
-                        .map(|(path, entry)| (path.clone(), entry.blob))
+                        .map(|(path, f)| (path.clone(), f.blob))
                         .collect()
                 };
                 for (path, blob) in gone {
@@ -680,7 +746,6 @@ impl Index {
         walk_result.map_err(|e| anyhow::anyhow!("{e}"))?;
         counts.fill(&mut state);
         progress(&state);
-        seen.sort_by(|a, b| a.shown.cmp(&b.shown));
         Ok(seen)
     }
 
@@ -696,7 +761,7 @@ impl Index {
     pub fn build_with(&self, access: &Access, root: &Target, progress: &dyn Fn(&Progress)) -> anyhow::Result<Progress> {
         let last = Mutex::new(Progress::default());
         let store = self.store();
-        self.refresh(&store, access, root, &|p| {
+        self.refresh(&store, access, root, false, &|p| {
             progress(p);
             *last.lock().unwrap_or_else(|e| e.into_inner()) = p.clone();
         })?;
@@ -715,7 +780,7 @@ impl Index {
         let mut times = Vec::new();
         let mut lap = |what: &'static str| times.push((what, started.elapsed()));
         let store = self.store();
-        let seen = self.refresh(&store, access, root, &|_| {})?;
+        let seen = self.refresh(&store, access, root, true, &|_| {})?;
         lap("refresh");
         let want_meaning = rankings.meaning && self.vectorizer.is_some();
         if want_meaning {
@@ -723,7 +788,9 @@ impl Index {
             lap("vectors");
         }
         let mirror = self.mirror();
-        // The ranking units: each chunk of each visible file, in the order of the files' shown paths.
+        // The ranking units: each chunk of each visible file. Their order is
+        // the walk's (no sort): every score is computed per unit, and ties are
+        // broken by shown path, line and place in the file.
         let mut units: Vec<Unit<'_>> = Vec::new();
         for (file, s) in seen.iter().enumerate() {
             let Some(blob) = mirror.blobs.get(&s.blob) else { continue };
@@ -737,7 +804,7 @@ impl Index {
                 .shown
                 .cmp(&seen[y.file as usize].shown)
                 .then(x.chunk.first_line.cmp(&y.chunk.first_line))
-                .then(a.cmp(&b))
+                .then(x.index.cmp(&y.index))
         };
         let terms = query_terms(query);
         let mut fused_from: Vec<(f64, Vec<u32>)> = Vec::new();
@@ -745,7 +812,8 @@ impl Index {
         // Words: BM25 with statistics over the visible units only.
         if rankings.words && !units.is_empty() && !terms.is_empty() {
             let n = units.len() as f64;
-            let avg = (units.iter().map(|u| f64::from(u.chunk.words)).sum::<f64>() / n).max(1.0);
+            // Summed as integers: the same whatever order the walk found the files in.
+            let avg = (units.iter().map(|u| u64::from(u.chunk.words)).sum::<u64>() as f64 / n).max(1.0);
             // Chunk id → its units (a blob visible under several paths has several).
             let lo = units.iter().map(|u| u.chunk.id).min().unwrap_or(0);
             let hi = units.iter().map(|u| u.chunk.id).max().unwrap_or(0);
@@ -812,22 +880,45 @@ impl Index {
             lap("paths");
         }
 
-        // Meaning: cosine similarity to the query's vector (both quantised to `i8`).
+        // Meaning: cosine similarity to the query's vector. The sign bits of
+        // every visible passage's vector pick the `RERANK` most alike; their
+        // `i8` vectors, read from the store, give the exact scores.
         if want_meaning && !units.is_empty() {
             if let Some(q) = self.vectorizer.as_ref().and_then(|v| v.embed(&[query]).ok()).and_then(|mut v| v.pop()) {
-                let dims = mirror.dims;
-                let (q, q_scale) = quantize(&q);
+                let (dims, words) = (mirror.dims, mirror.code_words());
                 if dims > 0 && q.len() == dims {
-                    let scores: Vec<f64> = units
+                    let mut q_code = Vec::with_capacity(words);
+                    sign_code(q.iter().map(|v| *v > 0.0), &mut q_code, dims);
+                    // How many sign bits each unit shares with the query (`u16::MAX`: no vector).
+                    let agree: Vec<u16> = units
                         .iter()
                         .map(|u| {
-                            let i = u.index as usize;
-                            match u.blob.vectors.get(i * dims..(i + 1) * dims) {
-                                Some(row) => f64::from(dot_i8(row, &q)) * f64::from(u.blob.scales[i]) * f64::from(q_scale),
-                                None => 0.0,
-                            }
+                            let at = u.index as usize * words;
+                            u.blob.codes.get(at..at + words).map_or(u16::MAX, |code| agreement(code, &q_code, dims) as u16)
                         })
                         .collect();
+                    let candidates = if rankings.exact_meaning { select_all(&agree) } else { select_most(&agree, dims, RERANK, &order) };
+                    lap("codes");
+                    let (q, q_scale) = quantize(&q);
+                    let mut exact: HashMap<i64, f64> = HashMap::with_capacity(candidates.len());
+                    let mut row = Vec::with_capacity(dims);
+                    let mut scores = vec![0f64; units.len()];
+                    for unit in &candidates {
+                        let id = units[*unit as usize].chunk.id;
+                        let score = match exact.get(&id) {
+                            Some(score) => *score,
+                            None => {
+                                row.clear();
+                                let score = match store.vector(id, &mut row)? {
+                                    Some(scale) if row.len() == dims => f64::from(dot_i8(&row, &q)) * f64::from(scale) * f64::from(q_scale),
+                                    _ => 0.0,
+                                };
+                                exact.insert(id, score);
+                                score
+                            }
+                        };
+                        scores[*unit as usize] = score;
+                    }
                     fused_from.push((1.0, top(&scores, RANK_DEPTH, &order)));
                     lap("meaning");
                 }
@@ -890,6 +981,43 @@ struct Unit<'m> {
     index: u32,
     chunk: &'m MemChunk,
     blob: &'m BlobEntry,
+}
+
+/// Every unit with a vector.
+fn select_all(agree: &[u16]) -> Vec<u32> {
+    (0..agree.len() as u32).filter(|i| agree[*i as usize] != u16::MAX).collect()
+}
+
+/// The `n` units whose codes agree most with the query's; ties at the
+/// threshold go by `order` (path, line, place), so the choice depends on the
+/// visible units alone. A histogram of the agreements finds the threshold in
+/// one pass, without sorting a million units.
+fn select_most(agree: &[u16], dims: usize, n: usize, order: &dyn Fn(u32, u32) -> std::cmp::Ordering) -> Vec<u32> {
+    let mut histogram = vec![0usize; dims + 1];
+    for a in agree.iter().filter(|a| **a != u16::MAX) {
+        histogram[(*a as usize).min(dims)] += 1;
+    }
+    if histogram.iter().sum::<usize>() <= n {
+        return select_all(agree);
+    }
+    // The highest agreement `t` with at least `n` units at or above it.
+    let (mut t, mut at_or_above) = (dims, 0);
+    loop {
+        at_or_above += histogram[t];
+        if at_or_above >= n || t == 0 {
+            break;
+        }
+        t -= 1;
+    }
+    let mut out: Vec<u32> = (0..agree.len() as u32).filter(|i| agree[*i as usize] != u16::MAX && agree[*i as usize] as usize > t).collect();
+    let mut ties: Vec<u32> = (0..agree.len() as u32).filter(|i| agree[*i as usize] as usize == t).collect();
+    let room = n - out.len();
+    if ties.len() > room {
+        ties.select_nth_unstable_by(room, |a, b| order(*a, *b));
+        ties.truncate(room);
+    }
+    out.extend(ties);
+    out
 }
 
 /// Whether `path` is `root` or lies below it.
@@ -1001,11 +1129,35 @@ mod tests {
     }
 
     #[test]
+    fn select_most_is_the_top_by_agreement_then_order() {
+        let mut state = 7u64;
+        let agree: Vec<u16> = (0..5000)
+            .map(|_| {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                if state >> 60 == 0 { u16::MAX } else { ((state >> 33) % 40) as u16 }
+            })
+            .collect();
+        // An order unrelated to the index, so ties are not settled by position.
+        let order = |a: u32, b: u32| (a.wrapping_mul(2654435761) % 1000).cmp(&(b.wrapping_mul(2654435761) % 1000)).then(a.cmp(&b));
+        for n in [1, 10, 500, 4000, 6000] {
+            let mut expected = select_all(&agree);
+            expected.sort_by(|a, b| agree[*b as usize].cmp(&agree[*a as usize]).then_with(|| order(*a, *b)));
+            expected.truncate(n);
+            expected.sort();
+            let mut got = select_most(&agree, 39, n, &order);
+            got.sort();
+            assert_eq!(got, expected, "n = {n}");
+        }
+    }
+
+    #[test]
     fn rankings_parse() {
         assert_eq!(Rankings::parse("").unwrap(), Rankings::ALL);
         assert_eq!(Rankings::parse("fused").unwrap(), Rankings::ALL);
-        assert_eq!(Rankings::parse("words").unwrap(), Rankings { words: true, meaning: false, paths: false });
-        assert_eq!(Rankings::parse("meaning+paths").unwrap(), Rankings { words: false, meaning: true, paths: true });
+        assert_eq!(Rankings::parse("words").unwrap(), Rankings { words: true, ..Rankings::NONE });
+        assert_eq!(Rankings::parse("meaning+paths").unwrap(), Rankings { meaning: true, paths: true, ..Rankings::NONE });
+        assert_eq!(Rankings::parse("meaning+exact").unwrap(), Rankings { meaning: true, exact_meaning: true, ..Rankings::NONE });
+        assert_eq!(Rankings::parse("exact").unwrap(), Rankings { exact_meaning: true, ..Rankings::ALL });
         assert!(Rankings::parse("vibes").is_err());
     }
 
@@ -1018,11 +1170,11 @@ mod tests {
         fs.add_file("/w/disk.rs", "fn store_file() { disk(); }\n");
         let access = access(fs, &[("/w", Level::Ro)]);
         let root = access.target("/w", Need::Look).unwrap();
-        let meaning = Rankings { words: false, meaning: true, paths: false };
+        let meaning = Rankings { meaning: true, ..Rankings::NONE };
         let first = index_with(dir.path(), true).search_with(&access, &root, "retry upload", 3, meaning).unwrap();
         assert_eq!(first[0].path.as_str(), "/w/net.rs");
         // Words alone find nothing: no passage holds "retry" or "upload".
-        let words_only = Rankings { words: true, meaning: false, paths: false };
+        let words_only = Rankings { words: true, ..Rankings::NONE };
         assert!(index_with(dir.path(), true).search_with(&access, &root, "retry upload", 3, words_only).unwrap().is_empty());
         // A new process reads the vectors back from the store.
         let again = index_with(dir.path(), true).search_with(&access, &root, "retry upload", 3, meaning).unwrap();

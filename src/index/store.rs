@@ -468,6 +468,16 @@ impl IndexStore {
         Ok(Some(q.iter().map(|v| f32::from(*v) * scale).collect()))
     }
 
+    /// A chunk's stored vector: its `i8` values appended to `out`, and its scale.
+    pub fn vector(&self, id: i64, out: &mut Vec<i8>) -> anyhow::Result<Option<f32>> {
+        let mut stmt = self.db.prepare_cached("SELECT vector FROM chunk_vectors WHERE id = ?1")?;
+        let mut rows = stmt.query([id])?;
+        Ok(match rows.next()? {
+            Some(row) => decode_vector(row.get_ref(0)?.as_blob()?, out),
+            None => None,
+        })
+    }
+
     /// Every stored vector (as stored: see `decode_vector`) with its chunk id, in id order.
     pub fn all_vectors(&self, mut each: impl FnMut(i64, &[u8])) -> anyhow::Result<()> {
         let mut stmt = self.db.prepare("SELECT id, vector FROM chunk_vectors ORDER BY id")?;

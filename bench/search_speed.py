@@ -1,0 +1,328 @@
+#!/usr/bin/env python3
+"""Search speed on this machine: indexing throughput, query latency at ~100k and ~1M chunks,
+incremental updates, and memory while indexing a tree of more than 1 GB.
+
+Corpora (made under --work, default /tmp/ctxfs-speed; reused when present):
+
+* `base`: a copy of every crate in ~/.cargo/registry/src (about 160 MB of Rust, C, Markdown, ...;
+  about 140k chunks with the default embedder's tokenizer).
+* `big`: --replicas copies of `base` (default 8), each text file with one line of its own put in
+  front, so every copy's content is new to the index (no content-hash sharing): about 1.3 GB and
+  1.1M chunks.
+
+Steps (each in its own process, so memory is the process's own):
+
+1. `ctxfs index` over `base` into a fresh data directory: MB/s and chunks/s (wall and per CPU
+   second), peak RSS. Peer in the same run: one `rg` pass over the same tree (every byte read and
+   searched), as the floor of touching the bytes.
+2. Query latency at `base`: a `ctxfs replay` process (one session; answers read over a pipe), the
+   first query (it loads the vectors) apart, then 10 queries × 3 rounds, fused and each ranking alone
+   (`CTXFS_SEARCH_RANKINGS`); the index's own stage times from its debug log; RSS after. Peer: `rg -i
+   -c` with the query's words as alternatives over the same tree.
+3. Incremental update at `base`: an outside change to one file, then a search (its latency minus
+   the unchanged query's); a `write` through ctxfs of one file (indexed on the spot); `ctxfs index`
+   again after one change.
+4. `ctxfs index` over `big` (RSS sampled every 0.25 s: is it bounded?), then step 2 at `big`.
+
+Usage: python3 bench/search_speed.py [--ctxfs BIN] [--work DIR] [--replicas N] [--skip-big] [--json FILE]
+Stdlib Python 3 only, plus rg.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import build, ensure_ripgrep, log  # noqa: E402
+
+REGISTRY = Path.home() / ".cargo" / "registry" / "src"
+QUERIES = [
+    "retry a failed request",
+    "parse command line arguments",
+    "read the configuration file",
+    "where are unicode tables generated",
+    "spawn a blocking task on a thread pool",
+    "escape a string for html",
+    "compute a hash of bytes",
+    "error when the file does not exist",
+    "walk a directory recursively respecting gitignore",
+    "serialize a struct to json",
+]
+STAGE = re.compile(r"\(\"(\w+)\", ([\d.]+)(ms|µs|s|ns)\)")
+
+
+def rss_kb(pid, field="VmRSS"):
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def run_measured(cmd, env=None, sample=False):
+    """Runs cmd under /usr/bin/time; answers (stdout, stderr, wall s, cpu s, peak RSS kB, RSS samples [(s, kB)])."""
+    timing = Path(f"/tmp/ctxfs-speed-time-{os.getpid()}.txt")
+    start = time.perf_counter()
+    p = subprocess.Popen(["/usr/bin/time", "-o", str(timing), "-f", "%e %U %S %M"] + cmd,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    samples = []
+    if sample:
+        def poll():
+            child = None
+            while p.poll() is None:
+                if child is None:
+                    kids = Path(f"/proc/{p.pid}/task/{p.pid}/children")
+                    child = int(kids.read_text().split()[0]) if kids.exists() and kids.read_text().split() else None
+                kb = rss_kb(child) if child else None
+                if kb:
+                    samples.append((round(time.perf_counter() - start, 2), kb))
+                time.sleep(0.25)
+        threading.Thread(target=poll, daemon=True).start()
+    out, err = p.communicate()
+    wall = time.perf_counter() - start
+    if p.returncode != 0:
+        sys.exit(f"{cmd[:3]} failed ({p.returncode}): {err[-2000:]}")
+    _, user, system, peak = timing.read_text().split()[-4:]
+    timing.unlink()
+    return out, err, wall, float(user) + float(system), int(peak), samples
+
+
+def make_base(work):
+    base = work / "base"
+    if base.exists():
+        return base
+    index = next(d for d in sorted(REGISTRY.iterdir()) if d.is_dir())
+    log(f"copying {index} to {base}")
+    shutil.copytree(index, base, symlinks=True)
+    return base
+
+
+def make_big(work, base, replicas):
+    big = work / f"big{replicas}"
+    if big.exists():
+        return big
+    log(f"making {big}: {replicas} copies of {base}, each text file with a line of its own in front")
+    tmp = work / f"big{replicas}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    for r in range(replicas):
+        for dirpath, _dirs, files in os.walk(base):
+            rel = Path(dirpath).relative_to(base)
+            out_dir = tmp / f"copy{r}" / rel
+            out_dir.mkdir(parents=True, exist_ok=True)
+            for name in files:
+                src = Path(dirpath) / name
+                if src.is_symlink():
+                    continue
+                data = src.read_bytes()
+                if b"\0" not in data[:8000]:
+                    data = f"// copy {r} of {rel / name}\n".encode() + data
+                (out_dir / name).write_bytes(data)
+    tmp.rename(big)
+    return big
+
+
+def du_bytes(path):
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            p = Path(dirpath) / name
+            if not p.is_symlink():
+                total += p.stat().st_size
+    return total
+
+
+def index_tree(binary, root, data, sample=False):
+    out, err, wall, cpu, peak, samples = run_measured([binary, "index", "--root", str(root), "--data", str(data)], sample=sample)
+    m = re.search(r"(\d+) files \(([\d.]+) MB\); (\d+) new or changed \(([\d.]+) MB, (\d+) chunks", out)
+    files, mb, _new, mb_new, chunks = (int(m.group(1)), float(m.group(2)), int(m.group(3)), float(m.group(4)), int(m.group(5)))
+    return {"summary": out.strip(), "wall_s": wall, "cpu_s": cpu, "files": files, "mb": mb, "mb_indexed": mb_new,
+            "chunks": chunks, "mb_per_s": mb_new / wall, "chunks_per_s": chunks / wall, "mb_per_cpu_s": mb_new / cpu,
+            "chunks_per_cpu_s": chunks / cpu, "peak_rss_mb": peak / 1024, "rss_samples": samples[::8]}
+
+
+class Replay:
+    def __init__(self, binary, root, data, rankings="fused"):
+        env = dict(os.environ, CTXFS_SEARCH_RANKINGS=rankings, CTXFS_LOG="ctxfs::index::hybrid=debug")
+        self.err_path = Path(data) / f"replay-{rankings.replace('+', '_')}.log"
+        self.err = open(self.err_path, "w")
+        self.p = subprocess.Popen([binary, "replay", "--root", str(root), "--data", str(data), "--host", "fresh", "-"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True, bufsize=1, env=env)
+
+    def call(self, tool, args):
+        self.p.stdin.write(json.dumps({"event": "new_request", "carries_earlier": False}) + "\n")
+        self.p.stdin.flush()
+        self.p.stdout.readline()
+        start = time.perf_counter()
+        self.p.stdin.write(json.dumps({"call": tool, "args": args}) + "\n")
+        self.p.stdin.flush()
+        answer = json.loads(self.p.stdout.readline())
+        return time.perf_counter() - start, answer
+
+    def rss_mb(self):
+        return (rss_kb(self.p.pid) or 0) / 1024, (rss_kb(self.p.pid, "VmHWM") or 0) / 1024
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait()
+        self.err.close()
+
+    def stages(self):
+        """Mean time per stage of the searches logged so far but the first (ms), from the index's debug lines."""
+        sums, n = {}, 0
+        lines = [l for l in self.err_path.read_text(errors="replace").splitlines() if "times=" in l]
+        # The first search loads what the others find in memory: it is reported apart.
+        for line in lines[1:]:
+            n += 1
+            prev = 0.0
+            for name, value, unit in STAGE.findall(line):
+                ms = float(value) * {"ms": 1, "µs": 1e-3, "s": 1e3, "ns": 1e-6}[unit]
+                sums[name] = sums.get(name, 0.0) + (ms - prev)
+                prev = ms
+        return {k: v / n for k, v in sums.items()} if n else {}
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(len(xs) * p))] * 1000
+
+
+PASSAGE = re.compile(r"^(/[^\n]*):(\d+)-(\d+)$", re.M)
+
+
+def latency(binary, root, data, rankings, rounds=3, lists=None):
+    r = Replay(binary, root, data, rankings)
+    first, _ = r.call("search", {"query": "warm up the index", "limit": 10})
+    times = []
+    for n in range(rounds):
+        for q in QUERIES:
+            t, answer = r.call("search", {"query": q, "limit": 10})
+            if answer["is_error"]:
+                sys.exit(answer["text"])
+            times.append(t)
+            if n == 0 and lists is not None:
+                lists[q] = [m.group(0) for m in PASSAGE.finditer(answer["text"])]
+    rss, hwm = r.rss_mb()
+    r.close()
+    stages = r.stages()
+    return {"first_ms": first * 1000, "p50_ms": pct(times, 0.5), "p95_ms": pct(times, 0.95), "n": len(times),
+            "rss_mb": rss, "peak_rss_mb": hwm, "stages_ms": stages}
+
+
+def rg_latency(rg, root):
+    times = []
+    for q in QUERIES:
+        pattern = "|".join(re.escape(w) for w in q.split())
+        start = time.perf_counter()
+        subprocess.run([rg, "-i", "-c", pattern, str(root)], capture_output=True)
+        times.append(time.perf_counter() - start)
+    return {"p50_ms": pct(times, 0.5), "p95_ms": pct(times, 0.95), "n": len(times)}
+
+
+def incremental(binary, root, data):
+    """An outside change then a search; writes through ctxfs; `ctxfs index` after one change."""
+    candidates = sorted(p for p in Path(root).rglob("*.rs") if 10_000 < p.stat().st_size < 40_000)[:200:20]
+    r = Replay(binary, root, data, "fused")
+    r.call("search", {"query": "warm up", "limit": 10})
+    steady = [r.call("search", {"query": QUERIES[0], "limit": 10})[0] for _ in range(5)]
+    after_change = []
+    for n, path in enumerate(candidates[:5]):
+        with open(path, "a") as f:
+            f.write(f"\n// outside change {n} {time.time()}\n")
+        after_change.append(r.call("search", {"query": QUERIES[0], "limit": 10})[0])
+    writes = []
+    for n, path in enumerate(candidates[5:10]):
+        t_read, _ = r.call("read", {"file_path": str(path)})
+        text = path.read_text(errors="replace") + f"\n// written through ctxfs {n}\n"
+        t, answer = r.call("write", {"file_path": str(path), "content": text})
+        if answer["is_error"]:
+            sys.exit(answer["text"])
+        writes.append(t)
+    after_write = [r.call("search", {"query": QUERIES[1], "limit": 10})[0] for _ in range(3)]
+    r.close()
+    with open(candidates[0], "a") as f:
+        f.write("\n// one more outside change\n")
+    start = time.perf_counter()
+    out = subprocess.run([binary, "index", "--root", str(root), "--data", str(data)], capture_output=True, text=True, check=True)
+    index_again = time.perf_counter() - start
+    return {"steady_search_p50_ms": pct(steady, 0.5), "search_after_outside_change_p50_ms": pct(after_change, 0.5),
+            "added_by_one_change_ms": pct(after_change, 0.5) - pct(steady, 0.5), "write_p50_ms": pct(writes, 0.5),
+            "search_after_writes_p50_ms": pct(after_write, 0.5), "index_after_one_change_s": index_again,
+            "index_after_one_change": out.stdout.strip()}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ctxfs", help="the ctxfs binary (default: cargo build --release)")
+    ap.add_argument("--work", default="/tmp/ctxfs-speed")
+    ap.add_argument("--replicas", type=int, default=8)
+    ap.add_argument("--skip-big", action="store_true")
+    ap.add_argument("--json", help="write all figures here")
+    args = ap.parse_args()
+    binary = args.ctxfs or str(build())
+    rg = ensure_ripgrep()
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    res = {"date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(), "load_at_start": os.getloadavg()}
+
+    base = make_base(work)
+    res["base_bytes"] = du_bytes(base)
+    data = work / "data-base"
+    shutil.rmtree(data, ignore_errors=True)
+    log("indexing base")
+    res["index_base"] = index_tree(binary, base, data)
+    log(res["index_base"]["summary"])
+    start = time.perf_counter()
+    subprocess.run([rg, "-c", "-i", "--no-ignore", "-uu", "retry", str(base)], capture_output=True)
+    res["rg_pass_base_s"] = time.perf_counter() - start
+    for rankings in ["fused", "words", "meaning"]:
+        log(f"latency at base: {rankings}")
+        res[f"latency_base_{rankings}"] = latency(binary, base, data, rankings)
+        log(res[f"latency_base_{rankings}"])
+    res["rg_latency_base"] = rg_latency(rg, base)
+    log("incremental updates at base")
+    res["incremental_base"] = incremental(binary, base, data)
+    log(res["incremental_base"])
+
+    if not args.skip_big:
+        big = make_big(work, base, args.replicas)
+        res["big_bytes"] = du_bytes(big)
+        data = work / f"data-big{args.replicas}"
+        shutil.rmtree(data, ignore_errors=True)
+        log(f"indexing big ({res['big_bytes'] / 1e9:.2f} GB)")
+        res["index_big"] = index_tree(binary, big, data, sample=True)
+        log(res["index_big"]["summary"])
+        start = time.perf_counter()
+        subprocess.run([rg, "-c", "-i", "--no-ignore", "-uu", "retry", str(big)], capture_output=True)
+        res["rg_pass_big_s"] = time.perf_counter() - start
+        lists = {}
+        for rankings in ["fused", "words", "meaning", "meaning+exact", "fused+exact"]:
+            log(f"latency at big: {rankings}")
+            lists[rankings] = {}
+            res[f"latency_big_{rankings}"] = latency(binary, big, data, rankings, rounds=2, lists=lists[rankings])
+            log(res[f"latency_big_{rankings}"])
+        # What picking passages by their vectors' sign bits costs: overlap of the top 10 with exact scoring.
+        for mode in ["meaning", "fused"]:
+            overlaps = [len(set(lists[mode][q]) & set(lists[mode + "+exact"][q])) / max(1, len(lists[mode + "+exact"][q]))
+                        for q in QUERIES]
+            res[f"overlap_at_10_{mode}_vs_exact"] = sum(overlaps) / len(overlaps)
+        res["rg_latency_big"] = rg_latency(rg, big)
+        res["index_db_big_bytes"] = (data / "index.db").stat().st_size
+    res["load_at_end"] = os.getloadavg()
+    res["index_db_base_bytes"] = (work / "data-base" / "index.db").stat().st_size
+    out = json.dumps(res, indent=1, default=str)
+    if args.json:
+        Path(args.json).write_text(out)
+    print(out)
+
+
+if __name__ == "__main__":
+    main()
