@@ -22,7 +22,9 @@ Steps (each in its own process, so memory is the process's own):
 3. Incremental update at `base`: an outside change to one file, then a search (its latency minus
    the unchanged query's); a `write` through ctxfs of one file (indexed on the spot); `ctxfs index`
    again after one change.
-4. `ctxfs index` over `big` (RSS sampled every 0.25 s: is it bounded?), then step 2 at `big`.
+4. `ctxfs index` over `big` (RSS sampled every 0.25 s: is it bounded?), then step 2 at `big`, also with
+   `meaning+exact` and `fused+exact` (every vector scored exactly instead of the 2,000 its sign bits
+   pick), and the overlap of their top 10 with the default's.
 
 Usage: python3 bench/search_speed.py [--ctxfs BIN] [--work DIR] [--replicas N] [--skip-big] [--json FILE]
 Stdlib Python 3 only, plus rg.
