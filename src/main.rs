@@ -447,7 +447,7 @@ impl ProgressLine {
         );
         if self.terminal {
             const WIDTH: usize = 24;
-            let filled = if p.found == 0 { 0 } else { (p.done * WIDTH / p.found).min(WIDTH) };
+            let filled = (p.done * WIDTH).checked_div(p.found).unwrap_or(0).min(WIDTH);
             eprint!("\r[{}{}] {text}\x1b[K", "#".repeat(filled), ".".repeat(WIDTH - filled));
             if last {
                 eprintln!();

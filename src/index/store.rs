@@ -182,16 +182,15 @@ fn migrate(db: &Connection) -> anyhow::Result<()> {
 
 /// Writes a file's path-and-tags terms again; answers its rowid (-1: no such file).
 fn refresh_meta(db: &Connection, path: &str) -> anyhow::Result<i64> {
-    let row: Option<(i64, String, Option<String>, Option<String>, Option<String>)> = db
+    // The rowid, then the path, creator, task and related, as one text.
+    let row: Option<(i64, String)> = db
         .prepare_cached("SELECT rowid, path, created_by, task, related FROM files WHERE path = ?1")?
-        .query_row([path], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+        .query_row([path], |r| {
+            let parts: [Option<String>; 4] = [r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?];
+            Ok((r.get(0)?, parts.into_iter().flatten().collect::<Vec<_>>().join(" ")))
+        })
         .optional()?;
-    let Some((rowid, path, created_by, task, related)) = row else { return Ok(-1) };
-    let text = [Some(path.as_str()), created_by.as_deref(), task.as_deref(), related.as_deref()]
-        .into_iter()
-        .flatten()
-        .collect::<Vec<_>>()
-        .join(" ");
+    let Some((rowid, text)) = row else { return Ok(-1) };
     let words = crate::tools::search::words(&text).join(" ");
     db.prepare_cached("DELETE FROM meta_terms WHERE rowid = ?1")?.execute([rowid])?;
     db.prepare_cached("INSERT INTO meta_terms (rowid, words) VALUES (?1, ?2)")?.execute(params![rowid, words])?;
