@@ -42,6 +42,21 @@ pub struct FileStat {
     pub mtime: i64,
 }
 
+impl FileRow {
+    /// A row of `SELECT path, blob, size, mtime, created_by, task, related FROM files`.
+    fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<FileRow> {
+        Ok(FileRow {
+            path: r.get(0)?,
+            blob: r.get(1)?,
+            size: r.get(2)?,
+            mtime: r.get(3)?,
+            created_by: r.get(4)?,
+            task: r.get(5)?,
+            related: r.get(6)?,
+        })
+    }
+}
+
 /// One chunk of a blob, ready to store.
 #[derive(Debug, Clone)]
 pub struct NewChunk {
@@ -236,17 +251,7 @@ impl IndexStore {
         Ok(self
             .db
             .prepare_cached("SELECT path, blob, size, mtime, created_by, task, related FROM files WHERE path = ?1")?
-            .query_row([path], |r| {
-                Ok(FileRow {
-                    path: r.get(0)?,
-                    blob: r.get(1)?,
-                    size: r.get(2)?,
-                    mtime: r.get(3)?,
-                    created_by: r.get(4)?,
-                    task: r.get(5)?,
-                    related: r.get(6)?,
-                })
-            })
+            .query_row([path], FileRow::from_row)
             .optional()?)
     }
 
@@ -258,17 +263,7 @@ impl IndexStore {
             "SELECT path, blob, size, mtime, created_by, task, related FROM files
              WHERE path = ?1 OR (path >= ?2 AND path < ?3) ORDER BY path",
         )?;
-        let rows = stmt.query_map(params![root, prefix, upper], |r| {
-            Ok(FileRow {
-                path: r.get(0)?,
-                blob: r.get(1)?,
-                size: r.get(2)?,
-                mtime: r.get(3)?,
-                created_by: r.get(4)?,
-                task: r.get(5)?,
-                related: r.get(6)?,
-            })
-        })?;
+        let rows = stmt.query_map(params![root, prefix, upper], FileRow::from_row)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
