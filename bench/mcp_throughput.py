@@ -284,7 +284,9 @@ def start(kind, ctxfs, peer_js, root, data):
         # No approval prompts (the peer has none either) and no user config of this machine.
         config = Path(data).parent / "ctxfs-config"
         config.mkdir(exist_ok=True)
-        s = Server("ctxfs", [ctxfs, "mcp", "--root", str(root), "--data", str(data), "--config", str(config),
+        # A command in front of the server (for example `perf record -g -o FILE --`), for profiling.
+        prefix = os.environ.get("CTXFS_BENCH_PREFIX", "").split()
+        s = Server("ctxfs", prefix + [ctxfs, "mcp", "--root", str(root), "--data", str(data), "--config", str(config),
                              "--mode", "accept-edits"])
     else:
         s = Server("peer", ["node", str(peer_js), str(root)])
@@ -299,6 +301,7 @@ def main():
     ap.add_argument("--window", type=int, default=16, help="requests in flight in the pipelined run")
     ap.add_argument("--only", default="latency,mixed,rss", help="parts to run: latency, mixed, rss")
     ap.add_argument("--no-build", action="store_true")
+    ap.add_argument("--ctxfs-only", action="store_true", help="skip the peer (for profiling ctxfs)")
     ap.add_argument("--no-wait", action="store_true", help="do not wait for the machine to be quiet")
     ap.add_argument("--max-wait", type=float, default=300, help="longest wait (s) for the machine to be quiet")
     opts = ap.parse_args()
@@ -315,7 +318,7 @@ def main():
         for r in roots.values():
             make_tree(r)
         data = work / "ctxfs-data"
-        kinds = ("ctxfs", "peer")
+        kinds = ("ctxfs",) if opts.ctxfs_only else ("ctxfs", "peer")
         maps = {k: Mapping(k, roots[k]) for k in kinds}
         results = {k: {} for k in kinds}
 
@@ -368,6 +371,13 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
 
     # ------------------------------------------------------------ report
+    if opts.ctxfs_only:
+        for key, value in results["ctxfs"].items():
+            if key.startswith("mixed"):
+                print(f"{key}: {value[0]:.2f} s, {value[6]:.2f} CPU s, {value[1]} errors {value[2]}")
+            else:
+                print(f"{key}: {value}")
+        return
     c, p = results["ctxfs"], results["peer"]
     print(f"\n## mcp_throughput — {datetime.date.today()}, {revision()}, {machine()}, peer {PEER_PACKAGE}@{PEER_VERSION} "
           f"on Node {node_version}, {load0}, "

@@ -90,12 +90,12 @@ def parse_safetensors(data):
 
 
 def write_safetensors(path, tensors, metadata):
-    """Writes {name: ndarray} (F16 or F32) as safetensors, header padded to 8 bytes."""
+    """Writes {name: ndarray} (F16, F32 or I8) as safetensors, header padded to 8 bytes."""
     header = {"__metadata__": metadata}
     offset = 0
     blobs = []
     for name, arr in tensors.items():
-        dtype = {np.dtype("<f2"): "F16", np.dtype("<f4"): "F32"}[arr.dtype.newbyteorder("<")]
+        dtype = {np.dtype("<f2"): "F16", np.dtype("<f4"): "F32", np.dtype("i1"): "I8"}[arr.dtype.newbyteorder("<")]
         blob = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<")).tobytes()
         header[name] = {"dtype": dtype, "shape": list(arr.shape), "data_offsets": [offset, offset + len(blob)]}
         offset += len(blob)
@@ -333,6 +333,22 @@ def finish_table(raw, vocab):
     return table.astype(np.float16)
 
 
+def quantise(table):
+    """The table as i8 rows with one f32 scale each, bit for bit what ctxfs's `quantise` computes at load.
+
+    Per row: scale = max|v| / 127 (1 where the row is zero), q = round(v / scale) with halves away from
+    zero, clamped to ±127, all in f32. ctxfs maps this file instead of quantising in memory, so a
+    server's resident memory holds only the rows its texts touch (and processes share the pages).
+    """
+    t = np.ascontiguousarray(table, dtype=np.float32)
+    top = np.abs(t).max(axis=1)
+    scale = np.where(top > 0, top / np.float32(127.0), np.float32(1.0)).astype(np.float32)
+    q = (t / scale[:, None]).astype(np.float32)
+    whole = np.trunc(q)
+    q = whole + np.sign(q) * (np.abs(q - whole) >= np.float32(0.5))
+    return np.clip(q, -127, 127).astype(np.int8), scale
+
+
 # -------------------------------------------------------------------------- checking
 
 
@@ -450,7 +466,8 @@ def main():
             current = json.loads((out / "config.json").read_text()).get("ctxfs_recipe") == RECIPE
         except (OSError, ValueError):
             current = False
-        sys.exit(0 if current and (out / "model.safetensors").is_file() else 1)
+        files = ("model.safetensors", "model.i8.safetensors", "tokenizer.json")
+        sys.exit(0 if current and all((out / f).is_file() for f in files) else 1)
     if np is None:
         sys.exit("numpy is needed: python3 -m pip install numpy")
     if not args.wheel:
@@ -527,7 +544,8 @@ Built by `scripts/build-embedder` on {time.strftime('%Y-%m-%d')}; not committed,
   `{SIF_COEFFICIENT}/({SIF_COEFFICIENT}+p)`, `p` proportional to `1/(rank+2)` with the
   rank taken from BERT's vocabulary order (see `frequency_ranks` in the script);
   special and `[unusedN]` rows are zero. Stored as float16, shape {list(table.shape)},
-  tensor `embeddings` (Model2Vec's layout).
+  tensor `embeddings` (Model2Vec's layout). `model.i8.safetensors` holds the same table as
+  int8 rows (`embeddings`) with one float32 scale per row (`scales`), which ctxfs maps into memory.
 - Use: tokenise with `tokenizer.json` without special tokens, mean the rows, L2-normalise.
 - Check on ten query/passage pairs: static top-1 {s['top1']}/10 (full model {f['top1']}/10);
   mean cosine related {s['related']:.3f}, unrelated {s['unrelated']:.3f}
@@ -538,6 +556,9 @@ Built by `scripts/build-embedder` on {time.strftime('%Y-%m-%d')}; not committed,
     write_safetensors(out / "model.safetensors", {"embeddings": table},
                       {"source": f"{WHEEL_NAME}=={WHEEL_VERSION}", "source_sha256": WEIGHTS_SHA256, "recipe": RECIPE})
     size = (out / "model.safetensors").stat().st_size
+    rows, scales = quantise(table)
+    write_safetensors(out / "model.i8.safetensors", {"embeddings": rows, "scales": scales},
+                      {"source": "model.safetensors", "source_size": str(size), "recipe": RECIPE})
     if final.exists():
         shutil.rmtree(final)
     os.replace(out, final)

@@ -113,20 +113,27 @@ impl VPath {
     /// `self` followed by one name. The name must not contain `/`.
     pub fn join(&self, name: &str) -> VPath {
         debug_assert!(!name.contains('/') && !name.is_empty());
-        if self.is_root() {
-            VPath(format!("/{name}"))
-        } else {
-            VPath(format!("{}/{name}", self.0))
-        }
+        let base = if self.is_root() { "" } else { self.0.as_str() };
+        let mut out = String::with_capacity(base.len() + 1 + name.len());
+        out.push_str(base);
+        out.push('/');
+        out.push_str(name);
+        VPath(out)
     }
 
     /// `self` followed by a relative `/`-separated tail of clean names.
     pub fn join_rel(&self, rel: &str) -> VPath {
-        let mut out = self.clone();
+        let base = if self.is_root() { "" } else { self.0.as_str() };
+        let mut out = String::with_capacity(base.len() + 1 + rel.len());
+        out.push_str(base);
         for part in rel.split('/').filter(|p| !p.is_empty()) {
-            out = out.join(part);
+            out.push('/');
+            out.push_str(part);
         }
-        out
+        if out.is_empty() {
+            out.push('/');
+        }
+        VPath(out)
     }
 
     /// True when `self` is `other` or lies below it (component-wise, so

@@ -59,6 +59,9 @@ pub struct SqliteStore {
 /// Ids reserved at a time (one synchronous write per block).
 const ID_BLOCK: u64 = 1024;
 
+/// How long the writer waits for more results to commit with the first one.
+const COALESCE: std::time::Duration = std::time::Duration::from_millis(2);
+
 /// How many results may wait for the writer before `put` waits too.
 const PENDING_LIMIT: usize = 1024;
 
@@ -101,9 +104,14 @@ impl SqliteStore {
             let mut db = connect(path)?;
             std::thread::Builder::new().name("ctxfs-store".into()).spawn(move || {
                 while let Ok(first) = receiver.recv() {
+                    // Results that follow within `COALESCE` share one commit: an
+                    // agent's calls come a fraction of a millisecond apart, and a
+                    // commit costs more than an insert.
                     let mut batch = vec![first];
+                    let deadline = std::time::Instant::now() + COALESCE;
                     while batch.len() < 256 {
-                        match receiver.try_recv() {
+                        let wait = deadline.saturating_duration_since(std::time::Instant::now());
+                        match receiver.recv_timeout(wait) {
                             Ok(next) => batch.push(next),
                             Err(_) => break,
                         }

@@ -10,11 +10,12 @@
 //! - `HttpEmbedder`: a server the user runs and names, either llama.cpp's
 //!   `/embedding` with `/tokenize` or an OpenAI-compatible `/v1/embeddings`.
 //!   It never talks to any other address.
-//! - The full transformer (candle) is an extension point, not built here: a
-//!   `candle` feature would add a third `Embedder` that loads the same
-//!   `model.safetensors` and `tokenizer.json` the set-up downloads. stack.md
-//!   measured it at ~2 chunks/s on two cores, so it is for quality runs, not
-//!   the default.
+//! - `bert::BertEmbedder` (in `bert.rs`): the full transformer, all-MiniLM-L6-v2
+//!   itself, over the unchanged `model.safetensors` and `tokenizer.json` the
+//!   set-up installs in `models/minilm/`; better vectors, much slower.
+//!
+//! Which one the index uses is the user's choice (`index::EmbedderChoice`:
+//! `--embedder`, else `"embedder"` in config.json, else the static table).
 //!
 //! Tokens are the embedder's own: `ModelTokenizer` (the model's WordPiece
 //! tokenizer with truncation and padding turned off, no special tokens
@@ -335,21 +336,58 @@ pub struct StaticEmbedder {
     name: String,
     dims: usize,
     rows: usize,
-    /// Row-major `rows × dims`, quantised to `i8` at load with one scale per
-    /// row (a quarter of the f32 table's memory; the mean of many rows hides
-    /// the rounding).
-    table: Vec<i8>,
-    scales: Vec<f32>,
+    table: Rows,
     tokenizer: Arc<ModelTokenizer>,
 }
 
+/// The table's rows as `i8` with one `f32` scale per row (a quarter of the
+/// f32 table's size; the mean of many rows hides the rounding).
+enum Rows {
+    /// Mapped from `model.i8.safetensors` (written by the set-up): only the
+    /// pages of rows a text touches are resident, and every ctxfs process on
+    /// the machine shares them.
+    Mapped { map: memmap2::Mmap, rows: Range<usize>, scales: Vec<f32> },
+    /// Quantised at load from `model.safetensors` when there is no such file.
+    Owned { rows: Vec<i8>, scales: Vec<f32> },
+}
+
+impl Rows {
+    /// Adds `row` of the table, scaled back to f32, to `sum`.
+    fn add_row(&self, row: usize, dims: usize, sum: &mut [f32]) {
+        let span = row * dims..(row + 1) * dims;
+        match self {
+            Rows::Mapped { map, rows, scales } => {
+                let bytes = &map[rows.start + span.start..rows.start + span.end];
+                let scale = scales[row];
+                sum.iter_mut().zip(bytes).for_each(|(s, &b)| *s += f32::from(b as i8) * scale);
+            }
+            Rows::Owned { rows, scales } => {
+                let scale = scales[row];
+                sum.iter_mut().zip(&rows[span]).for_each(|(s, &q)| *s += f32::from(q) * scale);
+            }
+        }
+    }
+}
+
+/// Maps a file read-only.
+fn map_file(path: &Path) -> Result<memmap2::Mmap, EmbedError> {
+    let file = std::fs::File::open(path).map_err(|e| EmbedError::Model { path: path.to_path_buf(), message: e.to_string() })?;
+    // SAFETY: the map is read-only and private to this process. The set-up
+    // replaces a table by renaming a new directory into place, never by
+    // writing into these files, so the mapped bytes do not change under us.
+    unsafe { memmap2::Mmap::map(&file) }.map_err(|e| EmbedError::Model { path: path.to_path_buf(), message: e.to_string() })
+}
+
 impl StaticEmbedder {
-    /// Loads `model.safetensors` (tensor `embeddings`, F16 or F32, `[vocab, dims]`) and `tokenizer.json` from the directory.
+    /// Loads `model.safetensors` (tensor `embeddings`, F16 or F32, `[vocab, dims]`) and `tokenizer.json` from the directory,
+    /// with the rows mapped from `model.i8.safetensors` when the set-up wrote one for this table.
     pub fn load(dir: &Path) -> Result<StaticEmbedder, EmbedError> {
         let tokenizer = Arc::new(ModelTokenizer::load(&dir.join("tokenizer.json"))?);
         let path = dir.join("model.safetensors");
-        let bytes = std::fs::read(&path).map_err(|e| EmbedError::Model { path: path.clone(), message: e.to_string() })?;
-        let (rows, dims, table) = parse_table(&bytes).map_err(|message| EmbedError::Model { path: path.clone(), message })?;
+        // Mapped, not read: the pages leave this process's memory with the map.
+        let source = map_file(&path)?;
+        let table = parse_table(&source).map_err(|message| EmbedError::Model { path: path.clone(), message })?;
+        let (rows, dims) = (table.rows, table.dims);
         let vocab = tokenizer.inner.get_vocab_size(true);
         if rows < vocab {
             return Err(EmbedError::Model { path, message: format!("the table has {rows} rows, the tokenizer {vocab} tokens") });
@@ -360,9 +398,17 @@ impl StaticEmbedder {
             .and_then(|config| config.get("ctxfs_recipe").and_then(|r| r.as_str()).map(str::to_owned))
             .unwrap_or_else(|| "model2vec".to_owned());
         let label = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| MODEL_DIR_NAME.to_owned());
-        let name = format!("static:{label}:{recipe}:{:016x}", fingerprint(&bytes));
-        let (table, scales) = quantise(&table, dims);
-        Ok(StaticEmbedder { name, dims, rows, table, scales, tokenizer })
+        let name = format!("static:{label}:{recipe}:{:016x}", fingerprint(&source));
+        let i8_path = dir.join(I8_TABLE);
+        let table = match i8_path.exists().then(|| map_quantised(&i8_path, rows, dims, source.len())) {
+            Some(Ok(mapped)) => mapped,
+            Some(Err(message)) => {
+                tracing::warn!(path = %i8_path.display(), "{message}; quantising model.safetensors instead");
+                quantise(&table)
+            }
+            None => quantise(&table),
+        };
+        Ok(StaticEmbedder { name, dims, rows, table, tokenizer })
     }
 
     /// The tokenizer the table belongs to, for the chunker.
@@ -376,9 +422,7 @@ impl StaticEmbedder {
         self.tokenizer.for_each_token(text, |id, _| {
             let id = id as usize;
             if id < self.rows && !self.tokenizer.is_special(id as u32) {
-                let row = &self.table[id * self.dims..(id + 1) * self.dims];
-                let scale = self.scales[id];
-                sum.iter_mut().zip(row).for_each(|(s, r)| *s += f32::from(*r) * scale);
+                self.table.add_row(id, self.dims, &mut sum);
                 count += 1;
             }
         });
@@ -416,55 +460,115 @@ impl Embedder for StaticEmbedder {
     }
 }
 
-/// Quantises a row-major f32 table to `i8` rows with one scale each.
-fn quantise(table: &[f32], dims: usize) -> (Vec<i8>, Vec<f32>) {
-    let mut out = Vec::with_capacity(table.len());
-    let mut scales = Vec::with_capacity(table.len() / dims.max(1));
-    for row in table.chunks_exact(dims) {
+/// The quantised table's file beside `model.safetensors`.
+const I8_TABLE: &str = "model.i8.safetensors";
+
+/// Quantises the table to `i8` rows with one scale each, a row at a time:
+/// scale = max |v| / 127 (1 for a zero row), q = round(v / scale), all in f32.
+/// `scripts/distill_embedder.py` writes the same bytes to `model.i8.safetensors`.
+fn quantise(table: &Table<'_>) -> Rows {
+    let mut rows = Vec::with_capacity(table.rows * table.dims);
+    let mut scales = Vec::with_capacity(table.rows);
+    let mut row = vec![0f32; table.dims];
+    for r in 0..table.rows {
+        table.row(r, &mut row);
         let max = row.iter().fold(0f32, |m, v| m.max(v.abs()));
         let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
         scales.push(scale);
-        out.extend(row.iter().map(|v| (v / scale).round().clamp(-127.0, 127.0) as i8));
+        rows.extend(row.iter().map(|v| (v / scale).round().clamp(-127.0, 127.0) as i8));
     }
-    (out, scales)
+    Rows::Owned { rows, scales }
 }
 
-/// Parses safetensors bytes by hand (u64 LE header length, JSON header, raw LE data) and answers the `embeddings` tensor as f32.
-fn parse_table(bytes: &[u8]) -> Result<(usize, usize, Vec<f32>), String> {
-    let head: [u8; 8] = bytes.get(..8).and_then(|b| b.try_into().ok()).ok_or("shorter than a safetensors header")?;
-    let n = u64::from_le_bytes(head) as usize;
-    let header = bytes.get(8..8usize.saturating_add(n)).ok_or("the header runs past the end")?;
-    let header: serde_json::Value = serde_json::from_slice(header).map_err(|e| format!("header: {e}"))?;
-    let info = header.get("embeddings").ok_or("no tensor named `embeddings`")?;
-    let dtype = info.get("dtype").and_then(|d| d.as_str()).unwrap_or("");
-    let shape: Vec<usize> = info
-        .get("shape")
-        .and_then(|s| s.as_array())
-        .map(|s| s.iter().filter_map(|d| d.as_u64().map(|d| d as usize)).collect())
-        .unwrap_or_default();
-    let offsets: Vec<usize> = info
-        .get("data_offsets")
-        .and_then(|s| s.as_array())
-        .map(|s| s.iter().filter_map(|d| d.as_u64().map(|d| d as usize)).collect())
-        .unwrap_or_default();
-    let (&[rows, dims], &[start, end]) = (shape.as_slice(), offsets.as_slice()) else {
-        return Err(format!("`embeddings` must be 2-D with two offsets, got shape {shape:?}"));
+/// Maps `model.i8.safetensors` (tensors `embeddings`, I8 `[rows, dims]`, and `scales`, F32 `[rows]`),
+/// checking that it was made from a source table of `source_size` bytes with this shape.
+fn map_quantised(path: &Path, rows: usize, dims: usize, source_size: usize) -> Result<Rows, String> {
+    let map = map_file(path).map_err(|e| e.to_string())?;
+    let header = Header::parse(&map)?;
+    let made_from = header.json.get("__metadata__").and_then(|m| m.get("source_size")).and_then(|v| v.as_str());
+    if made_from != Some(source_size.to_string().as_str()) {
+        return Err("it was made from another model.safetensors".to_owned());
+    }
+    let (dtype, shape, table) = header.tensor(&map, "embeddings")?;
+    if dtype != "I8" || shape != [rows, dims] || table.len() != rows * dims {
+        return Err(format!("`embeddings` is {dtype} {shape:?}, not I8 [{rows}, {dims}]"));
+    }
+    let rows_at = table.as_ptr() as usize - map.as_ptr() as usize;
+    let (dtype, shape, scales) = header.tensor(&map, "scales")?;
+    if dtype != "F32" || shape != [rows] || scales.len() != rows * 4 {
+        return Err(format!("`scales` is {dtype} {shape:?}, not F32 [{rows}]"));
+    }
+    let scales = scales.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+    Ok(Rows::Mapped { rows: rows_at..rows_at + rows * dims, map, scales })
+}
+
+/// A safetensors header: u64 LE length, then JSON naming each tensor's dtype, shape and data offsets.
+struct Header {
+    json: serde_json::Value,
+    /// Where the data starts in the file.
+    base: usize,
+}
+
+impl Header {
+    fn parse(bytes: &[u8]) -> Result<Header, String> {
+        let head: [u8; 8] = bytes.get(..8).and_then(|b| b.try_into().ok()).ok_or("shorter than a safetensors header")?;
+        let n = usize::try_from(u64::from_le_bytes(head)).map_err(|_| "the header is too long")?;
+        let json = bytes.get(8..8usize.saturating_add(n)).ok_or("the header runs past the end")?;
+        let json = serde_json::from_slice(json).map_err(|e| format!("header: {e}"))?;
+        Ok(Header { json, base: 8 + n })
+    }
+
+    /// The named tensor's dtype, shape and data bytes.
+    fn tensor<'b>(&self, bytes: &'b [u8], name: &str) -> Result<(String, Vec<usize>, &'b [u8]), String> {
+        let info = self.json.get(name).ok_or_else(|| format!("no tensor named `{name}`"))?;
+        let dtype = info.get("dtype").and_then(|d| d.as_str()).unwrap_or("").to_owned();
+        let numbers = |key: &str| -> Vec<usize> {
+            info.get(key).and_then(|s| s.as_array()).map(|s| s.iter().filter_map(|d| d.as_u64().map(|d| d as usize)).collect()).unwrap_or_default()
+        };
+        let (shape, offsets) = (numbers("shape"), numbers("data_offsets"));
+        let &[start, end] = offsets.as_slice() else { return Err(format!("`{name}` needs two data offsets")) };
+        let data = (start <= end).then(|| bytes.get(self.base + start..self.base + end)).flatten().ok_or("the data runs past the end")?;
+        Ok((dtype, shape, data))
+    }
+}
+
+/// The `embeddings` tensor of a Model2Vec table, read in place.
+struct Table<'b> {
+    rows: usize,
+    dims: usize,
+    data: &'b [u8],
+    /// Bytes per value: 2 (F16) or 4 (F32).
+    width: usize,
+}
+
+impl Table<'_> {
+    /// Row `r` as f32, into `out` (`dims` long).
+    fn row(&self, r: usize, out: &mut [f32]) {
+        let bytes = &self.data[r * self.dims * self.width..(r + 1) * self.dims * self.width];
+        if self.width == 2 {
+            out.iter_mut().zip(bytes.chunks_exact(2)).for_each(|(o, b)| *o = f16_to_f32(u16::from_le_bytes([b[0], b[1]])));
+        } else {
+            out.iter_mut().zip(bytes.chunks_exact(4)).for_each(|(o, b)| *o = f32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+        }
+    }
+}
+
+/// Parses safetensors bytes by hand and answers the `embeddings` tensor (F16 or F32, 2-D).
+fn parse_table(bytes: &[u8]) -> Result<Table<'_>, String> {
+    let header = Header::parse(bytes)?;
+    let (dtype, shape, data) = header.tensor(bytes, "embeddings")?;
+    let &[rows, dims] = shape.as_slice() else {
+        return Err(format!("`embeddings` must be 2-D, got shape {shape:?}"));
     };
-    let data = bytes.get(8 + n + start..8 + n + end).ok_or("the data runs past the end")?;
-    let width = match dtype {
+    let width = match dtype.as_str() {
         "F16" => 2,
         "F32" => 4,
         other => return Err(format!("dtype {other} is not F16 or F32")),
     };
-    if rows == 0 || dims == 0 || data.len() != rows * dims * width {
+    if rows == 0 || dims == 0 || Some(data.len()) != rows.checked_mul(dims).and_then(|n| n.checked_mul(width)) {
         return Err(format!("{} data bytes do not hold {rows}×{dims} {dtype}", data.len()));
     }
-    let table = if width == 2 {
-        data.chunks_exact(2).map(|b| f16_to_f32(u16::from_le_bytes([b[0], b[1]]))).collect()
-    } else {
-        data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
-    };
-    Ok((rows, dims, table))
+    Ok(Table { rows, dims, data, width })
 }
 
 /// IEEE 754 half precision to single precision, exactly.
@@ -1055,11 +1159,74 @@ mod tests {
     #[test]
     fn parses_a_hand_made_safetensors_table() {
         let bytes = tiny_table(2, 3, &[1.0, 0.0, -1.0, 0.5, 2.0, 0.0]);
-        let (rows, dims, table) = parse_table(&bytes).unwrap();
-        assert_eq!((rows, dims), (2, 3));
-        assert_eq!(table, vec![1.0, 0.0, -1.0, 0.5, 2.0, 0.0]);
+        let table = parse_table(&bytes).unwrap();
+        assert_eq!((table.rows, table.dims), (2, 3));
+        let mut row = vec![0f32; 3];
+        table.row(1, &mut row);
+        assert_eq!(row, vec![0.5, 2.0, 0.0]);
         assert!(parse_table(&bytes[..bytes.len() - 1]).is_err());
         assert!(parse_table(b"\x02\0\0\0\0\0\0\0{}").is_err());
+    }
+
+    /// Writes the quantised rows as `model.i8.safetensors` would hold them.
+    fn i8_file(rows: &Rows, n: usize, dims: usize, source_size: usize) -> Vec<u8> {
+        let Rows::Owned { rows, scales } = rows else { panic!("owned rows expected") };
+        let header = format!(
+            r#"{{"__metadata__":{{"source_size":"{source_size}"}},"embeddings":{{"dtype":"I8","shape":[{n},{dims}],"data_offsets":[0,{e}]}},"scales":{{"dtype":"F32","shape":[{n}],"data_offsets":[{e},{end}]}}}}"#,
+            e = n * dims,
+            end = n * dims + 4 * n
+        );
+        let mut out = (header.len() as u64).to_le_bytes().to_vec();
+        out.extend_from_slice(header.as_bytes());
+        out.extend(rows.iter().map(|&q| q as u8));
+        scales.iter().for_each(|s| out.extend_from_slice(&s.to_le_bytes()));
+        out
+    }
+
+    fn sum_of(rows: &Rows, n: usize, dims: usize) -> Vec<Vec<f32>> {
+        (0..n)
+            .map(|r| {
+                let mut sum = vec![0f32; dims];
+                rows.add_row(r, dims, &mut sum);
+                sum
+            })
+            .collect()
+    }
+
+    #[test]
+    fn mapped_rows_are_the_rows_quantised_at_load_and_a_stale_file_is_refused() {
+        let bytes = tiny_table(3, 2, &[1.0, 0.5, 0.0, 0.0, 2.0, -1.0]);
+        let table = parse_table(&bytes).unwrap();
+        let owned = quantise(&table);
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join(I8_TABLE);
+        std::fs::write(&path, i8_file(&owned, 3, 2, bytes.len())).unwrap();
+        let mapped = map_quantised(&path, 3, 2, bytes.len()).unwrap();
+        assert!(matches!(mapped, Rows::Mapped { .. }));
+        assert_eq!(sum_of(&mapped, 3, 2), sum_of(&owned, 3, 2));
+        assert_eq!(sum_of(&owned, 3, 2)[1], vec![0.0, 0.0], "a zero row stays zero");
+        assert!(map_quantised(&path, 3, 2, bytes.len() + 1).err().unwrap().contains("another model.safetensors"));
+        assert!(map_quantised(&path, 3, 3, bytes.len()).is_err());
+    }
+
+    #[test]
+    fn the_installed_i8_file_matches_quantising_at_load() {
+        let Some(dir) = find_model_dir(Path::new("/nonexistent-ctxfs-data")) else {
+            eprintln!("skipped: no embedding table installed (run scripts/build-embedder)");
+            return;
+        };
+        let source = map_file(&dir.join("model.safetensors")).unwrap();
+        let table = parse_table(&source).unwrap();
+        // scripts/test builds the table with this file; an older table has none.
+        let Ok(mapped) = map_quantised(&dir.join(I8_TABLE), table.rows, table.dims, source.len()) else {
+            panic!("{} is missing or stale: run scripts/build-embedder --force", dir.join(I8_TABLE).display());
+        };
+        let Rows::Owned { rows, scales } = quantise(&table) else { unreachable!() };
+        let Rows::Mapped { map, rows: span, scales: mapped_scales } = &mapped else { unreachable!() };
+        assert_eq!(mapped_scales, &scales, "the scales differ from the Rust quantisation");
+        let mapped_rows = &map[span.clone()];
+        let differing = rows.iter().zip(mapped_rows).filter(|(a, b)| **a as u8 != **b).count();
+        assert_eq!(differing, 0, "rows differ from the Rust quantisation");
     }
 
     #[test]

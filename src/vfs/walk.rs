@@ -29,6 +29,10 @@
 //! `FD_BUDGET` fds are kept per walk beyond one in use per worker, and once
 //! the budget is spent, deeper directories are opened name by name from an
 //! older anchor instead (slower, but never running out of fds).
+//!
+//! Threads cost more than a small walk: the calling thread walks alone first
+//! and starts the other workers only when the walk outlasts `SOLO_TIME` with
+//! work still pending, so a listing of a few hundred files starts none.
 
 use super::os::{errno, meta_of};
 use super::{Descend, FsError, Kind, Readable, Source, Visitor, WalkEntry, WalkOptions};
@@ -57,6 +61,14 @@ const FD_BUDGET: usize = 256;
 /// Entries of one directory visited as one job; bigger directories are split
 /// so their files are visited by several workers.
 const CHUNK: usize = 256;
+/// How long the calling thread walks alone before it starts the other workers.
+const SOLO_TIME: std::time::Duration = std::time::Duration::from_micros(500);
+
+/// The machine's parallelism, asked once (the answer reads cgroup files).
+fn machine_threads() -> usize {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+}
 /// Size of each worker's `getdents` buffer.
 const DIRENT_BUF: usize = 32 * 1024;
 /// Ignore files longer than this are not read.
@@ -92,7 +104,7 @@ fn walk_with(
     budget: &Budget,
 ) -> Result<(), FsError> {
     let threads = match options.threads {
-        0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        0 => machine_threads(),
         n => n,
     };
     // A listing starts where the fd stands; start at the beginning.
@@ -113,6 +125,8 @@ fn walk_with(
     let ctx = Ctx { options, visit, readable, budget, queue: &queue, chunking: threads > 1 };
     if threads == 1 {
         worker(&ctx, buf);
+    } else if solo(&ctx, &mut buf) {
+        // The walk ended before the other workers were worth starting.
     } else {
         std::thread::scope(|scope| {
             for _ in 1..threads {
@@ -350,6 +364,27 @@ impl Drop for AbortOnPanic<'_, '_> {
     fn drop(&mut self) {
         if std::thread::panicking() {
             self.0.abort();
+        }
+    }
+}
+
+/// Runs jobs on the calling thread alone until none is left (`true`) or
+/// `SOLO_TIME` has passed (`false`, with the pending jobs back on the queue).
+fn solo(ctx: &Ctx<'_, '_, '_>, buf: &mut [MaybeUninit<u8>]) -> bool {
+    let started = std::time::Instant::now();
+    let mut found = Vec::new();
+    loop {
+        let job = {
+            let mut state = ctx.queue.lock();
+            state.jobs.append(&mut found);
+            if started.elapsed() >= SOLO_TIME {
+                return state.jobs.is_empty();
+            }
+            state.jobs.pop()
+        };
+        match job {
+            Some(job) => run(ctx, job, buf, &mut found),
+            None => return true,
         }
     }
 }
