@@ -9,46 +9,58 @@
 //! dropped: after the call finished, or when rmcp discarded the message
 //! without running a handler (so a dropped request never blocks the queue).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
-use tokio::sync::watch;
+use tokio::sync::oneshot;
 
 /// Hands out tickets in arrival order and tracks whose turn it is.
 #[derive(Debug)]
 pub struct Sequencer {
     state: Mutex<State>,
-    /// The lowest ticket not yet finished: the one whose turn it is.
-    serving: watch::Sender<u64>,
 }
 
 #[derive(Debug, Default)]
 struct State {
     next: u64,
+    /// The lowest ticket not yet finished: the one whose turn it is.
+    serving: u64,
     /// Finished tickets above `serving` (dropped out of order).
     finished: BTreeSet<u64>,
+    /// Handlers waiting for their turn, by ticket. Only the one whose turn
+    /// comes is woken (with many calls in flight, waking every waiter at each
+    /// turn would cost more than the calls).
+    waiting: HashMap<u64, oneshot::Sender<()>>,
 }
 
 impl Sequencer {
     pub fn new() -> Arc<Sequencer> {
-        Arc::new(Sequencer { state: Mutex::new(State::default()), serving: watch::Sender::new(0) })
+        Arc::new(Sequencer { state: Mutex::new(State::default()) })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The next ticket; call it in arrival order (from the transport's `receive`).
     pub fn issue(self: &Arc<Self>) -> Ticket {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.lock();
         let number = state.next;
         state.next += 1;
         Ticket(Arc::new(Inner { number, sequencer: self.clone() }))
     }
 
     fn finish(&self, number: u64) {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.lock();
+        let state = &mut *guard;
         state.finished.insert(number);
-        let mut serving = *self.serving.borrow();
-        while state.finished.remove(&serving) {
-            serving += 1;
+        while state.finished.remove(&state.serving) {
+            state.serving += 1;
+            let serving = state.serving;
+            if let Some(waiter) = state.waiting.remove(&serving) {
+                // The waiter may have gone (its call was cancelled); nothing to do then.
+                let _ = waiter.send(());
+            }
         }
-        self.serving.send_replace(serving);
     }
 }
 
@@ -73,9 +85,20 @@ impl Ticket {
     /// Waits until every earlier ticket is finished (dropped).
     pub async fn turn(&self) {
         let number = self.0.number;
-        let mut serving = self.0.sequencer.serving.subscribe();
-        // The sender lives in the sequencer this ticket holds, so it cannot close.
-        let _ = serving.wait_for(|s| *s >= number).await;
+        loop {
+            let woken = {
+                let mut state = self.0.sequencer.lock();
+                if state.serving >= number {
+                    return;
+                }
+                let (send, woken) = oneshot::channel();
+                state.waiting.insert(number, send);
+                woken
+            };
+            // Woken when `serving` reaches `number`; a lost sender (another
+            // wait on the same ticket replaced this one) only means look again.
+            let _ = woken.await;
+        }
     }
 }
 
