@@ -5,6 +5,7 @@ use clap::{ArgGroup, Args, Parser, Subcommand};
 use ctxfs::engine::{Config, Engine, Posture, SessionOptions};
 use ctxfs::gate::Mode;
 use ctxfs::hygiene::HostKind;
+use ctxfs::index::EmbedderChoice;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -127,6 +128,16 @@ struct PostureArgs {
     /// How long an approval prompt waits for the user before the change is refused.
     #[arg(long, value_name = "SECONDS", default_value = "120", value_parser = parse_seconds)]
     approval_timeout: Duration,
+    /// The embedder search ranks meaning with: `static` (a table distilled from all-MiniLM-L6-v2:
+    /// fast), `minilm` (the full transformer: better vectors, much slower indexing), `none` (words
+    /// only) or `http://HOST:PORT[/path]` (a llama.cpp or OpenAI-compatible server you run; an API
+    /// key, if needed, from CTXFS_EMBEDDER_KEY). Default: "embedder" in config.json, else static.
+    #[arg(long, value_name = "NAME|URL", value_parser = parse_embedder)]
+    embedder: Option<EmbedderChoice>,
+    /// The model to ask an embedding server for (OpenAI-compatible servers need one).
+    /// Default: "embedder_model" in config.json.
+    #[arg(long, value_name = "NAME")]
+    embedder_model: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -154,6 +165,10 @@ fn parse_seconds(text: &str) -> Result<Duration, String> {
         Ok(s) if s.is_finite() && s > 0.0 && s < 1e9 => Ok(Duration::from_secs_f64(s)),
         _ => Err(format!("{text:?} is not a number of seconds above 0")),
     }
+}
+
+fn parse_embedder(text: &str) -> Result<EmbedderChoice, String> {
+    text.parse()
 }
 
 fn parse_host(text: &str) -> Result<HostKind, String> {
@@ -185,6 +200,7 @@ impl PostureArgs {
         if let Some(dir) = &self.config {
             engine.set_user_config(Some(std::path::absolute(dir)?));
         }
+        engine.choose_embedder(self.embedder.clone(), self.embedder_model.clone());
         Ok(engine)
     }
 }
@@ -224,6 +240,16 @@ struct LspArgs {
     /// Default: 120.
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     approval_timeout: Option<Duration>,
+    /// The embedder search ranks meaning with: `static` (a table distilled from all-MiniLM-L6-v2:
+    /// fast), `minilm` (the full transformer: better vectors, much slower indexing), `none` (words
+    /// only) or `http://HOST:PORT[/path]` (a llama.cpp or OpenAI-compatible server you run; an API
+    /// key, if needed, from CTXFS_EMBEDDER_KEY). Default: "embedder" in config.json, else static.
+    #[arg(long, value_name = "NAME|URL", value_parser = parse_embedder)]
+    embedder: Option<EmbedderChoice>,
+    /// The model to ask an embedding server for (OpenAI-compatible servers need one).
+    /// Default: "embedder_model" in config.json.
+    #[arg(long, value_name = "NAME")]
+    embedder_model: Option<String>,
 }
 
 impl LspArgs {
@@ -239,6 +265,8 @@ impl LspArgs {
             config: self.config.as_ref().map(absolute).transpose()?,
             mode: self.mode,
             approval_timeout: self.approval_timeout,
+            embedder: self.embedder.clone(),
+            embedder_model: self.embedder_model.clone(),
         })
     }
 }
@@ -375,7 +403,7 @@ fn index_tree(posture: &PostureArgs, path: Option<&str>) -> anyhow::Result<ExitC
     use ctxfs::access::{Access, Level, Need, View};
     use ctxfs::index::hybrid::{Index, TokenChunker};
     let config = posture.config()?;
-    let engine = Engine::new(config.clone())?;
+    let engine = posture.engine(Mode::Trust)?;
     let boundary = engine.fs().boundary().clone();
     let view = match &config.posture {
         Posture::Tree { view, .. } => ctxfs::engine::load_view(view)?,
@@ -387,7 +415,7 @@ fn index_tree(posture: &PostureArgs, path: Option<&str>) -> anyhow::Result<ExitC
     if !root.is_dir() {
         anyhow::bail!("{} is not a directory", root.path);
     }
-    let (vectorizer, tokenizer) = ctxfs::index::default_models(engine.data_dir());
+    let (vectorizer, tokenizer) = ctxfs::index::models(&engine.embedder(), engine.data_dir());
     let words_only = vectorizer.is_none();
     let index = Index::open(&engine.data_dir().join("index.db"), vectorizer, Arc::new(TokenChunker::new(tokenizer)))?;
     let line = ProgressLine::new();

@@ -54,6 +54,8 @@ pub struct IndexSlot {
     queue: Mutex<Option<std::sync::mpsc::Sender<WrittenFile>>>,
     /// How many queued files are not indexed yet, to wait for before a search.
     pending: Arc<(Mutex<usize>, std::sync::Condvar)>,
+    /// The embedder the index loads when it is opened.
+    embedder: Mutex<crate::index::EmbedderChoice>,
 }
 
 /// A file a change wrote, for the indexer.
@@ -71,6 +73,7 @@ impl IndexSlot {
             cell: std::sync::OnceLock::new(),
             queue: Mutex::new(None),
             pending: Default::default(),
+            embedder: Mutex::default(),
         }
     }
 
@@ -120,7 +123,8 @@ impl IndexSlot {
     pub fn get(&self) -> Option<&Arc<Index>> {
         self.cell
             .get_or_init(|| {
-                let (vectorizer, tokenizer) = crate::index::default_models(&self.data_dir);
+                let choice = self.embedder.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                let (vectorizer, tokenizer) = crate::index::models(&choice, &self.data_dir);
                 let chunker = Arc::new(TokenChunker::new(tokenizer));
                 match Index::open(&self.path, vectorizer, chunker) {
                     Ok(index) => Some(Arc::new(index)),
@@ -250,6 +254,19 @@ impl Engine {
     /// `skills/`, `config.json`); `None` for none.
     pub fn set_user_config(&mut self, dir: Option<PathBuf>) {
         self.user = UserConfig { dir };
+    }
+
+    /// Chooses the embedder the search index loads when it is first opened:
+    /// `flag` (`--embedder`, with `model` from `--embedder-model`), else
+    /// `"embedder"` in the user's config.json, else the static table.
+    pub fn choose_embedder(&self, flag: Option<crate::index::EmbedderChoice>, model: Option<String>) {
+        let choice = crate::index::EmbedderChoice::resolve(flag, model, |key| self.user.setting(key));
+        *self.index.embedder.lock().unwrap_or_else(|e| e.into_inner()) = choice;
+    }
+
+    /// The embedder the search index loads (see `choose_embedder`).
+    pub fn embedder(&self) -> crate::index::EmbedderChoice {
+        self.index.embedder.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Sets which kind of host the sessions serve (see `HostKind`).

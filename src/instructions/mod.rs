@@ -82,6 +82,13 @@ impl UserConfig {
         UserConfig { dir: directories::ProjectDirs::from("", "", "ctxfs").map(|d| d.config_dir().to_path_buf()) }
     }
 
+    /// A string setting of `config.json` (such as `"embedder"`), if the file has it.
+    pub fn setting(&self, key: &str) -> Option<String> {
+        let text = std::fs::read_to_string(self.dir.as_ref()?.join("config.json")).ok()?;
+        let config: serde_json::Value = serde_json::from_str(&text).ok()?;
+        config.get(key)?.as_str().map(str::to_owned)
+    }
+
     /// Instruction files named in `config.json` (`{"instructions": [...]}`),
     /// relative to the config directory unless absolute.
     fn configured(&self) -> (Vec<PathBuf>, Vec<String>) {

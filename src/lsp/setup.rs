@@ -16,6 +16,7 @@ use crate::access::{Level, View, ViewFile};
 use crate::engine::{default_data_dir, Config, Engine, Posture};
 use crate::gate::Mode;
 use crate::hygiene::HostKind;
+use crate::index::EmbedderChoice;
 use crate::paths::VPath;
 use crate::vfs::os::OsFs;
 use crate::vfs::overlay::{Documents, Overlay};
@@ -41,6 +42,9 @@ pub struct Defaults {
     pub mode: Option<Mode>,
     /// How long an approval prompt waits (default: `gate::DEFAULT_TIMEOUT`).
     pub approval_timeout: Option<Duration>,
+    /// The embedder (default: config.json's, else the static table) and the model a server is asked for.
+    pub embedder: Option<EmbedderChoice>,
+    pub embedder_model: Option<String>,
 }
 
 /// How the engine's sessions are gated.
@@ -81,6 +85,12 @@ pub struct Built {
 }
 
 pub fn build(defaults: &Defaults, options: &InitializationOptions, folders: &[PathBuf], docs: &Arc<Documents>) -> anyhow::Result<Built> {
+    let built = build_engine(defaults, options, folders, docs)?;
+    built.engine.choose_embedder(defaults.embedder.clone(), defaults.embedder_model.clone());
+    Ok(built)
+}
+
+fn build_engine(defaults: &Defaults, options: &InitializationOptions, folders: &[PathBuf], docs: &Arc<Documents>) -> anyhow::Result<Built> {
     let base = folders.first().cloned().or_else(|| std::env::current_dir().ok()).unwrap_or_else(|| PathBuf::from("/"));
     let absolute = |p: &PathBuf| if p.is_absolute() { p.clone() } else { base.join(p) };
     let host = match options.host {
