@@ -302,12 +302,16 @@ def main():
     ap.add_argument("--only", default="latency,mixed,rss", help="parts to run: latency, mixed, rss")
     ap.add_argument("--no-build", action="store_true")
     ap.add_argument("--ctxfs-only", action="store_true", help="skip the peer (for profiling ctxfs)")
+    ap.add_argument("--ctxfs", help="the ctxfs binary to run (implies --no-build)")
     ap.add_argument("--no-wait", action="store_true", help="do not wait for the machine to be quiet")
     ap.add_argument("--max-wait", type=float, default=300, help="longest wait (s) for the machine to be quiet")
     opts = ap.parse_args()
     parts = set(opts.only.split(","))
 
-    ctxfs = str(build()) if not opts.no_build else str(Path(__file__).resolve().parents[1] / "target/release/ctxfs")
+    if opts.ctxfs:
+        ctxfs = opts.ctxfs
+    else:
+        ctxfs = str(build()) if not opts.no_build else str(Path(__file__).resolve().parents[1] / "target/release/ctxfs")
     peer_js = ensure_peer()
     load0 = wait_quiet(opts.max_wait) if not opts.no_wait else "not checked"
     meter = OtherLoad()
