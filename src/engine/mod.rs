@@ -85,14 +85,18 @@ impl IndexSlot {
             let (sender, receiver) = std::sync::mpsc::channel::<WrittenFile>();
             let slot = self.clone();
             let spawned = std::thread::Builder::new().name("ctxfs-indexer".into()).spawn(move || {
-                for file in receiver {
+                // Files queued while one is being indexed are indexed together, in one commit.
+                while let Ok(first) = receiver.recv() {
+                    let mut batch = vec![first];
+                    batch.extend(receiver.try_iter().take(63));
                     if let Some(index) = slot.get() {
-                        if let Err(e) = index.note_written(&file.real, &file.bytes, file.created_by.as_deref()) {
-                            tracing::warn!(error = %e, path = %file.real, "could not index a written file");
+                        let files: Vec<_> = batch.iter().map(|f| (&f.real, f.bytes.as_slice(), f.created_by.as_deref())).collect();
+                        if let Err(e) = index.note_written_all(&files) {
+                            tracing::warn!(error = %e, files = batch.len(), "could not index written files");
                         }
                     }
                     let (count, done) = &*slot.pending;
-                    *count.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+                    *count.lock().unwrap_or_else(|e| e.into_inner()) -= batch.len();
                     done.notify_all();
                 }
             });

@@ -537,25 +537,33 @@ impl Index {
     /// Records a file written through ctxfs: its content is indexed now, and
     /// `created_by` is kept from its first write on.
     pub fn note_written(&self, real: &VPath, bytes: &[u8], created_by: Option<&str>) -> anyhow::Result<()> {
-        let Ok(file) = TextFile::decode(bytes) else { return Ok(()) };
-        if bytes.len() as u64 > MAX_FILE_BYTES {
-            return Ok(());
-        }
-        let sha = sha256(bytes);
+        self.note_written_all(&[(real, bytes, created_by)])
+    }
+
+    /// `note_written` for several files in one transaction (a burst of
+    /// writes costs one commit). Files that are not text or too big are skipped.
+    pub fn note_written_all(&self, files: &[(&VPath, &[u8], Option<&str>)]) -> anyhow::Result<()> {
         let store = self.store();
         self.sync_mirror(&store, false)?;
         self.write(&store, || {
-            self.ensure_blob(&store, &sha, || self.make_chunks(file.text()))?;
-            let old = self.mirror().files.get(real.as_str()).map(|f| f.blob);
-            // The time is unknown here; the next refresh stats the file again.
-            let (size, mtime) = (bytes.len() as i64, -1);
-            let rowid = store.put_file(real.as_str(), &sha, size, mtime, created_by)?;
-            let mut mirror = self.mirror_mut();
-            let mark = AtomicU32::new(mirror.epoch);
-            mirror.files.insert(real.to_string(), FileEntry { rowid, blob: sha, size, mtime, mark });
-            drop(mirror);
-            if let Some(old) = old.filter(|old| *old != sha) {
-                self.drop_if_orphan(&store, &old)?;
+            for &(real, bytes, created_by) in files {
+                let Ok(file) = TextFile::decode(bytes) else { continue };
+                if bytes.len() as u64 > MAX_FILE_BYTES {
+                    continue;
+                }
+                let sha = sha256(bytes);
+                self.ensure_blob(&store, &sha, || self.make_chunks(file.text()))?;
+                let old = self.mirror().files.get(real.as_str()).map(|f| f.blob);
+                // The time is unknown here; the next refresh stats the file again.
+                let (size, mtime) = (bytes.len() as i64, -1);
+                let rowid = store.put_file(real.as_str(), &sha, size, mtime, created_by)?;
+                let mut mirror = self.mirror_mut();
+                let mark = AtomicU32::new(mirror.epoch);
+                mirror.files.insert(real.to_string(), FileEntry { rowid, blob: sha, size, mtime, mark });
+                drop(mirror);
+                if let Some(old) = old.filter(|old| *old != sha) {
+                    self.drop_if_orphan(&store, &old)?;
+                }
             }
             Ok(())
         })
