@@ -1190,6 +1190,26 @@ mod tests {
     }
 
     #[test]
+    fn files_written_together_are_all_indexed_in_order_and_binary_ones_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = index_with(dir.path(), true);
+        let (a, b, bin) = (VPath::parse("/w/a.md").unwrap(), VPath::parse("/w/b.md").unwrap(), VPath::parse("/w/x.bin").unwrap());
+        let files: [(&VPath, &[u8], Option<&str>); 4] = [
+            (&a, b"first version of a\n", Some("agent-one")),
+            (&b, b"retry the upload again\n", None),
+            (&bin, b"\0\x01\x02binary", Some("agent-one")),
+            (&a, b"second version of a\n", Some("agent-two")),
+        ];
+        index.note_written_all(&files).unwrap();
+        let store = index.store();
+        let row = store.file("/w/a.md").unwrap().expect("a is indexed");
+        assert_eq!(row.blob, sha256(b"second version of a\n").to_vec(), "the later write wins");
+        assert_eq!(row.created_by.as_deref(), Some("agent-one"), "created_by is kept from the first write");
+        assert!(store.file("/w/b.md").unwrap().is_some());
+        assert!(store.file("/w/x.bin").unwrap().is_none(), "binary files are not indexed");
+    }
+
+    #[test]
     fn one_content_under_two_paths_is_two_results() {
         let dir = tempfile::tempdir().unwrap();
         let fs = Arc::new(MemFs::new(VPath::root()));
