@@ -20,6 +20,7 @@ the distinct files of the passage list, in order. recall@10 = share of queries w
 first 10; MRR@10 = mean of 1/rank (0 past 10).
 
 Usage: python3 bench/search_quality.py [--ctxfs BIN] [--crate NAME-VERSION] [--modes words,meaning,...]
+                                      [--embedder static|minilm|none|URL]
        python3 bench/search_quality.py --make-queries    # rewrite the doc queries (hand ones kept)
 Stdlib Python 3 only (its sqlite3 must have FTS5), plus rg for the naive baseline.
 """
@@ -183,8 +184,9 @@ RECALL = re.compile(r"^\[#\w+ recall #\w+ lines (\d+)-(\d+) of (\d+)\]")
 
 
 class Replay:
-    def __init__(self, binary, root, data, env):
-        self.p = subprocess.Popen([binary, "replay", "--root", root, "--data", data, "--host", "fresh", "-"],
+    def __init__(self, binary, root, data, env, embedder):
+        self.p = subprocess.Popen([binary, "replay", "--root", root, "--data", data, "--host", "fresh",
+                                   "--embedder", embedder, "-"],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1, env=env)
 
     def step(self, obj):
@@ -217,9 +219,9 @@ class Replay:
         self.p.wait()
 
 
-def search_all(binary, root, data, mode, queries):
+def search_all(binary, root, data, mode, queries, embedder):
     env = dict(os.environ, CTXFS_SEARCH_RANKINGS=mode)
-    r = Replay(binary, root, data, env)
+    r = Replay(binary, root, data, env, embedder)
     out, times = {}, []
     for q in queries:
         r.step({"event": "new_request", "carries_earlier": False})
@@ -332,6 +334,7 @@ def main():
     ap.add_argument("--ctxfs", help="the ctxfs binary (default: cargo build --release)")
     ap.add_argument("--crate", default=DEFAULT_CRATE)
     ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--embedder", default="static", help="ctxfs's --embedder for indexing and searching (default static)")
     ap.add_argument("--make-queries", action="store_true")
     ap.add_argument("--keep", help="keep the stripped copy and index in this directory")
     ap.add_argument("--json", help="write per-query ranks here")
@@ -363,19 +366,20 @@ def main():
     make_copy(crate, root)
     root = str(root.resolve())
     start = time.perf_counter()
-    res = subprocess.run([binary, "index", "--root", root, "--data", str(dat)], capture_output=True, text=True, check=True)
+    res = subprocess.run([binary, "index", "--root", root, "--data", str(dat), "--embedder", args.embedder],
+                         capture_output=True, text=True, check=True)
     log(res.stdout.strip(), f"({time.perf_counter() - start:.1f} s)")
 
     results, latency = {}, {}
     for mode in args.modes.split(","):
         log(f"searching: {mode}")
-        results[mode], latency[mode] = search_all(binary, root, str(dat), mode, queries)
+        results[mode], latency[mode] = search_all(binary, root, str(dat), mode, queries, args.embedder)
     log("peers: FTS5 bm25(), rg -c")
     results["FTS5 bm25() (peer)"], nchunks = fts5_peer(dat / "index.db", root, queries)
     results["rg -c per file (naive)"] = rg_peer(rg, root, queries)
 
     text, summary = table(results, queries)
-    print(f"crate {args.crate} (src/, doc comments removed): {len(data['doc'])} doc queries, "
+    print(f"crate {args.crate} (src/, doc comments removed), embedder {args.embedder}: {len(data['doc'])} doc queries, "
           f"{len(data['hand'])} hand queries; {nchunks} chunks")
     print(text)
     for mode, ts in latency.items():

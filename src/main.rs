@@ -129,7 +129,7 @@ struct PostureArgs {
     #[arg(long, value_name = "SECONDS", default_value = "120", value_parser = parse_seconds)]
     approval_timeout: Duration,
     /// The embedder search ranks meaning with: `static` (a table distilled from all-MiniLM-L6-v2:
-    /// fast), `minilm` (the full transformer: better vectors, much slower indexing), `none` (words
+    /// fast), `minilm` (the full transformer: the model's own vectors, much slower indexing), `none` (words
     /// only) or `http://HOST:PORT[/path]` (a llama.cpp or OpenAI-compatible server you run; an API
     /// key, if needed, from CTXFS_EMBEDDER_KEY). Default: "embedder" in config.json, else static.
     #[arg(long, value_name = "NAME|URL", value_parser = parse_embedder)]
@@ -241,7 +241,7 @@ struct LspArgs {
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     approval_timeout: Option<Duration>,
     /// The embedder search ranks meaning with: `static` (a table distilled from all-MiniLM-L6-v2:
-    /// fast), `minilm` (the full transformer: better vectors, much slower indexing), `none` (words
+    /// fast), `minilm` (the full transformer: the model's own vectors, much slower indexing), `none` (words
     /// only) or `http://HOST:PORT[/path]` (a llama.cpp or OpenAI-compatible server you run; an API
     /// key, if needed, from CTXFS_EMBEDDER_KEY). Default: "embedder" in config.json, else static.
     #[arg(long, value_name = "NAME|URL", value_parser = parse_embedder)]
@@ -298,7 +298,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Mcp { posture } => {
             let engine = Arc::new(posture.engine(Mode::Ask)?);
-            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            // One thread for the protocol: calls run one at a time in the
+            // blocking pool anyway, and a second worker only costs wake-ups.
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             let served = runtime.block_on(ctxfs::mcp::serve_stdio(engine));
             // A call still running when the client left gets a moment to finish.
             runtime.shutdown_timeout(Duration::from_secs(10));

@@ -12,7 +12,7 @@
 //!   It never talks to any other address.
 //! - `bert::BertEmbedder` (in `bert.rs`): the full transformer, all-MiniLM-L6-v2
 //!   itself, over the unchanged `model.safetensors` and `tokenizer.json` the
-//!   set-up installs in `models/minilm/`; better vectors, much slower.
+//!   set-up installs in `models/minilm/`; the model's own vectors, much slower.
 //!
 //! Which one the index uses is the user's choice (`index::EmbedderChoice`:
 //! `--embedder`, else `"embedder"` in config.json, else the static table).
