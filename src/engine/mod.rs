@@ -144,6 +144,14 @@ impl IndexSlot {
 
 static SESSION_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// Whether a call of the tool may wait on something besides the files: the
+/// user (a change the gate may ask about) or the index (search and tag wait
+/// for written files to be indexed). Adapters may run the other calls on
+/// their protocol thread; these belong on a thread that may block.
+pub fn may_wait(tool: &str) -> bool {
+    crate::gate::is_gated(tool) || matches!(tool, "search" | "tag")
+}
+
 /// The platform's data directory for ctxfs (`~/.local/share/ctxfs` on Linux).
 pub fn default_data_dir() -> PathBuf {
     directories::ProjectDirs::from("", "", "ctxfs")

@@ -107,15 +107,11 @@ impl SqliteStore {
                     // Results that follow within `COALESCE` share one commit: an
                     // agent's calls come a fraction of a millisecond apart, and a
                     // commit costs more than an insert.
+                    // Sleeping instead of waiting on the channel also means the
+                    // results sent meanwhile wake nobody.
+                    std::thread::sleep(COALESCE);
                     let mut batch = vec![first];
-                    let deadline = std::time::Instant::now() + COALESCE;
-                    while batch.len() < 256 {
-                        let wait = deadline.saturating_duration_since(std::time::Instant::now());
-                        match receiver.recv_timeout(wait) {
-                            Ok(next) => batch.push(next),
-                            Err(_) => break,
-                        }
-                    }
+                    batch.extend(receiver.try_iter().take(255));
                     let written = (|| -> rusqlite::Result<()> {
                         let tx = db.transaction()?;
                         {

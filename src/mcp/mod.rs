@@ -91,6 +91,11 @@ pub trait HostSession: Send + Sync + 'static {
     fn instructions(&self) -> String;
     /// Sets who is asked about a change (`None`: nobody can be asked).
     fn set_approver(&self, _approver: Option<Arc<dyn crate::gate::Approver>>) {}
+    /// Whether a call of the tool may wait on something besides the files
+    /// (the user, the index). Only those leave the protocol's thread.
+    fn may_wait(&self, _tool: &str) -> bool {
+        true
+    }
 }
 
 impl Host for Engine {
@@ -121,6 +126,9 @@ impl HostSession for Session {
             Some(approver) => Session::set_approver(self, approver),
             None => Session::clear_approver(self),
         }
+    }
+    fn may_wait(&self, tool: &str) -> bool {
+        crate::engine::may_wait(tool)
     }
 }
 
@@ -424,15 +432,25 @@ impl<H: Host> ServerHandler for McpServer<H> {
         } else {
             session.set_approver(None);
         }
-        // The ticket moves into the blocking job: the next call starts only
-        // when this one has really finished, even if this future is dropped.
-        let answer = tokio::task::spawn_blocking(move || {
-            let answer = session.call(&name, args);
+        let answer = if session.may_wait(&name) {
+            // The ticket moves into the blocking job: the next call starts only
+            // when this one has really finished, even if this future is dropped.
+            tokio::task::spawn_blocking(move || {
+                let answer = session.call(&name, args);
+                drop(ticket);
+                drop(done_send);
+                answer
+            })
+            .await
+            .map_err(|e| e.to_string())
+        } else {
+            // A call that waits on nothing but the files runs right here: the
+            // hand-off to the blocking pool and back cost as much as the call.
+            let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| session.call(&name, args)));
             drop(ticket);
             drop(done_send);
-            answer
-        })
-        .await;
+            answer.map_err(|_| "panicked".to_owned())
+        };
         Ok(match answer {
             Ok(answer) => to_mcp_result(answer),
             Err(e) => {
