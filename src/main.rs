@@ -419,7 +419,7 @@ fn index_tree(posture: &PostureArgs, path: Option<&str>) -> anyhow::Result<ExitC
     }
     let (vectorizer, tokenizer) = ctxfs::index::models(&engine.embedder(), engine.data_dir());
     let words_only = vectorizer.is_none();
-    let index = Index::open(&engine.data_dir().join("index.db"), vectorizer, Arc::new(TokenChunker::new(tokenizer)))?;
+    let index = Index::open(engine.index_path(), vectorizer, Arc::new(TokenChunker::new(tokenizer)))?;
     let line = ProgressLine::new();
     let done = index.build_with(&access, &root, &|p| line.show(p, false))?;
     line.show(&done, true);

@@ -54,3 +54,48 @@ fn every_tool_answers() {
     let r = show("nope", json!({}));
     assert!(r.is_error);
 }
+
+/// Two trees served with one data directory both name a file `/notes.md`.
+/// Each search must find its own tree's text, even when the two files have the
+/// same size and modification time (which is all a refresh compares before
+/// reading a file again): each tree has an index of its own.
+#[test]
+fn two_trees_sharing_a_data_directory_never_see_each_others_text() {
+    let data = tempfile::tempdir().unwrap();
+    let view = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(view.path(), r#"{"grants": {"/": "commit"}}"#).unwrap();
+    let stamp = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+    let make = |word: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notes.md");
+        // Same length in both trees, same mtime: only the content differs.
+        std::fs::write(&path, format!("the {word} protocol is described here\n")).unwrap();
+        std::fs::File::options().write(true).open(&path).unwrap().set_modified(stamp).unwrap();
+        dir
+    };
+    let (alpha, omega) = (make("alpha"), make("omega"));
+    let search = |tree: &std::path::Path, query: &str| {
+        let engine = Engine::new(Config {
+            posture: Posture::Tree { dir: tree.to_path_buf(), view: view.path().to_path_buf() },
+            start: None,
+            data_dir: Some(data.path().to_path_buf()),
+        })
+        .unwrap();
+        let session = engine.open_session(SessionOptions::default()).unwrap();
+        session.call("search", json!({"query": query})).text
+    };
+    assert!(search(alpha.path(), "alpha protocol").contains("the alpha protocol"));
+    let answer = search(omega.path(), "omega protocol");
+    assert!(answer.contains("the omega protocol"), "{answer}");
+    assert!(!answer.contains("alpha"), "the other tree's text leaked: {answer}");
+    let answer = search(omega.path(), "alpha protocol");
+    assert!(!answer.contains("the alpha protocol"), "the other tree's text leaked: {answer}");
+    // Each tree's index is a database of its own in its project directory.
+    let indexes: Vec<_> = std::fs::read_dir(data.path().join("projects"))
+        .unwrap()
+        .map(|d| d.unwrap().path().join("index.db"))
+        .filter(|p| p.is_file())
+        .collect();
+    assert_eq!(indexes.len(), 2, "{indexes:?}");
+    assert!(!data.path().join("index.db").exists());
+}

@@ -66,9 +66,9 @@ struct WrittenFile {
 }
 
 impl IndexSlot {
-    fn new(data_dir: &Path) -> IndexSlot {
+    fn new(data_dir: &Path, path: PathBuf) -> IndexSlot {
         IndexSlot {
-            path: data_dir.join("index.db"),
+            path,
             data_dir: data_dir.to_path_buf(),
             cell: std::sync::OnceLock::new(),
             queue: Mutex::new(None),
@@ -143,6 +143,18 @@ impl IndexSlot {
 }
 
 static SESSION_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// The search index's database. On a device, paths are the machine's own, so
+/// every project shares `<data>/index.db` (a file in two projects is embedded
+/// once). A tree names its files from its own `/`, so two trees would mix
+/// their `/src/main.rs`: each tree gets an index in its project directory.
+fn index_path(boundary: &VPath, data_dir: &Path, host_root: &Path) -> PathBuf {
+    if boundary.is_root() {
+        crate::gate::policy::project_dir(data_dir, &host_root.to_string_lossy()).join("index.db")
+    } else {
+        data_dir.join("index.db")
+    }
+}
 
 /// Whether a call of the tool may wait on something besides the files: the
 /// user (a change the gate may ask about) or the index (search and tag wait
@@ -230,7 +242,7 @@ impl Engine {
     pub fn with_fs(fs: Arc<dyn Fs>, view: View, start: Option<&str>, data_dir: PathBuf, host_root: PathBuf, host: HostKind) -> Engine {
         let boundary = fs.boundary().clone();
         let start = start.and_then(|s| VPath::resolve(&boundary, s).ok()).filter(|s| s.starts_with(&boundary)).unwrap_or(boundary);
-        let index = Arc::new(IndexSlot::new(&data_dir));
+        let index = Arc::new(IndexSlot::new(&data_dir, index_path(fs.boundary(), &data_dir, &host_root)));
         Engine {
             fs,
             view,
@@ -288,6 +300,11 @@ impl Engine {
 
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
+    }
+
+    /// Where this engine's search index lives (see `index_path`).
+    pub fn index_path(&self) -> &Path {
+        &self.index.path
     }
 
     /// The confined file system the sessions share.

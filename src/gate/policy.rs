@@ -52,20 +52,27 @@ impl Project {
 
     /// `<data>/projects/<last name>-<16 hex of SHA-256 of the key>/rules.json`.
     pub fn project_rules_path(&self) -> PathBuf {
-        let digest = Sha256::digest(self.key.as_bytes());
-        let hash: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
-        let name: String = Path::new(&self.key)
-            .file_name()
-            .map(|n| {
-                n.to_string_lossy()
-                    .chars()
-                    .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
-                    .collect()
-            })
-            .filter(|n: &String| !n.is_empty())
-            .unwrap_or_else(|| "root".into());
-        self.data_dir.join("projects").join(format!("{name}-{hash}")).join("rules.json")
+        project_dir(&self.data_dir, &self.key).join("rules.json")
     }
+}
+
+/// A project's own directory under the data directory:
+/// `<data>/projects/<last name>-<16 hex of SHA-256 of the key>`, where the key
+/// is the boundary's host path.
+pub fn project_dir(data_dir: &Path, key: &str) -> PathBuf {
+    let digest = Sha256::digest(key.as_bytes());
+    let hash: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    let name: String = Path::new(key)
+        .file_name()
+        .map(|n| {
+            n.to_string_lossy()
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+                .collect()
+        })
+        .filter(|n: &String| !n.is_empty())
+        .unwrap_or_else(|| "root".into());
+    data_dir.join("projects").join(format!("{name}-{hash}"))
 }
 
 /// Which file a rule or a problem comes from.

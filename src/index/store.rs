@@ -213,7 +213,11 @@ fn refresh_meta(db: &Connection, path: &str) -> anyhow::Result<i64> {
 }
 
 impl IndexStore {
+    /// Opens (creating it and its directory if needed) the database at `path`.
     pub fn open(path: &Path) -> anyhow::Result<IndexStore> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
         let db = Connection::open(path)?;
         db.busy_timeout(std::time::Duration::from_secs(10))?;
         db.pragma_update(None, "journal_mode", "WAL")?;
