@@ -398,7 +398,8 @@ struct Claim(usize);
 
 impl Claim {
     fn take(want: usize) -> Claim {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         let mut busy = BUSY.load(Ordering::Relaxed);
         loop {
             let extra = want.saturating_sub(1).min(cores.saturating_sub(busy + 1));

@@ -288,6 +288,20 @@ mod tests {
     }
 
     #[test]
+    fn the_embedder_comes_from_the_command_line_then_config_json() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (folder, config) = (tmp.path().join("a"), tmp.path().join("config"));
+        std::fs::create_dir(&folder).unwrap();
+        std::fs::create_dir(&config).unwrap();
+        std::fs::write(config.join("config.json"), r#"{"embedder": "minilm"}"#).unwrap();
+        let data = tempfile::tempdir().unwrap();
+        let options = InitializationOptions { data: Some(data.path().to_path_buf()), config: Some(config), ..Default::default() };
+        let embedder = |defaults: &Defaults| build(defaults, &options, std::slice::from_ref(&folder), &Documents::new()).unwrap().engine.embedder();
+        assert_eq!(embedder(&Defaults::default()), EmbedderChoice::MiniLm);
+        assert_eq!(embedder(&Defaults { embedder: Some(EmbedderChoice::None), ..Default::default() }), EmbedderChoice::None);
+    }
+
+    #[test]
     fn the_mode_comes_from_the_options_then_the_command_line_then_ask() {
         let tmp = tempfile::tempdir().unwrap();
         let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
