@@ -699,6 +699,42 @@ impl hybrid::Vectorizer for EmbedderVectorizer {
     fn embed(&self, texts: &[&str]) -> anyhow::Result<Vec<Vec<f32>>> {
         Ok(self.0.embed(texts)?)
     }
+    fn embed_query(&self, query: &str) -> anyhow::Result<Vec<f32>> {
+        Ok(embed_head(&*self.0, query)?)
+    }
+}
+
+/// Embeds one text, cut to its first tokens when the embedder refuses it for
+/// its length, as sentence-transformers truncates a long input: first to as
+/// many tokens as the embedder says it takes, then to half as many while it
+/// still refuses (a server whose own limit is lower than the one it was
+/// given). For a search query: its beginning still ranks by meaning, where
+/// a refusal would leave the query none. Says on the log when it cuts.
+pub fn embed_head(embedder: &dyn Embedder, text: &str) -> Result<Vec<f32>, EmbedError> {
+    let (mut end, mut kept) = (text.len(), None);
+    loop {
+        let head = &text[..end];
+        match embedder.embed(&[head]) {
+            Ok(mut vectors) => {
+                if let Some(kept) = kept {
+                    tracing::info!("a search query too long for the embedder ranks by meaning with its first {kept} tokens");
+                }
+                return Ok(vectors.pop().unwrap_or_default());
+            }
+            Err(EmbedError::TooLong { index, tokens, max }) => {
+                let spans = embedder.token_spans(head);
+                let keep = if spans.len() > max { max } else { spans.len() / 2 };
+                // Up to the first token left out, without the whitespace before it.
+                let cut = spans.get(keep).map_or(0, |s| s.start.min(head.len()));
+                let cut = head[..cut].trim_end().len();
+                if keep == 0 || cut == 0 || cut >= end {
+                    return Err(EmbedError::TooLong { index, tokens, max });
+                }
+                (end, kept) = (cut, Some(keep));
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 impl hybrid::Vectorizer for StaticEmbedder {
@@ -1097,9 +1133,9 @@ fn align_pieces(text: &str, pieces: &[Option<Vec<u8>>]) -> Vec<Range<usize>> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::{self, FakeServer};
     use super::*;
     use std::net::TcpListener;
-    use std::sync::atomic::AtomicUsize;
     use std::time::Instant;
 
     #[test]
@@ -1248,102 +1284,16 @@ mod tests {
         assert_eq!(model_dir_candidates(Some(std::ffi::OsStr::new("")), data, None), vec![PathBuf::from("/data/models/minilm-static"), repo]);
     }
 
-    // ----- A fake embedding server on 127.0.0.1, for the HTTP embedder.
-
-    /// Serves canned answers on 127.0.0.1 until dropped (and at most 30 s).
-    struct FakeServer {
-        url: String,
-        stop: Arc<AtomicBool>,
-        requests: Arc<AtomicUsize>,
-        thread: Option<std::thread::JoinHandle<()>>,
-    }
-
-    impl Drop for FakeServer {
-        fn drop(&mut self) {
-            self.stop.store(true, Ordering::Relaxed);
-            if let Some(t) = self.thread.take() {
-                t.join().ok();
-            }
-        }
-    }
+    // ----- Fake embedding servers on 127.0.0.1 (`index::testing`), for the HTTP embedder.
 
     /// The fake vector of a text: its length, its count of `e`, and 1.
     fn fake_vector(text: &str) -> Vec<f32> {
         vec![text.len() as f32, text.matches('e').count() as f32, 1.0]
     }
 
-    /// Starts a server whose handler maps (path, JSON body) to (status, body text, chunked?).
-    fn fake_server(handler: impl Fn(&str, &serde_json::Value) -> (u16, String, bool) + Send + 'static) -> FakeServer {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let stop = Arc::new(AtomicBool::new(false));
-        let requests = Arc::new(AtomicUsize::new(0));
-        let (stop2, requests2) = (stop.clone(), requests.clone());
-        let thread = std::thread::spawn(move || {
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while !stop2.load(Ordering::Relaxed) && Instant::now() < deadline {
-                let Ok((mut stream, _)) = listener.accept() else {
-                    std::thread::sleep(Duration::from_millis(2));
-                    continue;
-                };
-                stream.set_nonblocking(false).unwrap();
-                stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-                let mut raw = Vec::new();
-                let mut buf = [0u8; 4096];
-                let (path, body) = loop {
-                    let n = stream.read(&mut buf).unwrap_or(0);
-                    if n == 0 {
-                        break (String::new(), serde_json::Value::Null);
-                    }
-                    raw.extend_from_slice(&buf[..n]);
-                    let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") else { continue };
-                    let head = String::from_utf8_lossy(&raw[..end]).into_owned();
-                    let length: usize = head
-                        .lines()
-                        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
-                        .unwrap_or(0);
-                    if raw.len() >= end + 4 + length {
-                        let path = head.split_whitespace().nth(1).unwrap_or("").to_owned();
-                        break (path, serde_json::from_slice(&raw[end + 4..end + 4 + length]).unwrap_or(serde_json::Value::Null));
-                    }
-                };
-                requests2.fetch_add(1, Ordering::Relaxed);
-                let (status, text, chunked) = handler(&path, &body);
-                let answer = if chunked {
-                    let (a, b) = text.split_at(text.len() / 2);
-                    format!("HTTP/1.1 {status} X\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n", a.len(), b.len())
-                } else {
-                    format!("HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{text}", text.len())
-                };
-                stream.write_all(answer.as_bytes()).ok();
-            }
-        });
-        FakeServer { url, stop, requests, thread: Some(thread) }
-    }
-
-    /// A llama.cpp-like server: whitespace words are tokens; texts of more than `max` words are refused.
+    /// A llama.cpp-like server (see `testing::llama_cpp`) with `fake_vector`.
     fn llama_server(new_format: bool, max: usize) -> FakeServer {
-        fake_server(move |path, body| {
-            let content = body["content"].as_str().unwrap_or("").to_owned();
-            match path {
-                "/tokenize" => {
-                    // Pieces as a SentencePiece server gives them: a leading space on each word.
-                    let tokens: Vec<serde_json::Value> = content
-                        .split_whitespace()
-                        .enumerate()
-                        .map(|(i, w)| serde_json::json!({"id": i, "piece": format!(" {w}")}))
-                        .collect();
-                    (200, serde_json::json!({ "tokens": tokens }).to_string(), false)
-                }
-                "/embedding" if content.split_whitespace().count() > max => {
-                    (500, r#"{"error":{"code":500,"message":"input is too large to process. increase the physical batch size"}}"#.to_owned(), false)
-                }
-                "/embedding" if new_format => (200, serde_json::json!([{"index": 0, "embedding": [fake_vector(&content)]}]).to_string(), true),
-                "/embedding" => (200, serde_json::json!({"embedding": fake_vector(&content)}).to_string(), false),
-                _ => (404, "not found".to_owned(), false),
-            }
-        })
+        testing::llama_cpp(fake_vector, new_format, max)
     }
 
     fn assert_unit_fake(v: &[f32], text: &str) {
@@ -1396,22 +1346,7 @@ mod tests {
 
     #[test]
     fn openai_server_embeds_in_one_batch_in_index_order() {
-        let server = fake_server(|path, body| {
-            if path != "/v1/embeddings" {
-                return (404, "{}".to_owned(), false);
-            }
-            if body["model"] != "mini" {
-                return (400, r#"{"error":{"message":"unknown model"}}"#.to_owned(), false);
-            }
-            let inputs: Vec<String> = body["input"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_owned()).collect();
-            if inputs.iter().any(|t| t.len() > 40) {
-                return (400, r#"{"error":{"message":"This model's maximum context length is 8 tokens"}}"#.to_owned(), false);
-            }
-            // Answer in reverse order: the client must use `index`.
-            let data: Vec<serde_json::Value> =
-                inputs.iter().enumerate().rev().map(|(i, t)| serde_json::json!({"object": "embedding", "index": i, "embedding": fake_vector(t)})).collect();
-            (200, serde_json::json!({"object": "list", "data": data}).to_string(), false)
-        });
+        let server = testing::openai(fake_vector, "mini", 40);
         let url = format!("{}/v1/embeddings", server.url);
         let e = HttpEmbedder::connect(&url, Some("mini"), Some("secret"), 512).unwrap();
         assert_eq!(e.api(), HttpApi::OpenAi);

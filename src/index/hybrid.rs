@@ -38,7 +38,7 @@
 use super::store::{decode_vector, quantize, IndexStore, NewChunk};
 use crate::access::{Access, Target};
 use crate::paths::VPath;
-use crate::tools::find::visible_files;
+use crate::tools::find::{visible_files, Found};
 use crate::tools::search::words;
 use crate::tools::text::TextFile;
 use crate::tools::{sha256, Sha};
@@ -75,12 +75,29 @@ const CHANNEL_BOUND: usize = 32;
 pub trait Vectorizer: Send + Sync {
     /// A name that changes when vectors would differ (the model).
     fn name(&self) -> &str;
+    /// One vector per text. A text too long for the embedder fails with
+    /// `embed::EmbedError::TooLong` inside the error, so the passage can be halved.
     fn embed(&self, texts: &[&str]) -> anyhow::Result<Vec<Vec<f32>>>;
+    /// The vector of a search query. By default the query as it is; an
+    /// embedder with a context limit cuts a longer query to its first tokens
+    /// (`embed::embed_head`) rather than give no meaning ranking.
+    fn embed_query(&self, query: &str) -> anyhow::Result<Vec<f32>> {
+        Ok(self.embed(&[query])?.pop().unwrap_or_default())
+    }
 }
 
-/// Cuts a text into passages: `(first_line, last_line, text)`.
+/// A passage: `(first_line, last_line, text)`.
+pub type Passage = (usize, usize, String);
+
+/// Cuts a text into passages.
 pub trait Chunker: Send + Sync {
-    fn pieces(&self, text: &str) -> Vec<(usize, usize, String)>;
+    fn pieces(&self, text: &str) -> Vec<Passage>;
+    /// The tokenizer the passages were measured with, which halves a passage
+    /// the vectorizer refuses for its length (`chunk::embed_fitted`); `None`:
+    /// such a passage goes without a vector.
+    fn tokenizer(&self) -> Option<&dyn super::chunk::Tokenizer> {
+        None
+    }
 }
 
 /// One search result.
@@ -471,29 +488,26 @@ impl Index {
         Ok(())
     }
 
-    /// Chunks and embeds one text for the store.
+    /// Chunks and embeds one text for the store. When the vectorizer refuses
+    /// a passage for its length, the passages are embedded one at a time and
+    /// each refused one is halved until every part is taken; the parts are
+    /// stored as passages of their own, so nothing goes without a vector.
     fn make_chunks(&self, text: &str) -> Vec<NewChunk> {
         let pieces = self.chunker.pieces(text);
-        let vectors = match &self.vectorizer {
+        let embedded: Vec<(Passage, Option<Vec<f32>>)> = match &self.vectorizer {
             Some(v) => {
                 let texts: Vec<&str> = pieces.iter().map(|p| p.2.as_str()).collect();
-                match v.embed(&texts) {
-                    Ok(vectors) if vectors.len() == texts.len() => Some(vectors),
-                    Ok(_) | Err(_) => None,
+                match (v.embed(&texts), self.chunker.tokenizer()) {
+                    (Ok(vectors), _) if vectors.len() == texts.len() => pieces.into_iter().zip(vectors.into_iter().map(Some)).collect(),
+                    (Err(e), Some(tokenizer)) if is_too_long(&e) => pieces.into_iter().flat_map(|p| fitted(&**v, tokenizer, p)).collect(),
+                    _ => pieces.into_iter().map(|p| (p, None)).collect(),
                 }
             }
-            None => None,
+            None => pieces.into_iter().map(|p| (p, None)).collect(),
         };
-        let mut vectors = vectors.map(Vec::into_iter);
-        pieces
+        embedded
             .into_iter()
-            .map(|(first_line, last_line, text)| NewChunk {
-                first_line,
-                last_line,
-                words: words(&text),
-                vector: vectors.as_mut().and_then(Iterator::next),
-                text,
-            })
+            .map(|((first_line, last_line, text), vector)| NewChunk { first_line, last_line, words: words(&text), vector, text })
             .collect()
     }
 
@@ -581,17 +595,26 @@ impl Index {
 
     /// What the walk does with one visible file (on the walk's threads):
     /// stat it, and when it is new or changed, read, hash, chunk and embed it.
-    fn prepare(&self, real: VPath, shown: VPath, open: &dyn Fn() -> Option<Source>, epoch: u32) -> Work {
-        let Some(source) = open() else { return Work::Skip { size: 0 } };
-        let (size, mtime) = mtime_of(&source);
-        {
+    fn prepare(&self, real: VPath, shown: VPath, file: &Found<'_>, epoch: u32) -> Work {
+        let unchanged = |size: i64, mtime: i64| -> Option<Work> {
             let mirror = self.mirror();
-            if let Some(entry) = mirror.files.get(real.as_str()) {
-                if entry.size == size && entry.mtime == mtime && mtime >= 0 && mirror.is_current(&entry.blob) {
-                    entry.mark.store(epoch, Ordering::Relaxed);
-                    return Work::Same { shown, size, blob: entry.blob, rowid: entry.rowid };
-                }
+            let entry = mirror.files.get(real.as_str())?;
+            if entry.size == size && entry.mtime == mtime && mtime >= 0 && mirror.is_current(&entry.blob) {
+                entry.mark.store(epoch, Ordering::Relaxed);
+                return Some(Work::Same { shown: shown.clone(), size, blob: entry.blob, rowid: entry.rowid });
             }
+            None
+        };
+        // Most files are unchanged: one `fstatat` tells, without opening them.
+        if let Some(stamp) = (file.stamp)() {
+            if let Some(same) = unchanged(stamp.len as i64, stamp.mtime_ns) {
+                return same;
+            }
+        }
+        let Some(source) = (file.open)() else { return Work::Skip { size: 0 } };
+        let (size, mtime) = mtime_of(&source);
+        if let Some(same) = unchanged(size, mtime) {
+            return same;
         }
         let Some(bytes) = read_all(source) else { return Work::Skip { size } };
         let Ok(text) = TextFile::decode(&bytes) else { return Work::Skip { size } };
@@ -629,12 +652,12 @@ impl Index {
         let written = std::thread::scope(|scope| -> anyhow::Result<()> {
             let walker = scope.spawn(|| {
                 let sender = sender;
-                let result = visible_files(access, root.clone(), &|shown, rel, open| {
+                let result = visible_files(access, root.clone(), &|shown, rel, file| {
                     if stop.load(Ordering::Relaxed) {
                         return;
                     }
                     counts.found.fetch_add(1, Ordering::Relaxed);
-                    match self.prepare(root_real.join_rel(rel), shown.clone(), open, epoch) {
+                    match self.prepare(root_real.join_rel(rel), shown.clone(), file, epoch) {
                         Work::Same { shown, size, blob, rowid } => {
                             counts.add(&counts.same, size);
                             if collect {
@@ -892,7 +915,7 @@ impl Index {
         // every visible passage's vector pick the `RERANK` most alike; their
         // `i8` vectors, read from the store, give the exact scores.
         if want_meaning && !units.is_empty() {
-            if let Some(q) = self.vectorizer.as_ref().and_then(|v| v.embed(&[query]).ok()).and_then(|mut v| v.pop()) {
+            if let Some(q) = self.vectorizer.as_ref().and_then(|v| v.embed_query(query).ok()) {
                 let (dims, words) = (mirror.dims, mirror.code_words());
                 if dims > 0 && q.len() == dims {
                     let mut q_code = Vec::with_capacity(words);
@@ -955,6 +978,31 @@ impl Index {
         lap("fused");
         tracing::debug!(files = seen.len(), units = units.len(), terms = terms.len(), ?times, "search");
         Ok(hits)
+    }
+}
+
+/// Whether the vectorizer refused a text for its length.
+fn is_too_long(e: &anyhow::Error) -> bool {
+    matches!(e.downcast_ref::<super::embed::EmbedError>(), Some(super::embed::EmbedError::TooLong { .. }))
+}
+
+/// A passage embedded alone, halved (`chunk::embed_fitted`) as often as the
+/// vectorizer refuses a part for its length: the parts with their vectors, or
+/// the passage whole without one when the vectorizer fails otherwise or a
+/// single character is refused.
+fn fitted(v: &dyn Vectorizer, tokenizer: &dyn super::chunk::Tokenizer, passage: Passage) -> Vec<(Passage, Option<Vec<f32>>)> {
+    let (first_line, last_line, text) = passage;
+    // Offsets and the token count are relative to the passage and not read back.
+    let piece = super::chunk::Piece { start: 0, end: text.len(), first_line, last_line, tokens: 0, text };
+    let parts = super::chunk::embed_fitted(piece.clone(), tokenizer, |part| match v.embed(&[part.text.as_str()]) {
+        Ok(mut vectors) if vectors.len() == 1 => Ok(vectors.pop()),
+        Ok(_) => Err(anyhow::anyhow!("the vectorizer answered no vector")),
+        Err(e) if is_too_long(&e) => Ok(None),
+        Err(e) => Err(e),
+    });
+    match parts {
+        Ok(parts) => parts.into_iter().map(|(p, vector)| ((p.first_line, p.last_line, p.text), Some(vector))).collect(),
+        Err(_) => vec![((piece.first_line, piece.last_line, piece.text), None)],
     }
 }
 
@@ -1060,11 +1108,15 @@ impl TokenChunker {
 }
 
 impl Chunker for TokenChunker {
-    fn pieces(&self, text: &str) -> Vec<(usize, usize, String)> {
+    fn pieces(&self, text: &str) -> Vec<Passage> {
         super::chunk::chunk(text, &*self.tokenizer, self.size, self.overlap)
             .into_iter()
             .map(|p| (p.first_line, p.last_line, p.text))
             .collect()
+    }
+
+    fn tokenizer(&self) -> Option<&dyn super::chunk::Tokenizer> {
+        Some(&*self.tokenizer)
     }
 }
 
@@ -1187,6 +1239,45 @@ mod tests {
         // A new process reads the vectors back from the store.
         let again = index_with(dir.path(), true).search_with(&access, &root, "retry upload", 3, meaning).unwrap();
         assert_eq!(first, again);
+    }
+
+    /// `Topics`, refusing a text of more words than it holds for its length, as an embedder with a small context does.
+    struct Narrow(usize);
+
+    impl Vectorizer for Narrow {
+        fn name(&self) -> &str {
+            "narrow"
+        }
+        fn embed(&self, texts: &[&str]) -> anyhow::Result<Vec<Vec<f32>>> {
+            if let Some((index, text)) = texts.iter().enumerate().find(|(_, t)| words(t).len() > self.0) {
+                return Err(super::super::embed::EmbedError::TooLong { index, tokens: words(text).len(), max: self.0 }.into());
+            }
+            Topics.embed(texts)
+        }
+    }
+
+    #[test]
+    fn a_passage_refused_for_its_length_is_halved_and_every_part_ranks_by_meaning() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        // One passage of about 90 words, each line about 7 of them.
+        let long: String = (0..12).map(|i| format!("fn push_blob_{i}() {{ transfer(); send(); }}\n")).collect();
+        fs.add_file("/w/net.rs", long.clone());
+        fs.add_file("/w/paint.rs", "fn colour() { paint(); }\n");
+        let access = access(fs, &[("/w", Level::Ro)]);
+        let root = access.target("/w", Need::Look).unwrap();
+        let chunker = Arc::new(TokenChunker::new(Arc::new(super::super::chunk::HalfBytes)));
+        let index = Index::open(&dir.path().join("index.db"), Some(Arc::new(Narrow(12))), chunker).unwrap();
+        let meaning = Rankings { meaning: true, ..Rankings::NONE };
+        let hits = index.search_with(&access, &root, "upload", 50, meaning).unwrap();
+        let mut parts: Vec<&Hit> = hits.iter().filter(|h| h.path.as_str() == "/w/net.rs").collect();
+        assert!(parts.len() > 1, "{hits:?}");
+        // Every part has a vector: all rank above the unrelated file.
+        assert!(hits[..parts.len()].iter().all(|h| h.path.as_str() == "/w/net.rs"), "{hits:?}");
+        // The parts share nothing and together are the passage.
+        parts.sort_by_key(|h| (h.first_line, h.last_line));
+        assert_eq!(parts.iter().map(|h| h.text.as_str()).collect::<String>(), long);
+        assert_eq!((parts[0].first_line, parts.last().unwrap().last_line), (1, 12));
     }
 
     #[test]

@@ -10,6 +10,8 @@ pub mod chunk;
 pub mod embed;
 pub mod hybrid;
 pub mod store;
+#[doc(hidden)]
+pub mod testing;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -171,14 +173,22 @@ impl hybrid::Vectorizer for Reporting {
     }
 
     fn embed(&self, texts: &[&str]) -> anyhow::Result<Vec<Vec<f32>>> {
-        let vectors = self.0.embed(texts);
-        if let Err(e) = &vectors {
-            if !matches!(e, embed::EmbedError::TooLong { .. }) {
-                warn_once(&format!("the embedder failed ({e})"));
-            }
-        }
-        Ok(vectors?)
+        Ok(reported(self.0.embed(texts))?)
     }
+
+    fn embed_query(&self, query: &str) -> anyhow::Result<Vec<f32>> {
+        Ok(reported(embed::embed_head(&*self.0, query))?)
+    }
+}
+
+/// Says once when the embedder failed for a reason other than length.
+fn reported<T>(answer: Result<T, embed::EmbedError>) -> Result<T, embed::EmbedError> {
+    if let Err(e) = &answer {
+        if !matches!(e, embed::EmbedError::TooLong { .. }) {
+            warn_once(&format!("the embedder failed ({e})"));
+        }
+    }
+    answer
 }
 
 #[cfg(test)]
@@ -212,6 +222,86 @@ mod tests {
         assert_eq!(flagged, EmbedderChoice::Http { url: "http://localhost:8080/v1".into(), model: Some("bge".into()) });
         // A value that is not an embedder means words only (and says so once).
         assert_eq!(EmbedderChoice::resolve(None, None, config(&[("embedder", "huge")])), EmbedderChoice::None);
+    }
+
+    /// Whitespace words as tokens, vectors of `[words, 1]`. It refuses a text
+    /// of more than `max` words for its length, and one of more than `server`
+    /// as well (a server whose own limit is lower than the one it was given).
+    struct Words {
+        max: usize,
+        server: usize,
+        asked: std::sync::Mutex<Vec<String>>,
+    }
+
+    impl embed::Embedder for Words {
+        fn name(&self) -> &str {
+            "words"
+        }
+        fn dims(&self) -> usize {
+            2
+        }
+        fn max_tokens(&self) -> usize {
+            self.max
+        }
+        fn count_tokens(&self, text: &str) -> usize {
+            text.split_whitespace().count()
+        }
+        fn token_spans(&self, text: &str) -> Vec<std::ops::Range<usize>> {
+            chunk::Tokenizer::tokens(&chunk::Whitespace, text)
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, embed::EmbedError> {
+            self.asked.lock().unwrap().extend(texts.iter().map(|t| t.to_string()));
+            let mut out = Vec::new();
+            for (index, text) in texts.iter().enumerate() {
+                let tokens = self.count_tokens(text);
+                if tokens > self.max.min(self.server) {
+                    return Err(embed::EmbedError::TooLong { index, tokens, max: self.max });
+                }
+                out.push(vec![tokens as f32, 1.0]);
+            }
+            Ok(out)
+        }
+    }
+
+    #[test]
+    fn a_query_too_long_for_the_embedder_is_cut_to_its_first_tokens() {
+        let query = |max: usize, server: usize, text: &str| {
+            let words = Arc::new(Words { max, server, asked: Default::default() });
+            let vectorizer = Reporting(words.clone());
+            let vector = hybrid::Vectorizer::embed_query(&vectorizer, text).ok();
+            let asked = words.asked.lock().unwrap().clone();
+            (vector, asked)
+        };
+        let long = "one two three four five six seven eight";
+        // As many tokens as the embedder takes, cut before the first one left out.
+        assert_eq!(query(5, 5, long), (Some(vec![5.0, 1.0]), vec![long.to_owned(), "one two three four five".to_owned()]));
+        // A server refusing below the embedder's limit: halved until it takes the query's head.
+        let (vector, asked) = query(5, 2, long);
+        assert_eq!(vector, Some(vec![2.0, 1.0]));
+        assert_eq!(asked[1..], ["one two three four five".to_owned(), "one two".to_owned()]);
+        // A query that fits is sent as it is; one whose first token is refused gets no vector.
+        assert_eq!(query(5, 5, "one two"), (Some(vec![2.0, 1.0]), vec!["one two".to_owned()]));
+        assert_eq!(query(5, 0, "one two").0, None);
+        // The batch path is unchanged: a long text is refused, for the chunker to halve.
+        let vectorizer = Reporting(Arc::new(Words { max: 5, server: 5, asked: Default::default() }));
+        let refused = hybrid::Vectorizer::embed(&vectorizer, &[long]).unwrap_err();
+        assert!(matches!(refused.downcast_ref::<embed::EmbedError>(), Some(embed::EmbedError::TooLong { tokens: 8, max: 5, .. })));
+    }
+
+    #[test]
+    fn a_minilm_query_over_510_tokens_ranks_by_its_first_510() {
+        if bert::find_dir(Path::new("/nonexistent")).is_none() {
+            eprintln!("note: models/minilm is not installed (scripts/build-embedder installs it); skipping");
+            return;
+        }
+        let (Some(vectorizer), _) = models(&EmbedderChoice::MiniLm, Path::new("/nonexistent")) else { panic!("minilm is installed but did not load") };
+        // About 600 tokens: "open the file" is three, so its first 170 repeats are the 510 the model takes.
+        let query = format!("{}resize the picture", "open the file ".repeat(198));
+        assert!(vectorizer.embed(&[query.as_str()]).is_err());
+        let cut = vectorizer.embed_query(&query).unwrap();
+        let head = vectorizer.embed(&["open the file ".repeat(170).trim_end()]).unwrap().remove(0);
+        assert_eq!(cut.len(), 384);
+        assert!(embed::dot(&cut, &head) > 0.9999, "{}", embed::dot(&cut, &head));
     }
 
     #[test]
