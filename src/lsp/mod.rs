@@ -439,6 +439,7 @@ impl LanguageServer for Backend {
         };
         // Checked here, so a bad value fails `initialize` as a bad mode does.
         setup::approval_timeout(&options).map_err(|e| Error::invalid_params(format!("initializationOptions: {e}")))?;
+        setup::embedder_of(&self.defaults, &options).map_err(|e| Error::invalid_params(format!("initializationOptions: {e}")))?;
         let mode = setup::mode_of(&self.defaults, &options);
         let encoding = encoding_of(&params);
         self.docs.set_encoding(encoding);

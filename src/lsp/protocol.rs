@@ -47,6 +47,14 @@ pub struct InitializationOptions {
     /// user before the change is refused, in seconds (above 0). Default:
     /// `--approval-timeout`, else 120.
     pub approval_timeout: Option<f64>,
+    /// The embedder search ranks meaning with, as `--embedder`: `static`,
+    /// `minilm`, `none`, or an `http://HOST:PORT[/path]` embedding server
+    /// (which is sent the text of the files it embeds). Default: `--embedder`,
+    /// else `"embedder"` in config.json, else `static`.
+    pub embedder: Option<String>,
+    /// The model an embedding server is asked for, as `--embedder-model`.
+    /// Default: `--embedder-model`, else `"embedder_model"` in config.json.
+    pub embedder_model: Option<String>,
 }
 
 /// A permission mode, from strictest to freest: `read-only` (nothing

@@ -75,6 +75,17 @@ pub fn approval_timeout(options: &InitializationOptions) -> Result<Option<Durati
     }
 }
 
+/// The embedder and server model in force: `initializationOptions`' (the
+/// embedder checked), else the command line's; `None` leaves the choice to
+/// config.json, else the static table (`Engine::choose_embedder`).
+pub fn embedder_of(defaults: &Defaults, options: &InitializationOptions) -> Result<(Option<EmbedderChoice>, Option<String>), String> {
+    let embedder = match &options.embedder {
+        Some(text) => Some(text.parse::<EmbedderChoice>().map_err(|e| format!("embedder: {e}"))?),
+        None => defaults.embedder.clone(),
+    };
+    Ok((embedder, options.embedder_model.clone().or_else(|| defaults.embedder_model.clone())))
+}
+
 /// An engine ready to serve, and how to open its sessions.
 pub struct Built {
     pub engine: Arc<Engine>,
@@ -85,8 +96,9 @@ pub struct Built {
 }
 
 pub fn build(defaults: &Defaults, options: &InitializationOptions, folders: &[PathBuf], docs: &Arc<Documents>) -> anyhow::Result<Built> {
+    let (embedder, model) = embedder_of(defaults, options).map_err(anyhow::Error::msg).context("initializationOptions")?;
     let built = build_engine(defaults, options, folders, docs)?;
-    built.engine.choose_embedder(defaults.embedder.clone(), defaults.embedder_model.clone());
+    built.engine.choose_embedder(embedder, model);
     Ok(built)
 }
 
@@ -299,6 +311,31 @@ mod tests {
         let embedder = |defaults: &Defaults| build(defaults, &options, std::slice::from_ref(&folder), &Documents::new()).unwrap().engine.embedder();
         assert_eq!(embedder(&Defaults::default()), EmbedderChoice::MiniLm);
         assert_eq!(embedder(&Defaults { embedder: Some(EmbedderChoice::None), ..Default::default() }), EmbedderChoice::None);
+    }
+
+    #[test]
+    fn the_embedder_in_the_options_wins_over_the_command_line() {
+        let tmp = tempfile::tempdir().unwrap();
+        let folder = tmp.path().join("a");
+        std::fs::create_dir(&folder).unwrap();
+        let data = tempfile::tempdir().unwrap();
+        let base = InitializationOptions { data: Some(data.path().to_path_buf()), config: Some(tmp.path().join("no-config")), ..Default::default() };
+        let flags = Defaults { embedder: Some(EmbedderChoice::MiniLm), embedder_model: Some("flag-model".into()), ..Default::default() };
+        let embedder = |options: &InitializationOptions| build(&flags, options, std::slice::from_ref(&folder), &Documents::new()).map(|b| b.engine.embedder());
+        assert_eq!(embedder(&base).unwrap(), EmbedderChoice::MiniLm);
+        let none = InitializationOptions { embedder: Some("none".into()), ..base.clone() };
+        assert_eq!(embedder(&none).unwrap(), EmbedderChoice::None);
+        // A server named in the options is asked for the options' model, else the command line's.
+        let server = InitializationOptions { embedder: Some("http://127.0.0.1:8080/v1".into()), ..base.clone() };
+        let asked = |model: &str| EmbedderChoice::Http { url: "http://127.0.0.1:8080/v1".into(), model: Some(model.into()) };
+        assert_eq!(embedder(&server).unwrap(), asked("flag-model"));
+        let with_model = InitializationOptions { embedder_model: Some("nomic".into()), ..server.clone() };
+        assert_eq!(embedder(&with_model).unwrap(), asked("nomic"));
+        // Not an embedder: initialize fails with a sentence (the LSP door answers -32602).
+        let bad = InitializationOptions { embedder: Some("huge".into()), ..base.clone() };
+        let error = embedder(&bad).err().unwrap();
+        assert!(format!("{error:#}").contains("embedder: \"huge\" is not an embedder"), "{error:#}");
+        assert!(embedder_of(&flags, &bad).is_err());
     }
 
     #[test]

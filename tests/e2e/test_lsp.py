@@ -657,6 +657,69 @@ def test_initialization_options_override_the_folders(workspace, tmp_path):
     run(main())
 
 
+class FakeEmbedder:
+    """A llama.cpp-like embedding server on 127.0.0.1 (`/embedding`, and
+    `/tokenize` with whitespace words as tokens) that records what it is asked."""
+
+    def __init__(self):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        asked = self.asked = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                asked.append((self.path, body))
+                content = body.get("content", "")
+                if self.path == "/tokenize":
+                    answer = {"tokens": [{"id": i, "piece": " " + w} for i, w in enumerate(content.split())]}
+                else:
+                    answer = {"embedding": [len(content.split()), content.count("e"), 1.0]}
+                data = json.dumps(answer).encode()
+                self.send_response(200 if self.path in ("/tokenize", "/embedding") else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def embedded(self) -> list[str]:
+        return [body.get("content") for path, body in self.asked if path == "/embedding"]
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_the_embedder_in_initialization_options_wins_over_the_flag(workspace):
+    ws, data = workspace
+    server = FakeEmbedder()
+
+    async def main():
+        # `--embedder none` alone would send nothing anywhere: the option wins, as every option does.
+        async with editor([ws], data, options={"embedder": server.url}, args=("--embedder", "none")) as ed:
+            s = (await ed.open_session())["session"]
+            answer = await ed.ok(s, "search", {"query": "greeting the planet"})
+            assert "hello.txt" in answer["text"]
+            embedded = server.embedded()
+            assert "greeting the planet" in embedded, embedded
+            assert "hello\nworld\n" in embedded, embedded
+        # Not an embedder: initialize fails and says why.
+        with pytest.raises(Exception, match="is not an embedder"):
+            async with editor([ws], data, options={"embedder": "huge"}):
+                pass
+
+    try:
+        run(main())
+    finally:
+        server.close()
+
+
 # --- framing abuse, with raw pipes ---------------------------------------------
 
 class Raw:
