@@ -10,7 +10,7 @@ use super::params::{GlobParams, GrepOutput, GrepParams};
 use super::{Ctx, Outcome, ToolResult};
 use crate::access::{Access, Level, Need, Target, ToolError};
 use crate::paths::VPath;
-use crate::vfs::{Descend, Kind, Resolution, Source, WalkEntry, WalkOptions};
+use crate::vfs::{Descend, Kind, Resolution, Source, Stamp, WalkEntry, WalkOptions};
 use globset::{GlobBuilder, GlobMatcher};
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkContextKind, SinkMatch};
@@ -120,9 +120,9 @@ impl<'a> Scope<'a> {
         }
     }
 
-    /// Walks the root and calls `file` with (shown path, relative path, source opener)
+    /// Walks the root and calls `file` with (shown path, relative path, the file)
     /// for every visible regular file (links to visible files included).
-    fn files(&self, file: &(dyn Fn(&VPath, &str, &dyn Fn() -> Option<Source>) + Sync)) -> Result<(), ToolError> {
+    fn files(&self, file: &FileVisitor<'_>) -> Result<(), ToolError> {
         let visit = |entry: &WalkEntry<'_>| -> Descend {
             let rel = self.rel(&entry.path);
             let shown = self.shown(rel);
@@ -130,7 +130,7 @@ impl<'a> Scope<'a> {
                 Kind::Dir => self.descend(&entry.path, &shown),
                 Kind::File => {
                     if self.level(&entry.path, &shown).can_read() {
-                        file(&shown, rel, &|| (entry.open)().ok());
+                        file(&shown, rel, &Found { open: &|| (entry.open)().ok(), stamp: entry.stamp });
                     }
                     Descend::No
                 }
@@ -138,9 +138,9 @@ impl<'a> Scope<'a> {
                     if self.level(&entry.path, &shown).can_read() {
                         if let Some(target) = self.followed_file(&entry.path) {
                             let fs = self.access.fs();
-                            file(&shown, rel, &|| {
-                                fs.read_file(&target, crate::access::MAX_OPEN_BYTES).ok().map(|b| Source::Bytes(b.into()))
-                            });
+                            let open = || fs.read_file(&target, crate::access::MAX_OPEN_BYTES).ok().map(|b| Source::Bytes(b.into()));
+                            // A link's own stamp is not its target's: the target is read.
+                            file(&shown, rel, &Found { open: &open, stamp: &|| None });
                         }
                     }
                     Descend::No
@@ -160,13 +160,19 @@ impl<'a> Scope<'a> {
     }
 }
 
-/// Calls `file` with (shown path, path relative to `root`, opener) for every
+/// A visible file met by a walk: how to open it, and its stamp when that can
+/// be had without opening it.
+pub struct Found<'a> {
+    pub open: &'a (dyn Fn() -> Option<Source> + Sync),
+    pub stamp: &'a (dyn Fn() -> Option<Stamp> + Sync),
+}
+
+/// What a walk of visible files calls: (shown path, path relative to the root, the file).
+pub type FileVisitor<'a> = dyn Fn(&VPath, &str, &Found<'_>) + Sync + 'a;
+
+/// Calls `file` with (shown path, path relative to `root`, the file) for every
 /// regular file below the checked directory `root` that the session can see.
-pub fn visible_files(
-    access: &Access,
-    root: Target,
-    file: &(dyn Fn(&VPath, &str, &dyn Fn() -> Option<Source>) + Sync),
-) -> Result<(), ToolError> {
+pub fn visible_files(access: &Access, root: Target, file: &FileVisitor<'_>) -> Result<(), ToolError> {
     Scope::new(access, root).files(file)
 }
 
@@ -342,11 +348,11 @@ pub fn grep(ctx: &mut Ctx<'_>, params: GrepParams) -> ToolResult {
         thread_local! {
             static SEARCHER: std::cell::RefCell<Option<(usize, Searcher)>> = const { std::cell::RefCell::new(None) };
         }
-        scope.files(&|shown, rel, open| {
+        scope.files(&|shown, rel, found| {
             if filter.as_ref().is_some_and(|f| !f.is_match(rel)) {
                 return;
             }
-            let Some(source) = open() else { return };
+            let Some(source) = (found.open)() else { return };
             let shown = shown.to_string();
             let found = SEARCHER.with(|cell| {
                 let mut cell = cell.borrow_mut();

@@ -481,7 +481,8 @@ impl MemFs {
                 }
                 let open_path = path.clone();
                 let open = move || self.open_source(&open_path, kind);
-                let entry = WalkEntry { path: path.clone(), kind, open: &open };
+                // Files in memory have no modification time to compare.
+                let entry = WalkEntry { path: path.clone(), kind, open: &open, stamp: &|| None };
                 let descend = visit(&entry);
                 if kind == Kind::Dir && descend == Descend::Yes {
                     self.walk_dir(&path, options, visit, readable, levels)?;

@@ -137,6 +137,14 @@ pub enum Source {
     Bytes(Arc<[u8]>),
 }
 
+/// What tells a file unchanged without reading it: its length and its
+/// modification time (nanoseconds since the epoch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    pub len: u64,
+    pub mtime_ns: i64,
+}
+
 /// One node met by a walk. Links are reported with `Kind::Link` and never
 /// followed by the walk itself.
 pub struct WalkEntry<'a> {
@@ -145,6 +153,10 @@ pub struct WalkEntry<'a> {
     /// Opens a regular file found by the walk, relative to its already-open
     /// directory and without following links.
     pub open: &'a (dyn Fn() -> Result<Source, FsError> + Sync),
+    /// The stamp of a regular file, without opening it (one `fstatat`, no
+    /// link followed). `None` when it cannot be had cheaply or would not be
+    /// true, as for an editor's unsaved buffer: then open the file.
+    pub stamp: &'a (dyn Fn() -> Option<Stamp> + Sync),
 }
 
 /// The visitor of a walk. Called from several threads at once.

@@ -519,7 +519,8 @@ impl Fs for Overlay {
             if entry.kind == Kind::File {
                 if let Some((_, cell)) = self.doc(&entry.path) {
                     let open = move || -> Result<Source, FsError> { Ok(Source::Bytes(lock(&cell).current())) };
-                    return visit(&WalkEntry { path: entry.path.clone(), kind: entry.kind, open: &open });
+                    // The disk's stamp says nothing about an unsaved buffer: it is always read.
+                    return visit(&WalkEntry { path: entry.path.clone(), kind: entry.kind, open: &open, stamp: &|| None });
                 }
             }
             visit(entry)

@@ -35,7 +35,7 @@
 //! work still pending, so a listing of a few hundred files starts none.
 
 use super::os::{errno, meta_of};
-use super::{Descend, FsError, Kind, Readable, Source, Visitor, WalkEntry, WalkOptions};
+use super::{Descend, FsError, Kind, Readable, Source, Stamp, Visitor, WalkEntry, WalkOptions};
 use crate::paths::VPath;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::Match;
@@ -570,6 +570,13 @@ fn open_file(dir: BorrowedFd<'_>, name: &str) -> Result<Source, FsError> {
     }
 }
 
+/// The stamp of a regular file of `dir`, from `fstatat` without following a link.
+fn file_stamp(dir: BorrowedFd<'_>, name: &str) -> Option<Stamp> {
+    let st = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+    (FileType::from_raw_mode(st.st_mode) == FileType::RegularFile)
+        .then(|| Stamp { len: st.st_size as u64, mtime_ns: st.st_mtime as i64 * 1_000_000_000 + st.st_mtime_nsec as i64 })
+}
+
 /// Visits some entries of a listing, collecting the directories to descend into.
 fn visit_range<'w>(ctx: &Ctx<'_, 'w, '_>, listing: &Listing<'w>, range: Range<usize>, found: &mut Vec<Job<'w>>) {
     let options = ctx.options;
@@ -596,7 +603,11 @@ fn visit_range<'w>(ctx: &Ctx<'_, 'w, '_>, listing: &Listing<'w>, range: Range<us
             Kind::Dir => Err(FsError::IsADir),
             Kind::Link | Kind::Special => Err(FsError::NotRegular),
         };
-        let walk_entry = WalkEntry { path, kind, open: &open };
+        let stamp = move || match kind {
+            Kind::File => file_stamp(dir, name),
+            _ => None,
+        };
+        let walk_entry = WalkEntry { path, kind, open: &open, stamp: &stamp };
         if (ctx.visit)(&walk_entry) == Descend::Yes && kind == Kind::Dir {
             let anchor = match &listing.parent {
                 Some(parent) => parent.clone(),
@@ -729,6 +740,35 @@ mod tests {
             keys(&seen),
             vec!["/ws/.hdir", "/ws/.hdir/inner", "/ws/.hidden", "/ws/shown", "/ws/shown/.also", "/ws/shown/file"]
         );
+    }
+
+    /// A file's stamp is what the opened file's metadata says; links and
+    /// directories have none (a link's target is not stamped through it).
+    #[test]
+    fn stamps_match_the_opened_file_and_skip_links_and_directories() {
+        use std::os::unix::fs::MetadataExt;
+        let tmp = tempfile::tempdir().unwrap();
+        write(tmp.path(), "d/f.txt", "some text");
+        symlink(tmp.path().join("d/f.txt"), tmp.path().join("link")).unwrap();
+        let stamps = Mutex::new(BTreeMap::new());
+        walk_fd(open_dir(tmp.path()), VPath::parse("/ws").unwrap(), &opts(false, true, 1), &|e: &WalkEntry<'_>| {
+            let opened = match (e.open)() {
+                Ok(Source::File(f)) => {
+                    let m = f.metadata().unwrap();
+                    Some(Stamp { len: m.len(), mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec() })
+                }
+                _ => None,
+            };
+            stamps.lock().unwrap().insert(e.path.to_string(), ((e.stamp)(), opened));
+            Descend::Yes
+        })
+        .unwrap();
+        let stamps = stamps.into_inner().unwrap();
+        let (stamp, opened) = stamps["/ws/d/f.txt"];
+        assert_eq!(stamp, opened);
+        assert_eq!(stamp.map(|s| s.len), Some(9));
+        assert_eq!(stamps["/ws/link"], (None, None));
+        assert_eq!(stamps["/ws/d"].0, None);
     }
 
     #[test]
