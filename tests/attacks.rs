@@ -491,7 +491,7 @@ fn all_refused(fx: &Fx, p: &str) {
 // ---------------------------------------------------------------------------
 // The attacks
 
-/// 1. `/ws_evil`, `/ws-backup`, `/ws.bak` beside the boundary `/ws`.
+/// Attack 1: `/ws_evil`, `/ws-backup`, `/ws.bak` beside the boundary `/ws`.
 #[test]
 fn sibling_prefix_directories_are_outside() {
     both(|fx| {
@@ -541,7 +541,7 @@ fn sibling_prefix_directories_are_outside() {
     });
 }
 
-/// 2. `..` anywhere, including below components that do not exist.
+/// Attack 2: `..` anywhere, including below components that do not exist.
 #[test]
 fn dot_dot_anywhere() {
     both(|fx| {
@@ -649,7 +649,7 @@ fn absolute_paths_outside() {
     });
 }
 
-/// 3. A file link pointing outside: read, stat, list, grep, glob.
+/// Attack 3: A file link pointing outside: read, stat, list, grep, glob.
 #[test]
 fn file_links_out() {
     both(|fx| {
@@ -692,7 +692,7 @@ fn file_links_out() {
     });
 }
 
-/// 4. A directory link pointing outside, then read / create / mkdir under it.
+/// Attack 4: A directory link pointing outside, then read / create / mkdir under it.
 #[test]
 fn directory_links_out() {
     both(|fx| {
@@ -720,7 +720,7 @@ fn directory_links_out() {
     });
 }
 
-/// 5. A dangling link leaf whose target is outside, as the target of every change.
+/// Attack 5: A dangling link leaf whose target is outside, as the target of every change.
 #[test]
 fn dangling_links_out_are_never_created() {
     both(|fx| {
@@ -800,7 +800,7 @@ fn absolute_link_inside_is_followed() {
     });
 }
 
-/// 15. Link loops answer, and do not hang, for read, list, glob, grep.
+/// Attack 15: Link loops answer, and do not hang, for read, list, glob, grep.
 #[test]
 fn link_loops_answer() {
     both(|fx| {
@@ -895,7 +895,7 @@ fn hold(seed: &mut u64) {
     std::thread::yield_now();
 }
 
-/// 6. A directory swapped for a link to the outside during calls (TOCTOU).
+/// Attack 6: A directory swapped for a link to the outside during calls (TOCTOU).
 fn swapped_directory(fx: &Arc<Fx>, iterations: usize) {
     write(&fx.ws.join("swap/f.txt"), &format!("{INSIDE} swap tick\n"));
     write(&fx.ws.join("swap/sub/g.txt"), &format!("{INSIDE} g\n"));
@@ -956,7 +956,7 @@ fn swapped_directory_tree() {
     fx.finish();
 }
 
-/// 7. mv whose source (its parent, or the source itself) is swapped during the call.
+/// Attack 7: mv whose source (its parent, or the source itself) is swapped during the call.
 fn swapped_mv_source(fx: &Arc<Fx>, iterations: usize) {
     // The parent swapped: mvdir is a real directory or a link to the outside.
     write(&fx.ws.join("mvdir/f.txt"), &format!("{INSIDE} moved\n"));
@@ -1029,7 +1029,7 @@ fn swapped_mv_source_tree() {
     fx.finish();
 }
 
-/// 16. Glob patterns with `..` or absolute parts.
+/// Attack 16: Glob patterns with `..` or absolute parts.
 #[test]
 fn glob_patterns_outside() {
     both(|fx| {
@@ -1089,7 +1089,7 @@ fn glob_patterns_outside() {
     });
 }
 
-/// 9. NUL bytes in paths.
+/// Attack 9: NUL bytes in paths.
 #[test]
 fn nul_in_paths() {
     both(|fx| {
@@ -1114,7 +1114,7 @@ fn nul_in_paths() {
     });
 }
 
-/// 10. `~` is a name like any other: `~/x` is relative to the start directory.
+/// Attack 10: `~` is a name like any other: `~/x` is relative to the start directory.
 #[test]
 fn tilde_is_literal() {
     both(|fx| {
@@ -1143,7 +1143,7 @@ fn tilde_is_literal() {
     });
 }
 
-/// 13. FIFOs never block a call (a FIFO read blocks forever).
+/// Attack 13: FIFOs never block a call (a FIFO read blocks forever).
 #[test]
 fn fifos_never_block() {
     both(|fx| {
@@ -1193,7 +1193,7 @@ fn fifos_never_block() {
     });
 }
 
-/// 13. Device files are never opened (a read of a `/dev/zero` twin never
+/// Attack 13: Device files are never opened (a read of a `/dev/zero` twin never
 /// ends). Making one needs CAP_MKNOD; without it this test only says so.
 #[test]
 fn device_files_never_block() {
@@ -1279,7 +1279,7 @@ fn lookalike_paths_are_literal() {
     });
 }
 
-/// 13. Sockets are never opened either.
+/// Attack 13: Sockets are never opened either.
 #[test]
 fn sockets_are_refused() {
     both(|fx| {
@@ -1307,7 +1307,7 @@ fn sockets_are_refused() {
     });
 }
 
-/// 17. Hard links to a file outside. Decision: a hard link cannot be told
+/// Attack 17: Hard links to a file outside. Decision: a hard link cannot be told
 /// from the original (both names are the same inode; `st_nlink` is the only
 /// hint), so a hard link inside the boundary is a regular file inside, read
 /// like any other; stat reports "hard links: 2" as that hint. A change never
@@ -1339,7 +1339,7 @@ fn hard_links_are_files_inside() {
     });
 }
 
-/// 14. Client roots can only narrow the view.
+/// Attack 14: Client roots can only narrow the view.
 #[test]
 fn client_roots_only_narrow() {
     both(|fx| {
@@ -1457,7 +1457,8 @@ fn the_outside_check_notices() {
     let fx = Fx::new(Kind::Device);
     fx.check_outside();
     assert!(fx.failures.lock().unwrap().is_empty(), "{:?}", fx.failures.lock().unwrap());
-    let cases: Vec<(&str, Box<dyn Fn(&Fx)>)> = vec![
+    type Leak = Box<dyn Fn(&Fx)>;
+    let cases: Vec<(&str, Leak)> = vec![
         ("read", Box::new(|fx: &Fx| drop(fs::read(fx.outside.join("secret.txt")).unwrap()))),
         ("listed", Box::new(|fx: &Fx| assert!(fs::read_dir(fx.outside.join("sub")).unwrap().count() > 0))),
         ("created", Box::new(|fx: &Fx| fs::write(fx.outside.join("new.txt"), "x").unwrap())),

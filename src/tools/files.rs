@@ -218,6 +218,9 @@ enum Step {
     Delete { target: Target },
 }
 
+/// A step that puts back one file a failed patch had already changed.
+type Undo = Box<dyn FnOnce(&mut Ctx<'_>)>;
+
 pub fn apply_patch(ctx: &mut Ctx<'_>, params: ApplyPatchParams) -> ToolResult {
     let ops = text::parse_patch(&params.patch).map_err(|e| ToolError::Message(e.to_string()))?;
     // Check everything before changing anything.
@@ -280,7 +283,7 @@ pub fn apply_patch(ctx: &mut Ctx<'_>, params: ApplyPatchParams) -> ToolResult {
 /// Carries out checked patch steps: writes first, removals last, and on a
 /// failure puts back what was already written.
 fn commit(ctx: &mut Ctx<'_>, steps: Vec<Step>) -> ToolResult {
-    let mut undo: Vec<Box<dyn FnOnce(&mut Ctx<'_>)>> = Vec::new();
+    let mut undo: Vec<Undo> = Vec::new();
     let mut changes: Vec<Option<FileChange>> = Vec::with_capacity(steps.len());
     let mut failure = None;
     for step in &steps {

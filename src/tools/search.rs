@@ -167,16 +167,6 @@ fn rank(corpus: &[Passage], query: &[String]) -> Vec<(usize, f64)> {
     scored
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn words_split_identifiers() {
-        assert_eq!(words("retryFailedUpload snake_case HTTPServer"), ["retry", "failed", "upload", "snake", "case", "httpserver"]);
-    }
-}
-
 pub fn tag(ctx: &mut Ctx<'_>, params: super::params::TagParams) -> ToolResult {
     let target = ctx.access.target(&params.path, Need::Change)?;
     match target.kind() {
@@ -200,4 +190,14 @@ pub fn tag(ctx: &mut Ctx<'_>, params: super::params::TagParams) -> ToolResult {
         .tag(&target.real, &bytes, params.task.as_deref(), params.related.as_deref())
         .map_err(|e| ToolError::Message(format!("Could not tag {}: {e}.", target.path)))?;
     Ok(Outcome::Text { body: format!("Tagged {}\n", target.path), path: Some(target.path) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_split_identifiers() {
+        assert_eq!(words("retryFailedUpload snake_case HTTPServer"), ["retry", "failed", "upload", "snake", "case", "httpserver"]);
+    }
 }

@@ -132,7 +132,10 @@ pub(crate) fn meta_of(st: &rfs::Stat) -> Meta {
     } else {
         None
     };
-    Meta { kind, len: st.st_size as u64, mode: st.st_mode & 0o7777, modified, nlink: st.st_nlink as u64 }
+    // `st_nlink` is u64 on x86-64 but u32 on other targets: the conversion keeps both building.
+    #[allow(clippy::useless_conversion)]
+    let nlink = u64::from(st.st_nlink);
+    Meta { kind, len: st.st_size as u64, mode: st.st_mode & 0o7777, modified, nlink }
 }
 
 impl Lookup for OsFs {
