@@ -99,3 +99,56 @@ fn two_trees_sharing_a_data_directory_never_see_each_others_text() {
     assert_eq!(indexes.len(), 2, "{indexes:?}");
     assert!(!data.path().join("index.db").exists());
 }
+
+/// Waits (up to a bound only a broken watcher reaches) until `f` holds.
+fn eventually(what: &str, f: impl Fn() -> bool) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !f() {
+        assert!(std::time::Instant::now() < until, "never happened: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// Searches reuse the last walk while the file watcher counts no change; a
+/// change from outside (an edit, a new directory with a file) is found by the
+/// next search once the watcher has counted it.
+#[test]
+fn search_finds_outside_changes_once_the_watcher_counted_them() {
+    let ws = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("notes.md"), "the alpha protocol is described here\n").unwrap();
+    let engine = Engine::new(Config {
+        posture: Posture::Device { root: ws.path().to_path_buf() },
+        start: None,
+        data_dir: Some(data.path().to_path_buf()),
+    })
+    .unwrap();
+    let session = engine.open_session(SessionOptions::default()).unwrap();
+    let search = |query: &str| session.call("search", json!({"query": query})).text;
+    let answer = search("alpha protocol");
+    assert!(answer.contains("the alpha protocol"), "{answer}");
+    eventually("the watcher covers the tree", || engine.fs().changes().is_some());
+    let answer = search("alpha protocol");
+    assert!(answer.contains("the alpha protocol") || answer.contains("Same result as"), "{answer}");
+
+    let before = engine.fs().changes().unwrap();
+    std::fs::write(ws.path().join("notes.md"), "the omega protocol replaced it\n").unwrap();
+    eventually("the edit is counted", || engine.fs().changes().is_some_and(|now| now != before));
+    let answer = search("omega protocol");
+    assert!(answer.contains("the omega protocol replaced it"), "{answer}");
+
+    let before = engine.fs().changes().unwrap();
+    std::fs::create_dir(ws.path().join("fresh")).unwrap();
+    std::fs::write(ws.path().join("fresh/more.md"), "a gamma protocol in a new directory\n").unwrap();
+    eventually("the new directory is counted", || engine.fs().changes().is_some_and(|now| now != before));
+    let answer = search("gamma protocol");
+    assert!(answer.contains("a gamma protocol in a new directory"), "{answer}");
+
+    // A write through ctxfs is counted before its call returns.
+    let before = engine.fs().changes().unwrap();
+    let written = session.call("write", json!({"file_path": "fresh/own.md", "content": "the delta protocol, written by the agent\n"}));
+    assert!(!written.is_error, "{}", written.text);
+    assert_ne!(engine.fs().changes(), Some(before));
+    let answer = search("delta protocol");
+    assert!(answer.contains("the delta protocol, written by the agent"), "{answer}");
+}

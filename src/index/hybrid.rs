@@ -327,7 +327,24 @@ pub struct Index {
     vectorizer: Option<Arc<dyn Vectorizer>>,
     chunker: Arc<dyn Chunker>,
     mirror: RwLock<Mirror>,
+    /// The visible files of the last few walks, reused while the file
+    /// system's change count and the store stay as they were.
+    walks: Mutex<Vec<Walked>>,
 }
+
+/// The visible files one walk found, and what they depended on.
+struct Walked {
+    /// The view (grants, floors, roots) and the root, as text.
+    key: String,
+    /// `Fs::changes` before the walk.
+    changes: u64,
+    /// The store's `data_version` before the walk (another process's commits move it).
+    version: Option<i64>,
+    seen: Arc<Vec<Seen>>,
+}
+
+/// How many walks are kept (a few roots or views; each costs ~100 bytes a file).
+const WALKS_KEPT: usize = 4;
 
 fn mtime_of(source: &Source) -> (i64, i64) {
     match source {
@@ -365,7 +382,13 @@ fn agreement(a: &[u64], b: &[u64], dims: usize) -> u32 {
 
 impl Index {
     pub fn open(path: &Path, vectorizer: Option<Arc<dyn Vectorizer>>, chunker: Arc<dyn Chunker>) -> anyhow::Result<Index> {
-        Ok(Index { store: Mutex::new(IndexStore::open(path)?), vectorizer, chunker, mirror: RwLock::new(Mirror::default()) })
+        Ok(Index {
+            store: Mutex::new(IndexStore::open(path)?),
+            vectorizer,
+            chunker,
+            mirror: RwLock::new(Mirror::default()),
+            walks: Mutex::new(Vec::new()),
+        })
     }
 
     fn store(&self) -> std::sync::MutexGuard<'_, IndexStore> {
@@ -624,6 +647,33 @@ impl Index {
         Work::Read { real, shown, size, mtime, sha, chunks }
     }
 
+    /// The visible files under `root`, the index brought up to date: the last
+    /// walk's for this view and root while nothing under the boundary changed
+    /// (`Fs::changes`) and no other process wrote the store, else a new walk.
+    /// The list is exactly what a walk would find, so results do not depend
+    /// on which it was.
+    fn visible(&self, store: &IndexStore, access: &Access, root: &Target) -> anyhow::Result<Arc<Vec<Seen>>> {
+        let walks = || self.walks.lock().unwrap_or_else(|e| e.into_inner());
+        // Read before the walk: a change during it moves the count, so the next query walks again.
+        let changes = access.fs().changes();
+        let key = format!("{:?}\n{}\n{}", access.view(), root.real, root.path);
+        self.sync_mirror(store, true)?;
+        let version = self.mirror().version;
+        if let Some(changes) = changes {
+            if let Some(walked) = walks().iter().find(|w| w.key == key && w.changes == changes && w.version == version) {
+                return Ok(walked.seen.clone());
+            }
+        }
+        let seen = Arc::new(self.refresh(store, access, root, true, &|_| {})?);
+        if let Some(changes) = changes {
+            let mut walks = walks();
+            walks.retain(|w| w.key != key);
+            walks.insert(0, Walked { key, changes, version, seen: seen.clone() });
+            walks.truncate(WALKS_KEPT);
+        }
+        Ok(seen)
+    }
+
     /// Brings the index up to date with the visible files under `root`,
     /// answering them (in no particular order) when `collect` is set. Files
     /// changed since they were indexed are read again; visible files that
@@ -811,7 +861,7 @@ impl Index {
         let mut times = Vec::new();
         let mut lap = |what: &'static str| times.push((what, started.elapsed()));
         let store = self.store();
-        let seen = self.refresh(&store, access, root, true, &|_| {})?;
+        let seen = self.visible(&store, access, root)?;
         lap("refresh");
         let want_meaning = rankings.meaning && self.vectorizer.is_some();
         if want_meaning {
@@ -1298,6 +1348,39 @@ mod tests {
         assert_eq!(row.created_by.as_deref(), Some("agent-one"), "created_by is kept from the first write");
         assert!(store.file("/w/b.md").unwrap().is_some());
         assert!(store.file("/w/x.bin").unwrap().is_none(), "binary files are not indexed");
+    }
+
+    /// A walk is reused only while the change count, the view and the root
+    /// stay the same; the files' own changes are not looked at in between.
+    #[test]
+    fn a_walk_is_reused_only_while_nothing_moved() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        fs.add_file("/w/a.md", "the first text about uploads\n");
+        fs.add_file("/w/s/b.md", "secret words about uploads\n");
+        fs.set_changes(Some(1));
+        let index = index_with(dir.path(), false);
+        let wide = access(fs.clone(), &[("/w", Level::Ro)]);
+        let narrow = access(fs.clone(), &[("/w", Level::Ro), ("/w/s", Level::None)]);
+        let paths = |access: &Access| -> Vec<String> {
+            let root = access.target("/w", Need::Look).unwrap();
+            index.search(access, &root, "uploads", 10).unwrap().iter().map(|h| format!("{}:{}", h.path, h.text.trim())).collect()
+        };
+        assert_eq!(paths(&wide).len(), 2);
+        // The narrower view is another key: its own walk, which hides /w/s.
+        assert_eq!(paths(&narrow), vec!["/w/a.md:the first text about uploads"]);
+        // A new file while the count stays: both views keep their walks.
+        fs.add_file("/w/c.md", "more uploads here\n");
+        assert_eq!(paths(&wide).len(), 2);
+        assert_eq!(paths(&narrow).len(), 1);
+        // The count moves: both walk again and find it.
+        fs.set_changes(Some(2));
+        assert_eq!(paths(&wide).len(), 3);
+        assert_eq!(paths(&narrow).len(), 2);
+        // Without a count, every search walks.
+        fs.add_file("/w/d.md", "uploads again\n");
+        fs.set_changes(None);
+        assert_eq!(paths(&wide).len(), 4);
     }
 
     #[test]

@@ -234,6 +234,8 @@ impl State {
 pub struct MemFs {
     boundary: VPath,
     state: Mutex<State>,
+    /// What `changes` answers: `None` (nothing is counted) unless a test sets it.
+    changes: Mutex<Option<u64>>,
 }
 
 impl MemFs {
@@ -246,7 +248,13 @@ impl MemFs {
             let tick = state.tick();
             state.nodes.insert(boundary.to_string(), Node::Dir { mode: 0o755, mtime: tick });
         }
-        MemFs { boundary, state: Mutex::new(state) }
+        MemFs { boundary, state: Mutex::new(state), changes: Mutex::new(None) }
+    }
+
+    /// Sets what `Fs::changes` answers, for tests of code that reuses a walk
+    /// while the count stays the same (the files themselves count nothing).
+    pub fn set_changes(&self, changes: Option<u64>) {
+        *self.changes.lock().unwrap_or_else(|e| e.into_inner()) = changes;
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -600,6 +608,10 @@ impl Lookup for MemFs {
 impl Fs for MemFs {
     fn boundary(&self) -> &VPath {
         &self.boundary
+    }
+
+    fn changes(&self) -> Option<u64> {
+        *self.changes.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn resolve(&self, path: &VPath) -> Result<Resolution, FsError> {

@@ -17,6 +17,7 @@ pub mod os;
 pub mod overlay;
 mod resolve;
 pub mod walk;
+pub mod watch;
 
 use crate::paths::VPath;
 use std::io;
@@ -219,5 +220,12 @@ pub trait Fs: Send + Sync {
     /// `walk_in_view` honouring every ignore file.
     fn walk(&self, real: &VPath, options: &WalkOptions, visit: &Visitor<'_>) -> Result<(), FsError> {
         self.walk_in_view(real, options, visit, &|_| true)
+    }
+
+    /// A number that moves whenever anything under the boundary may have
+    /// changed (see `watch`), or `None` when that cannot be known: a walk's
+    /// result may be reused only while it stays the same.
+    fn changes(&self) -> Option<u64> {
+        None
     }
 }

@@ -40,6 +40,8 @@ pub struct OsFs {
     vroot: VPath,
     root_fd: Arc<OwnedFd>,
     trash_dir: Option<PathBuf>,
+    /// Counts changes under the boundary, its own and (once watched) everyone's.
+    changes: Arc<super::watch::Changes>,
 }
 
 impl OsFs {
@@ -54,7 +56,7 @@ impl OsFs {
                 return Err(std::io::Error::other("the trash directory must lie outside the boundary"));
             }
         }
-        Ok(OsFs { host_root, host_root_text, vroot, root_fd: Arc::new(root_fd), trash_dir })
+        Ok(OsFs { host_root, host_root_text, vroot, root_fd: Arc::new(root_fd), trash_dir, changes: Default::default() })
     }
 
     /// The canonical host directory of the boundary.
@@ -178,6 +180,15 @@ impl Lookup for OsFs {
     }
 }
 
+/// Counts a change again when dropped, at the end of the call that made it.
+struct Bump<'a>(&'a super::watch::Changes);
+
+impl Drop for Bump<'_> {
+    fn drop(&mut self) {
+        self.0.bump();
+    }
+}
+
 impl Fs for OsFs {
     fn boundary(&self) -> &VPath {
         &self.vroot
@@ -253,7 +264,14 @@ impl Fs for OsFs {
         Ok(rfs::readlinkat(&dir, name, Vec::new()).map_err(errno)?.to_string_lossy().into_owned())
     }
 
+    fn changes(&self) -> Option<u64> {
+        self.changes.get(&self.host_root, &self.vroot)
+    }
+
     fn write_file(&self, real: &VPath, data: &[u8]) -> Result<(), FsError> {
+        // Counted before and after: a search between the two walks again.
+        self.changes.bump();
+        let _after = Bump(&self.changes);
         let (dir, name) = self.open_parent(real)?;
         let existing = match rfs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) => Some(meta_of(&st)),
@@ -295,11 +313,15 @@ impl Fs for OsFs {
     }
 
     fn create_dir(&self, real: &VPath) -> Result<(), FsError> {
+        self.changes.bump();
+        let _after = Bump(&self.changes);
         let (dir, name) = self.open_parent(real)?;
         rfs::mkdirat(&dir, name, Mode::from_raw_mode(0o777)).map_err(errno)
     }
 
     fn rename(&self, from: &VPath, to: &VPath) -> Result<(), FsError> {
+        self.changes.bump();
+        let _after = Bump(&self.changes);
         let (from_dir, from_name) = self.open_parent(from)?;
         let (to_dir, to_name) = self.open_parent(to)?;
         rfs::renameat_with(&from_dir, from_name, &to_dir, to_name, RenameFlags::NOREPLACE).map_err(errno)?;
@@ -308,6 +330,8 @@ impl Fs for OsFs {
     }
 
     fn trash(&self, real: &VPath) -> Result<String, FsError> {
+        self.changes.bump();
+        let _after = Bump(&self.changes);
         let trash_root = self.trash_dir.as_ref().ok_or_else(|| FsError::Io(std::io::Error::other("no trash directory")))?;
         let stamp = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
         let bin = trash_root.join(format!(

@@ -123,9 +123,20 @@ impl Doc {
 
 type DocCell = Arc<(Mutex<Doc>, Condvar)>;
 
+/// Adds one to a counter when dropped.
+struct CountOnDrop<'a>(&'a std::sync::atomic::AtomicU64);
+
+impl Drop for CountOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
 /// The documents open in the editor, keyed by real host path.
 pub struct Documents {
     docs: RwLock<HashMap<PathBuf, DocCell>>,
+    /// Counts every open, change and close (see `Fs::changes`).
+    edits: std::sync::atomic::AtomicU64,
     open: AtomicUsize,
     encoding: AtomicU8,
     bridge: RwLock<Option<Arc<dyn EditorBridge>>>,
@@ -135,6 +146,7 @@ impl Default for Documents {
     fn default() -> Self {
         Documents {
             docs: RwLock::new(HashMap::new()),
+            edits: Default::default(),
             open: AtomicUsize::new(0),
             encoding: AtomicU8::new(1),
             bridge: RwLock::new(None),
@@ -213,6 +225,7 @@ impl Documents {
             old.1.notify_all();
         }
         self.open.store(docs.len(), Ordering::Relaxed);
+        self.edits.fetch_add(1, Ordering::SeqCst);
     }
 
     /// The editor closed a document: the disk is the truth again.
@@ -220,6 +233,7 @@ impl Documents {
         let mut docs = self.docs.write().unwrap_or_else(|e| e.into_inner());
         let removed = docs.remove(host);
         self.open.store(docs.len(), Ordering::Relaxed);
+        self.edits.fetch_add(1, Ordering::SeqCst);
         if let Some(cell) = &removed {
             lock(cell).pending = None;
             cell.1.notify_all();
@@ -232,6 +246,8 @@ impl Documents {
     /// as the edits before it left it).
     pub fn change(&self, host: &Path, version: i32, edits: Vec<Edit>) -> Result<(), String> {
         let cell = self.get(host).ok_or_else(|| format!("{} is not open", host.display()))?;
+        // Counted when the change is done, whatever it did.
+        let _counted = CountOnDrop(&self.edits);
         let encoding = self.encoding();
         let mut doc = lock(&cell);
         doc.bytes = None;
@@ -503,6 +519,12 @@ impl Fs for Overlay {
 
     fn trash(&self, real: &VPath) -> Result<String, FsError> {
         self.inner.trash(real)
+    }
+
+    /// The disk's count plus the buffers' own: an edit in the editor moves it too.
+    fn changes(&self) -> Option<u64> {
+        let disk = self.inner.changes()?;
+        Some(disk.wrapping_add(self.docs.edits.load(Ordering::SeqCst)))
     }
 
     fn walk_in_view(

@@ -1,0 +1,282 @@
+//! A change counter for a boundary on disk, fed by inotify.
+//!
+//! `Changes::get` answers a number that moves whenever anything under the
+//! boundary may have changed: the watcher's thread adds one for every batch
+//! of inotify events, and `OsFs` adds one for each of its own changes (so a
+//! change made through ctxfs is counted before its call returns). The search
+//! index keeps the list of visible files of a walk and walks again only when
+//! the number moved: a query over a tree nobody touched skips the walk.
+//!
+//! It is not a change feed: it never says what changed, and a reader never
+//! learns anything from it but "maybe something". While the watches are being
+//! (re)built, or when they cannot be (no inotify, too many directories), it
+//! answers `None`, and the index walks every time as it would without it.
+//!
+//! Every directory the search's walk could enter is watched: all of them but
+//! hidden ones, ignored ones included (which ignore files count depends on
+//! the session's view, so the watcher cannot skip what some view may see).
+//! Watches are added by host path with `IN_DONT_FOLLOW | IN_ONLYDIR`; a
+//! directory swapped for a link is refused by the kernel, and a link swapped
+//! into a path above a directory at worst adds a watch whose events only make
+//! the next query walk. A new, moved or removed directory, a changed ignore
+//! file or a lost event queue rebuilds the watches.
+//!
+//! It is not used by `MemFs` (nothing outside a test changes that) and
+//! `Overlay` adds its own buffers' changes to the inner count.
+
+use super::walk::walk_fd;
+use super::{Descend, Kind, WalkEntry, WalkOptions};
+use crate::paths::VPath;
+use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
+use rustix::fs::{self as rfs, Mode, OFlags};
+use std::mem::MaybeUninit;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+
+/// The most directories one boundary may have watched; past it the counter gives up.
+const MAX_WATCHES: usize = 65_536;
+
+/// The shared counter and whether the watches cover the tree now.
+#[derive(Debug, Default)]
+pub struct Changes {
+    count: AtomicU64,
+    /// Whether every directory is watched (false while building and for good after a failure).
+    ready: AtomicBool,
+    /// Set when the watches can never be had; the thread then ends.
+    failed: AtomicBool,
+    /// The watcher's thread, started on the first `get`.
+    started: OnceLock<()>,
+    /// Directories watched at the last build (for tests and logs).
+    watched: AtomicUsize,
+}
+
+impl Changes {
+    /// Counts a change made through ctxfs itself.
+    pub fn bump(&self) {
+        self.count.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The counter, or `None` while the watches do not cover the tree.
+    /// The first call starts the watcher for `host_root` (presented as `vroot`).
+    pub fn get(self: &Arc<Self>, host_root: &Path, vroot: &VPath) -> Option<u64> {
+        self.started.get_or_init(|| start(Arc::downgrade(self), host_root.to_path_buf(), vroot.clone()));
+        // The count is read after `ready`: a change that lands between the two
+        // reads moves the count, so the caller's next look differs.
+        self.ready.load(Ordering::SeqCst).then(|| self.count.load(Ordering::SeqCst))
+    }
+
+    /// How many directories the last build watched.
+    pub fn watched(&self) -> usize {
+        self.watched.load(Ordering::SeqCst)
+    }
+}
+
+fn start(changes: Weak<Changes>, host_root: PathBuf, vroot: VPath) {
+    let spawned = std::thread::Builder::new()
+        .name("ctxfs-watch".into())
+        .spawn(move || run(changes, host_root, vroot));
+    if let Err(e) = spawned {
+        tracing::info!(error = %e, "no file watcher: every search walks the tree");
+    }
+}
+
+fn give_up(changes: &Changes, why: &str) {
+    tracing::info!("no file watcher ({why}): every search walks the tree");
+    changes.ready.store(false, Ordering::SeqCst);
+    changes.failed.store(true, Ordering::SeqCst);
+}
+
+/// The watcher's thread: builds the watches, then counts events until the
+/// counter is dropped (checked twice a second) or the watches cannot be kept.
+fn run(changes: Weak<Changes>, host_root: PathBuf, vroot: VPath) {
+    let Ok(fd) = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK) else {
+        if let Some(c) = changes.upgrade() {
+            give_up(&c, "inotify is not available");
+        }
+        return;
+    };
+    let mut rebuild = true;
+    let mut buf = vec![MaybeUninit::<u8>::uninit(); 64 * 1024];
+    loop {
+        let Some(shared) = changes.upgrade() else { return };
+        if rebuild {
+            shared.ready.store(false, Ordering::SeqCst);
+            match add_watches(&fd, &host_root, &vroot) {
+                Ok(n) => {
+                    shared.watched.store(n, Ordering::SeqCst);
+                    // Anything may have changed while the watches were missing.
+                    shared.bump();
+                    shared.ready.store(true, Ordering::SeqCst);
+                }
+                Err(why) => return give_up(&shared, &why),
+            }
+            rebuild = false;
+        }
+        drop(shared);
+        let mut poll = [rustix::event::PollFd::new(&fd, rustix::event::PollFlags::IN)];
+        let timeout = rustix::event::Timespec { tv_sec: 0, tv_nsec: 500_000_000 };
+        match rustix::event::poll(&mut poll, Some(&timeout)) {
+            Ok(0) | Err(rustix::io::Errno::INTR) => continue,
+            Ok(_) => {}
+            Err(e) => {
+                if let Some(c) = changes.upgrade() {
+                    give_up(&c, &format!("poll failed: {e}"));
+                }
+                return;
+            }
+        }
+        let mut reader = inotify::Reader::new(&fd, &mut buf);
+        let mut any = false;
+        loop {
+            let event = match reader.next() {
+                Ok(event) => event,
+                Err(rustix::io::Errno::AGAIN) | Err(rustix::io::Errno::INTR) => break,
+                Err(e) => {
+                    if let Some(c) = changes.upgrade() {
+                        give_up(&c, &format!("reading events failed: {e}"));
+                    }
+                    return;
+                }
+            };
+            any = true;
+            rebuild |= needs_rebuild(event.events(), event.file_name().map(|n| n.to_bytes()));
+            if reader.is_buffer_empty() {
+                break;
+            }
+        }
+        if any {
+            if let Some(c) = changes.upgrade() {
+                c.bump();
+            }
+        }
+    }
+}
+
+/// Whether an event changes which directories exist or which are ignored.
+fn needs_rebuild(mask: ReadFlags, name: Option<&[u8]>) -> bool {
+    let dir_moved = mask.contains(ReadFlags::ISDIR)
+        && mask.intersects(ReadFlags::CREATE | ReadFlags::DELETE | ReadFlags::MOVED_FROM | ReadFlags::MOVED_TO);
+    let lost = mask.intersects(ReadFlags::QUEUE_OVERFLOW | ReadFlags::IGNORED | ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF);
+    let ignore_file = matches!(name, Some(b".gitignore" | b".ignore"));
+    dir_moved || lost || ignore_file
+}
+
+/// Watches the boundary and every directory below it that is not hidden;
+/// answers how many, or why it cannot.
+fn add_watches(fd: &OwnedFd, host_root: &Path, vroot: &VPath) -> Result<usize, String> {
+    let flags = WatchFlags::CREATE
+        | WatchFlags::DELETE
+        | WatchFlags::MODIFY
+        | WatchFlags::CLOSE_WRITE
+        | WatchFlags::ATTRIB
+        | WatchFlags::MOVED_FROM
+        | WatchFlags::MOVED_TO
+        | WatchFlags::DELETE_SELF
+        | WatchFlags::MOVE_SELF
+        | WatchFlags::DONT_FOLLOW
+        | WatchFlags::ONLYDIR;
+    let count = AtomicUsize::new(0);
+    let failed: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+    let watch = |host: &Path| {
+        if count.fetch_add(1, Ordering::SeqCst) >= MAX_WATCHES {
+            *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!("more than {MAX_WATCHES} directories"));
+            return false;
+        }
+        match inotify::add_watch(fd, host, flags) {
+            Ok(_) => true,
+            // Gone or swapped for something else since it was listed: the
+            // event that did it has moved the counter already.
+            Err(rustix::io::Errno::NOENT) | Err(rustix::io::Errno::NOTDIR) | Err(rustix::io::Errno::ACCESS) => true,
+            Err(e) => {
+                *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!("inotify_add_watch: {e}"));
+                false
+            }
+        }
+    };
+    if !watch(host_root) {
+        return Err(failed.into_inner().unwrap_or_else(|e| e.into_inner()).unwrap_or_default());
+    }
+    let dir = rfs::open(host_root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| format!("cannot open the boundary: {e}"))?;
+    let options = WalkOptions { gitignore: false, skip_hidden: true, threads: 1 };
+    let walked = walk_fd(dir, vroot.clone(), &options, &|entry: &WalkEntry<'_>| {
+        if entry.kind != Kind::Dir {
+            return Descend::No;
+        }
+        let Some(rel) = entry.path.strip_prefix(vroot) else { return Descend::No };
+        if watch(&host_root.join(rel)) {
+            Descend::Yes
+        } else {
+            Descend::No
+        }
+    });
+    if let Some(why) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(why);
+    }
+    walked.map_err(|e| format!("cannot walk the boundary: {e}"))?;
+    Ok(count.load(Ordering::SeqCst))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// Waits (up to a generous bound, which only a broken watcher reaches) until `f` holds.
+    fn eventually(what: &str, f: impl Fn() -> bool) {
+        let until = Instant::now() + Duration::from_secs(20);
+        while !f() {
+            assert!(Instant::now() < until, "never happened: {what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn the_count_moves_for_changes_anywhere_below_even_in_new_directories() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        std::fs::write(root.join("a/b/f.txt"), "one").unwrap();
+        let vroot = VPath::parse("/ws").unwrap();
+        let changes = Arc::new(Changes::default());
+        eventually("the watches are built", || changes.get(&root, &vroot).is_some());
+        assert_eq!(changes.watched(), 3, "the root, a and a/b");
+        type Step<'a> = (&'a str, Box<dyn Fn() + 'a>);
+        let steps: [Step<'_>; 5] = [
+            ("a file changes deep down", Box::new(|| std::fs::write(root.join("a/b/f.txt"), "two").unwrap())),
+            ("a directory appears", Box::new(|| std::fs::create_dir(root.join("a/new")).unwrap())),
+            ("a file appears in the new directory", Box::new(|| std::fs::write(root.join("a/new/g.txt"), "x").unwrap())),
+            ("a file is renamed", Box::new(|| std::fs::rename(root.join("a/new/g.txt"), root.join("a/new/h.txt")).unwrap())),
+            ("an ignore file is written", Box::new(|| std::fs::write(root.join(".gitignore"), "a/\n").unwrap())),
+        ];
+        for (what, step) in steps {
+            // Wait for the count to settle (a rebuild may still be bumping it).
+            eventually("the counter settles", || {
+                let a = changes.get(&root, &vroot);
+                std::thread::sleep(Duration::from_millis(30));
+                a.is_some() && a == changes.get(&root, &vroot)
+            });
+            let before = changes.get(&root, &vroot).unwrap();
+            step();
+            eventually(what, || changes.get(&root, &vroot).is_some_and(|now| now != before));
+        }
+        assert_eq!(changes.watched(), 4, "a/new is watched after the rebuild");
+    }
+
+    #[test]
+    fn hidden_directories_are_not_watched_and_a_bump_counts() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join(".git/objects")).unwrap();
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        let vroot = VPath::parse("/").unwrap();
+        let changes = Arc::new(Changes::default());
+        eventually("the watches are built", || changes.get(&root, &vroot).is_some());
+        assert_eq!(changes.watched(), 2, "the root and src, not .git");
+        let before = changes.get(&root, &vroot).unwrap();
+        changes.bump();
+        assert_eq!(changes.get(&root, &vroot), Some(before + 1));
+    }
+}
