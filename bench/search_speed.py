@@ -18,7 +18,9 @@ Steps (each in its own process, so memory is the process's own):
 2. Query latency at `base`: a `ctxfs replay` process (one session; answers read over a pipe), the
    first query (it loads the vectors) apart, then 10 queries × 3 rounds, fused and each ranking alone
    (`CTXFS_SEARCH_RANKINGS`); the index's own stage times from its debug log; RSS after. Peer: `rg -i
-   -c` with the query's words as alternatives over the same tree.
+   -c` with the query's words as alternatives over the same tree. Once the file watcher covers the
+   tree, an unchanged tree is not walked again; fused is also timed with `CTXFS_NO_WATCH=1` (a walk
+   on every query, as before the watcher).
 3. Incremental update at `base`: an outside change to one file, then a search (its latency minus
    the unchanged query's); a `write` through ctxfs of one file (indexed on the spot); `ctxfs index`
    again after one change.
@@ -152,9 +154,12 @@ def index_tree(binary, root, data, sample=False):
 
 
 class Replay:
-    def __init__(self, binary, root, data, rankings="fused"):
+    def __init__(self, binary, root, data, rankings="fused", walk_always=False):
         env = dict(os.environ, CTXFS_SEARCH_RANKINGS=rankings, CTXFS_LOG="ctxfs::index::hybrid=debug")
-        self.err_path = Path(data) / f"replay-{rankings.replace('+', '_')}.log"
+        if walk_always:
+            # No file watcher: every query walks the tree, as before it existed.
+            env["CTXFS_NO_WATCH"] = "1"
+        self.err_path = Path(data) / f"replay-{rankings.replace('+', '_')}{'-walk' if walk_always else ''}.log"
         self.err = open(self.err_path, "w")
         self.p = subprocess.Popen([binary, "replay", "--root", str(root), "--data", str(data), "--host", "fresh", "-"],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True, bufsize=1, env=env)
@@ -200,8 +205,8 @@ def pct(xs, p):
 PASSAGE = re.compile(r"^(/[^\n]*):(\d+)-(\d+)$", re.M)
 
 
-def latency(binary, root, data, rankings, rounds=3, lists=None):
-    r = Replay(binary, root, data, rankings)
+def latency(binary, root, data, rankings, rounds=3, lists=None, walk_always=False):
+    r = Replay(binary, root, data, rankings, walk_always)
     first, _ = r.call("search", {"query": "warm up the index", "limit": 10})
     times = []
     for n in range(rounds):
@@ -289,6 +294,9 @@ def main():
         log(f"latency at base: {rankings}")
         res[f"latency_base_{rankings}"] = latency(binary, base, data, rankings)
         log(res[f"latency_base_{rankings}"])
+    log("latency at base: fused, walking on every query (no watcher)")
+    res["latency_base_fused_walk"] = latency(binary, base, data, "fused", walk_always=True)
+    log(res["latency_base_fused_walk"])
     res["rg_latency_base"] = rg_latency(rg, base)
     log("incremental updates at base")
     res["incremental_base"] = incremental(binary, base, data)
@@ -311,6 +319,9 @@ def main():
             lists[rankings] = {}
             res[f"latency_big_{rankings}"] = latency(binary, big, data, rankings, rounds=2, lists=lists[rankings])
             log(res[f"latency_big_{rankings}"])
+        log("latency at big: fused, walking on every query (no watcher)")
+        res["latency_big_fused_walk"] = latency(binary, big, data, "fused", rounds=2, walk_always=True)
+        log(res["latency_big_fused_walk"])
         # What picking passages by their vectors' sign bits costs: overlap of the top 10 with exact scoring.
         for mode in ["meaning", "fused"]:
             overlaps = [len(set(lists[mode][q]) & set(lists[mode + "+exact"][q])) / max(1, len(lists[mode + "+exact"][q]))

@@ -35,6 +35,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 
+/// Set (to anything) to run without a watcher: every search walks, as for benchmarks.
+pub const NO_WATCH_ENV: &str = "CTXFS_NO_WATCH";
+
+/// Whether `CTXFS_NO_WATCH` turns the watcher off (read once).
+pub fn disabled() -> bool {
+    static OFF: OnceLock<bool> = OnceLock::new();
+    *OFF.get_or_init(|| std::env::var_os(NO_WATCH_ENV).is_some_and(|v| !v.is_empty()))
+}
+
 /// The most directories one boundary may have watched; past it the counter gives up.
 const MAX_WATCHES: usize = 65_536;
 
