@@ -124,31 +124,62 @@ fn search_finds_outside_changes_once_the_watcher_counted_them() {
     })
     .unwrap();
     let session = engine.open_session(SessionOptions::default()).unwrap();
+    // Searches here are rooted at the start directory, the boundary.
+    let root = engine.fs().boundary().clone();
     let search = |query: &str| session.call("search", json!({"query": query})).text;
     let answer = search("alpha protocol");
     assert!(answer.contains("the alpha protocol"), "{answer}");
-    eventually("the watcher covers the tree", || engine.fs().changes().is_some());
+    eventually("the watcher covers the tree", || engine.fs().changes(&root).is_some());
     let answer = search("alpha protocol");
     assert!(answer.contains("the alpha protocol") || answer.contains("Same result as"), "{answer}");
 
-    let before = engine.fs().changes().unwrap();
+    let before = engine.fs().changes(&root).unwrap();
     std::fs::write(ws.path().join("notes.md"), "the omega protocol replaced it\n").unwrap();
-    eventually("the edit is counted", || engine.fs().changes().is_some_and(|now| now != before));
+    eventually("the edit is counted", || engine.fs().changes(&root).is_some_and(|now| now != before));
     let answer = search("omega protocol");
     assert!(answer.contains("the omega protocol replaced it"), "{answer}");
 
-    let before = engine.fs().changes().unwrap();
+    let before = engine.fs().changes(&root).unwrap();
     std::fs::create_dir(ws.path().join("fresh")).unwrap();
     std::fs::write(ws.path().join("fresh/more.md"), "a gamma protocol in a new directory\n").unwrap();
-    eventually("the new directory is counted", || engine.fs().changes().is_some_and(|now| now != before));
+    eventually("the new directory is counted", || engine.fs().changes(&root).is_some_and(|now| now != before));
     let answer = search("gamma protocol");
     assert!(answer.contains("a gamma protocol in a new directory"), "{answer}");
 
     // A write through ctxfs is counted before its call returns.
-    let before = engine.fs().changes().unwrap();
+    let before = engine.fs().changes(&root).unwrap();
     let written = session.call("write", json!({"file_path": "fresh/own.md", "content": "the delta protocol, written by the agent\n"}));
     assert!(!written.is_error, "{}", written.text);
-    assert_ne!(engine.fs().changes(), Some(before));
+    assert_ne!(engine.fs().changes(&root), Some(before));
     let answer = search("delta protocol");
     assert!(answer.contains("the delta protocol, written by the agent"), "{answer}");
+}
+
+/// A search rooted at `sub` that reaches a file through a link leading out of
+/// `sub` is not kept: the root's watcher would not see the target change.
+#[test]
+fn a_walk_through_a_link_out_of_its_root_is_never_reused() {
+    let ws = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join("other")).unwrap();
+    std::fs::create_dir_all(ws.path().join("sub")).unwrap();
+    std::fs::write(ws.path().join("other/target.md"), "the alpha protocol lives elsewhere\n").unwrap();
+    std::os::unix::fs::symlink("../other/target.md", ws.path().join("sub/link.md")).unwrap();
+    let engine = Engine::new(Config {
+        posture: Posture::Device { root: ws.path().to_path_buf() },
+        start: None,
+        data_dir: Some(data.path().to_path_buf()),
+    })
+    .unwrap();
+    let session = engine.open_session(SessionOptions::default()).unwrap();
+    let sub = ctxfs::paths::VPath::parse(&format!("{}/sub", engine.fs().boundary())).unwrap();
+    let search = |query: &str| session.call("search", json!({"query": query, "path": "sub"})).text;
+    assert!(search("alpha protocol").contains("the alpha protocol lives elsewhere"));
+    eventually("the watcher covers sub", || engine.fs().changes(&sub).is_some());
+    let answer = search("protocol alpha");
+    assert!(answer.contains("the alpha protocol lives elsewhere"), "{answer}");
+    // Changed where sub's watcher does not look.
+    std::fs::write(ws.path().join("other/target.md"), "the omega protocol lives elsewhere\n").unwrap();
+    let answer = search("omega protocol");
+    assert!(answer.contains("the omega protocol lives elsewhere"), "{answer}");
 }

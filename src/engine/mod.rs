@@ -156,12 +156,13 @@ fn index_path(boundary: &VPath, data_dir: &Path, host_root: &Path) -> PathBuf {
     }
 }
 
-/// Whether a call of the tool may wait on something besides the files: the
-/// user (a change the gate may ask about) or the index (search and tag wait
-/// for written files to be indexed). Adapters may run the other calls on
-/// their protocol thread; these belong on a thread that may block.
+/// Whether a call of the tool may take long or wait on something: the user
+/// (a change the gate may ask about), the index (search and tag wait for
+/// written files to be indexed) or a whole tree (glob and grep walk it).
+/// Adapters may run the others, which touch one file or directory, on their
+/// protocol thread; these belong on a thread that may block.
 pub fn may_wait(tool: &str) -> bool {
-    crate::gate::is_gated(tool) || matches!(tool, "search" | "tag")
+    !matches!(tool, "read" | "list" | "stat" | "recall" | "skills_list" | "skill_view")
 }
 
 /// The platform's data directory for ctxfs (`~/.local/share/ctxfs` on Linux).

@@ -112,7 +112,7 @@ impl SqliteStore {
                     std::thread::sleep(COALESCE);
                     let mut batch = vec![first];
                     batch.extend(receiver.try_iter().take(255));
-                    let written = (|| -> rusqlite::Result<()> {
+                    let mut write = || -> rusqlite::Result<()> {
                         let tx = db.transaction()?;
                         {
                             let mut insert = tx.prepare_cached(
@@ -123,7 +123,16 @@ impl SqliteStore {
                             }
                         }
                         tx.commit()
-                    })();
+                    };
+                    // A busy or briefly failing database gets a few more tries.
+                    let mut written = write();
+                    for attempt in 1..=3 {
+                        if written.is_ok() {
+                            break;
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(50 * attempt));
+                        written = write();
+                    }
                     if let Err(e) = written {
                         tracing::error!(error = %e, "could not store {} results; they stay in memory", batch.len());
                         continue;

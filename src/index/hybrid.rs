@@ -338,10 +338,19 @@ struct Walked {
     key: String,
     /// `Fs::changes` before the walk.
     changes: u64,
-    /// The store's `data_version` before the walk (another process's commits move it).
+    /// The store's `data_version` before the walk (another process's commits
+    /// move it) and this connection's `total_changes` after it (a walk of
+    /// another root, an indexed write or a tag moves that).
     version: Option<i64>,
+    store_changes: u64,
+    /// When the walk was made: a walk is not reused past `WALK_MAX_AGE`, in
+    /// case the watcher missed something (it should not, but it is cheap).
+    made: std::time::Instant,
     seen: Arc<Vec<Seen>>,
 }
+
+/// The longest a walk is reused.
+const WALK_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// How many walks are kept (a few roots or views; each costs ~100 bytes a file).
 const WALKS_KEPT: usize = 4;
@@ -654,21 +663,34 @@ impl Index {
     /// on which it was.
     fn visible(&self, store: &IndexStore, access: &Access, root: &Target) -> anyhow::Result<Arc<Vec<Seen>>> {
         let walks = || self.walks.lock().unwrap_or_else(|e| e.into_inner());
+        // Inside `.git` nothing is watched.
+        let in_git = root.real.as_str().split('/').any(|name| name == ".git");
         // Read before the walk: a change during it moves the count, so the next query walks again.
-        let changes = access.fs().changes();
-        let key = format!("{:?}\n{}\n{}", access.view(), root.real, root.path);
+        let changes = if in_git { None } else { access.fs().changes(&root.real) };
+        let key = format!("{:?}\n{:?}\n{:?}", access.view(), root.real, root.path);
         self.sync_mirror(store, true)?;
         let version = self.mirror().version;
         if let Some(changes) = changes {
-            if let Some(walked) = walks().iter().find(|w| w.key == key && w.changes == changes && w.version == version) {
+            let same = |w: &&Walked| {
+                w.key == key
+                    && w.changes == changes
+                    && w.version == version
+                    && w.store_changes == store.total_changes()
+                    && w.made.elapsed() < WALK_MAX_AGE
+            };
+            if let Some(walked) = walks().iter().find(same) {
                 return Ok(walked.seen.clone());
             }
         }
-        let seen = Arc::new(self.refresh(store, access, root, true, &|_| {})?);
-        if let Some(changes) = changes {
+        let escaped = AtomicBool::new(false);
+        let seen = Arc::new(self.refresh(store, access, root, true, &escaped, &|_| {})?);
+        // A file reached through a link to outside the root (or into `.git`)
+        // can change without the root's watcher seeing it.
+        if let (Some(changes), false) = (changes, escaped.load(Ordering::Relaxed)) {
             let mut walks = walks();
             walks.retain(|w| w.key != key);
-            walks.insert(0, Walked { key, changes, version, seen: seen.clone() });
+            let made = std::time::Instant::now();
+            walks.insert(0, Walked { key, changes, version, store_changes: store.total_changes(), made, seen: seen.clone() });
             walks.truncate(WALKS_KEPT);
         }
         Ok(seen)
@@ -683,7 +705,17 @@ impl Index {
     /// with them (no hand-over per file), new and changed ones are read,
     /// chunked and embedded there and handed to this thread, the only one
     /// that writes the store.
-    fn refresh(&self, store: &IndexStore, access: &Access, root: &Target, collect: bool, progress: &dyn Fn(&Progress)) -> anyhow::Result<Vec<Seen>> {
+    /// `escaped` is set when a file was reached through a link that leads
+    /// outside `root` or into a `.git` directory.
+    fn refresh(
+        &self,
+        store: &IndexStore,
+        access: &Access,
+        root: &Target,
+        collect: bool,
+        escaped: &AtomicBool,
+        progress: &dyn Fn(&Progress),
+    ) -> anyhow::Result<Vec<Seen>> {
         self.sync_mirror(store, collect)?;
         let epoch = {
             let mut mirror = self.mirror_mut();
@@ -707,6 +739,11 @@ impl Index {
                         return;
                     }
                     counts.found.fetch_add(1, Ordering::Relaxed);
+                    if let Some(target) = file.target {
+                        if !target.starts_with(root_real) || target.as_str().split('/').any(|name| name == ".git") {
+                            escaped.store(true, Ordering::Relaxed);
+                        }
+                    }
                     match self.prepare(root_real.join_rel(rel), shown.clone(), file, epoch) {
                         Work::Same { shown, size, blob, rowid } => {
                             counts.add(&counts.same, size);
@@ -842,7 +879,7 @@ impl Index {
     pub fn build_with(&self, access: &Access, root: &Target, progress: &dyn Fn(&Progress)) -> anyhow::Result<Progress> {
         let last = Mutex::new(Progress::default());
         let store = self.store();
-        self.refresh(&store, access, root, false, &|p| {
+        self.refresh(&store, access, root, false, &AtomicBool::new(false), &|p| {
             progress(p);
             *last.lock().unwrap_or_else(|e| e.into_inner()) = p.clone();
         })?;
@@ -1381,6 +1418,26 @@ mod tests {
         fs.add_file("/w/d.md", "uploads again\n");
         fs.set_changes(None);
         assert_eq!(paths(&wide).len(), 4);
+    }
+
+    /// The store moving under a kept walk (here a written file indexed while
+    /// the change count stays) means a new walk: the kept one names blobs
+    /// that may be gone.
+    #[test]
+    fn a_walk_is_not_reused_once_the_store_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        fs.add_file("/w/a.md", "the alpha protocol is here\n");
+        fs.set_changes(Some(7));
+        let index = index_with(dir.path(), false);
+        let access = access(fs.clone(), &[("/w", Level::Ro)]);
+        let root = access.target("/w", Need::Look).unwrap();
+        let texts = |query: &str| -> Vec<String> { index.search(&access, &root, query, 10).unwrap().into_iter().map(|h| h.text).collect() };
+        assert_eq!(texts("alpha"), vec!["the alpha protocol is here\n"]);
+        fs.add_file("/w/a.md", "the omega protocol replaced it\n");
+        index.note_written(&VPath::parse("/w/a.md").unwrap(), b"the omega protocol replaced it\n", None).unwrap();
+        assert_eq!(texts("omega"), vec!["the omega protocol replaced it\n"]);
+        assert!(texts("alpha").is_empty());
     }
 
     #[test]

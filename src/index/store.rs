@@ -247,6 +247,12 @@ impl IndexStore {
     }
 
     /// Changes whenever another connection (another process) committed since the last call.
+    /// How many rows this connection has changed since it opened: with
+    /// `data_version` (other connections' commits), what says the store moved.
+    pub fn total_changes(&self) -> u64 {
+        self.db.total_changes()
+    }
+
     pub fn data_version(&self) -> anyhow::Result<i64> {
         Ok(self.db.pragma_query_value(None, "data_version", |r| r.get(0))?)
     }

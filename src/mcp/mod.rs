@@ -91,8 +91,8 @@ pub trait HostSession: Send + Sync + 'static {
     fn instructions(&self) -> String;
     /// Sets who is asked about a change (`None`: nobody can be asked).
     fn set_approver(&self, _approver: Option<Arc<dyn crate::gate::Approver>>) {}
-    /// Whether a call of the tool may wait on something besides the files
-    /// (the user, the index). Only those leave the protocol's thread.
+    /// Whether a call of the tool may take long or wait on something (the
+    /// user, the index, a walk of a tree). Only those leave the protocol's thread.
     fn may_wait(&self, _tool: &str) -> bool {
         true
     }
@@ -444,8 +444,8 @@ impl<H: Host> ServerHandler for McpServer<H> {
             .await
             .map_err(|e| e.to_string())
         } else {
-            // A call that waits on nothing but the files runs right here: the
-            // hand-off to the blocking pool and back cost as much as the call.
+            // A call of one file or directory runs right here: the hand-off
+            // to the blocking pool and back cost as much as the call.
             let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| session.call(&name, args)));
             drop(ticket);
             drop(done_send);

@@ -130,7 +130,7 @@ impl<'a> Scope<'a> {
                 Kind::Dir => self.descend(&entry.path, &shown),
                 Kind::File => {
                     if self.level(&entry.path, &shown).can_read() {
-                        file(&shown, rel, &Found { open: &|| (entry.open)().ok(), stamp: entry.stamp });
+                        file(&shown, rel, &Found { open: &|| (entry.open)().ok(), stamp: entry.stamp, target: None });
                     }
                     Descend::No
                 }
@@ -140,7 +140,7 @@ impl<'a> Scope<'a> {
                             let fs = self.access.fs();
                             let open = || fs.read_file(&target, crate::access::MAX_OPEN_BYTES).ok().map(|b| Source::Bytes(b.into()));
                             // A link's own stamp is not its target's: the target is read.
-                            file(&shown, rel, &Found { open: &open, stamp: &|| None });
+                            file(&shown, rel, &Found { open: &open, stamp: &|| None, target: Some(&target) });
                         }
                     }
                     Descend::No
@@ -165,6 +165,8 @@ impl<'a> Scope<'a> {
 pub struct Found<'a> {
     pub open: &'a (dyn Fn() -> Option<Source> + Sync),
     pub stamp: &'a (dyn Fn() -> Option<Stamp> + Sync),
+    /// For a file reached through a link: where the link leads.
+    pub target: Option<&'a VPath>,
 }
 
 /// What a walk of visible files calls: (shown path, path relative to the root, the file).

@@ -610,7 +610,7 @@ impl Fs for MemFs {
         &self.boundary
     }
 
-    fn changes(&self) -> Option<u64> {
+    fn changes(&self, _under: &VPath) -> Option<u64> {
         *self.changes.lock().unwrap_or_else(|e| e.into_inner())
     }
 

@@ -222,10 +222,11 @@ pub trait Fs: Send + Sync {
         self.walk_in_view(real, options, visit, &|_| true)
     }
 
-    /// A number that moves whenever anything under the boundary may have
-    /// changed (see `watch`), or `None` when that cannot be known: a walk's
-    /// result may be reused only while it stays the same.
-    fn changes(&self) -> Option<u64> {
+    /// A number that moves whenever anything below the real directory
+    /// `under` may have changed (see `watch`; asking starts watching it), or
+    /// `None` when that cannot be known: a walk's result may be reused only
+    /// while it stays the same.
+    fn changes(&self, _under: &VPath) -> Option<u64> {
         None
     }
 }

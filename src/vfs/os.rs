@@ -40,8 +40,8 @@ pub struct OsFs {
     vroot: VPath,
     root_fd: Arc<OwnedFd>,
     trash_dir: Option<PathBuf>,
-    /// Counts changes under the boundary, its own and (once watched) everyone's.
-    changes: Arc<super::watch::Changes>,
+    /// Counts changes in the trees searched lately, its own and (once watched) everyone's.
+    watchers: super::watch::Watchers,
 }
 
 impl OsFs {
@@ -56,7 +56,7 @@ impl OsFs {
                 return Err(std::io::Error::other("the trash directory must lie outside the boundary"));
             }
         }
-        Ok(OsFs { host_root, host_root_text, vroot, root_fd: Arc::new(root_fd), trash_dir, changes: Default::default() })
+        Ok(OsFs { host_root, host_root_text, vroot, root_fd: Arc::new(root_fd), trash_dir, watchers: Default::default() })
     }
 
     /// The canonical host directory of the boundary.
@@ -181,7 +181,7 @@ impl Lookup for OsFs {
 }
 
 /// Counts a change again when dropped, at the end of the call that made it.
-struct Bump<'a>(&'a super::watch::Changes);
+struct Bump<'a>(&'a super::watch::Watchers);
 
 impl Drop for Bump<'_> {
     fn drop(&mut self) {
@@ -264,17 +264,14 @@ impl Fs for OsFs {
         Ok(rfs::readlinkat(&dir, name, Vec::new()).map_err(errno)?.to_string_lossy().into_owned())
     }
 
-    fn changes(&self) -> Option<u64> {
-        if super::watch::disabled() {
-            return None;
-        }
-        self.changes.get(&self.host_root, &self.vroot)
+    fn changes(&self, under: &VPath) -> Option<u64> {
+        self.watchers.get(&self.host_root, &self.vroot, under)
     }
 
     fn write_file(&self, real: &VPath, data: &[u8]) -> Result<(), FsError> {
         // Counted before and after: a search between the two walks again.
-        self.changes.bump();
-        let _after = Bump(&self.changes);
+        self.watchers.bump();
+        let _after = Bump(&self.watchers);
         let (dir, name) = self.open_parent(real)?;
         let existing = match rfs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) => Some(meta_of(&st)),
@@ -316,15 +313,15 @@ impl Fs for OsFs {
     }
 
     fn create_dir(&self, real: &VPath) -> Result<(), FsError> {
-        self.changes.bump();
-        let _after = Bump(&self.changes);
+        self.watchers.bump();
+        let _after = Bump(&self.watchers);
         let (dir, name) = self.open_parent(real)?;
         rfs::mkdirat(&dir, name, Mode::from_raw_mode(0o777)).map_err(errno)
     }
 
     fn rename(&self, from: &VPath, to: &VPath) -> Result<(), FsError> {
-        self.changes.bump();
-        let _after = Bump(&self.changes);
+        self.watchers.bump();
+        let _after = Bump(&self.watchers);
         let (from_dir, from_name) = self.open_parent(from)?;
         let (to_dir, to_name) = self.open_parent(to)?;
         rfs::renameat_with(&from_dir, from_name, &to_dir, to_name, RenameFlags::NOREPLACE).map_err(errno)?;
@@ -333,8 +330,8 @@ impl Fs for OsFs {
     }
 
     fn trash(&self, real: &VPath) -> Result<String, FsError> {
-        self.changes.bump();
-        let _after = Bump(&self.changes);
+        self.watchers.bump();
+        let _after = Bump(&self.watchers);
         let trash_root = self.trash_dir.as_ref().ok_or_else(|| FsError::Io(std::io::Error::other("no trash directory")))?;
         let stamp = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
         let bin = trash_root.join(format!(

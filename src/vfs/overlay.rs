@@ -441,6 +441,7 @@ impl Overlay {
             let mut doc = lock(&cell);
             let bytes: Arc<[u8]> = data.into();
             doc.pending = Some(bytes.clone());
+            self.docs.edits.fetch_add(1, Ordering::SeqCst);
             remember(host, &bytes);
             tracing::info!(path = %host.display(), "wrote an open document to disk (the editor applies no edits)");
             return Ok(());
@@ -455,6 +456,7 @@ impl Overlay {
         // report is the truth.
         if doc.version == target.version {
             doc.pending = Some(bytes.clone());
+            self.docs.edits.fetch_add(1, Ordering::SeqCst);
         }
         remember(host, &bytes);
         Ok(())
@@ -522,8 +524,8 @@ impl Fs for Overlay {
     }
 
     /// The disk's count plus the buffers' own: an edit in the editor moves it too.
-    fn changes(&self) -> Option<u64> {
-        let disk = self.inner.changes()?;
+    fn changes(&self, under: &VPath) -> Option<u64> {
+        let disk = self.inner.changes(under)?;
         Some(disk.wrapping_add(self.docs.edits.load(Ordering::SeqCst)))
     }
 

@@ -1,25 +1,28 @@
-//! A change counter for a boundary on disk, fed by inotify.
+//! A change counter for one directory tree on disk, fed by inotify.
 //!
-//! `Changes::get` answers a number that moves whenever anything under the
-//! boundary may have changed: the watcher's thread adds one for every batch
-//! of inotify events, and `OsFs` adds one for each of its own changes (so a
-//! change made through ctxfs is counted before its call returns). The search
-//! index keeps the list of visible files of a walk and walks again only when
-//! the number moved: a query over a tree nobody touched skips the walk.
+//! `Changes::get` answers a number that moves whenever anything below the
+//! watched directory may have changed: the watcher's thread adds one when
+//! inotify has events (before and after reading them, and `get` answers
+//! `None` while events wait unread), and `OsFs` adds one around each of its
+//! own changes (so a change made through ctxfs is counted before its call
+//! returns). The search index keeps the visible files of a walk and walks
+//! again only when the number moved: a query over a tree nobody touched skips
+//! the walk.
 //!
-//! It is not a change feed: it never says what changed, and a reader never
-//! learns anything from it but "maybe something". While the watches are being
-//! (re)built, or when they cannot be (no inotify, too many directories), it
+//! It is not a change feed: it never says what changed, and a reader learns
+//! nothing from it but "maybe something". While the watches are being
+//! (re)built, or when they cannot be (no inotify, a file system inotify does
+//! not see changes on, such as NFS or FUSE, or too many directories), it
 //! answers `None`, and the index walks every time as it would without it.
 //!
-//! Every directory the search's walk could enter is watched: all of them but
-//! hidden ones, ignored ones included (which ignore files count depends on
-//! the session's view, so the watcher cannot skip what some view may see).
-//! Watches are added by host path with `IN_DONT_FOLLOW | IN_ONLYDIR`; a
-//! directory swapped for a link is refused by the kernel, and a link swapped
-//! into a path above a directory at worst adds a watch whose events only make
-//! the next query walk. A new, moved or removed directory, a changed ignore
-//! file or a lost event queue rebuilds the watches.
+//! Every directory below the watched one is watched, hidden and ignored ones
+//! included (which ignore files count depends on the session's view), except
+//! what lies inside `.git` but its `info/` (which holds `exclude`). Watches are
+//! added by host path with `IN_DONT_FOLLOW | IN_ONLYDIR`; a directory swapped
+//! for a link is refused by the kernel, and a link swapped into a path above a
+//! directory at worst adds a watch whose events make the next query walk. A
+//! new, moved, removed or re-permissioned directory, a changed ignore file or
+//! a lost event queue rebuilds the watches.
 //!
 //! It is not used by `MemFs` (nothing outside a test changes that) and
 //! `Overlay` adds its own buffers' changes to the inner count.
@@ -44,12 +47,59 @@ pub fn disabled() -> bool {
     *OFF.get_or_init(|| std::env::var_os(NO_WATCH_ENV).is_some_and(|v| !v.is_empty()))
 }
 
+/// How many directory trees one file system watches at once (the searched
+/// roots; the least recently asked is let go first).
+const TREES: usize = 4;
+
+/// The counters of the trees searched lately, and the changes made through
+/// ctxfs, which every one of them counts.
+#[derive(Debug, Default)]
+pub struct Watchers {
+    trees: std::sync::Mutex<Vec<(VPath, Arc<Changes>)>>,
+}
+
+impl Watchers {
+    /// Counts a change made through ctxfs in every watched tree (a tree that
+    /// does not hold it only walks once more than it needed to).
+    pub fn bump(&self) {
+        for (_, changes) in self.trees.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            changes.bump();
+        }
+    }
+
+    /// The count for the directory `under` (a real path at or below the
+    /// boundary `vroot`, whose host directory is `host_root`), watching it
+    /// from now on; `None` while it cannot be known.
+    pub fn get(&self, host_root: &Path, vroot: &VPath, under: &VPath) -> Option<u64> {
+        if disabled() {
+            return None;
+        }
+        let rel = under.strip_prefix(vroot)?;
+        let changes = {
+            let mut trees = self.trees.lock().unwrap_or_else(|e| e.into_inner());
+            let at = trees.iter().position(|(path, _)| path == under);
+            let entry = match at {
+                Some(at) => trees.remove(at),
+                None => (under.clone(), Arc::new(Changes::default())),
+            };
+            let changes = entry.1.clone();
+            trees.insert(0, entry);
+            trees.truncate(TREES);
+            changes
+        };
+        changes.get(&host_root.join(rel), under)
+    }
+}
+
 /// The most directories one boundary may have watched; past it the counter gives up.
 const MAX_WATCHES: usize = 65_536;
 
 /// The shared counter and whether the watches cover the tree now.
 #[derive(Debug, Default)]
 pub struct Changes {
+    /// The inotify instance, once the thread made it: events waiting in it
+    /// are changes not counted yet.
+    queue: OnceLock<Arc<OwnedFd>>,
     count: AtomicU64,
     /// Whether every directory is watched (false while building and for good after a failure).
     ready: AtomicBool,
@@ -71,6 +121,11 @@ impl Changes {
     /// The first call starts the watcher for `host_root` (presented as `vroot`).
     pub fn get(self: &Arc<Self>, host_root: &Path, vroot: &VPath) -> Option<u64> {
         self.started.get_or_init(|| start(Arc::downgrade(self), host_root.to_path_buf(), vroot.clone()));
+        // Events the thread has not read yet are changes it has not counted.
+        let queue = self.queue.get()?;
+        if rustix::io::ioctl_fionread(&**queue).map_or(true, |waiting| waiting > 0) {
+            return None;
+        }
         // The count is read after `ready`: a change that lands between the two
         // reads moves the count, so the caller's next look differs.
         self.ready.load(Ordering::SeqCst).then(|| self.count.load(Ordering::SeqCst))
@@ -97,15 +152,38 @@ fn give_up(changes: &Changes, why: &str) {
     changes.failed.store(true, Ordering::SeqCst);
 }
 
+/// File systems whose changes inotify sees, all made on this machine
+/// (`statfs` magic numbers: ext2/3/4, xfs, btrfs, tmpfs, overlayfs, zfs,
+/// f2fs, bcachefs, reiserfs, jfs). On any other (NFS, SMB, FUSE, 9p, ...)
+/// another machine's changes are never reported, so nothing is watched.
+const LOCAL_FILE_SYSTEMS: [u64; 10] =
+    [0xEF53, 0x5846_5342, 0x9123_683E, 0x0102_1994, 0x794C_7630, 0x2FC1_2FC1, 0xF2F5_2010, 0xCA45_1A4E, 0x5265_4973, 0x3153_464A];
+
 /// The watcher's thread: builds the watches, then counts events until the
 /// counter is dropped (checked twice a second) or the watches cannot be kept.
 fn run(changes: Weak<Changes>, host_root: PathBuf, vroot: VPath) {
-    let Ok(fd) = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK) else {
+    let local = rustix::fs::statfs(&host_root).is_ok_and(|st| LOCAL_FILE_SYSTEMS.contains(&(st.f_type as u64 & 0xFFFF_FFFF)));
+    if !local {
         if let Some(c) = changes.upgrade() {
-            give_up(&c, "inotify is not available");
+            give_up(&c, "the file system may change without telling inotify");
         }
         return;
+    }
+    let fd = match inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK) {
+        Ok(fd) => Arc::new(fd),
+        Err(_) => {
+            if let Some(c) = changes.upgrade() {
+                give_up(&c, "inotify is not available");
+            }
+            return;
+        }
     };
+    match changes.upgrade() {
+        Some(c) => {
+            let _ = c.queue.set(fd.clone());
+        }
+        None => return,
+    }
     let mut rebuild = true;
     let mut buf = vec![MaybeUninit::<u8>::uninit(); 64 * 1024];
     loop {
@@ -124,7 +202,7 @@ fn run(changes: Weak<Changes>, host_root: PathBuf, vroot: VPath) {
             rebuild = false;
         }
         drop(shared);
-        let mut poll = [rustix::event::PollFd::new(&fd, rustix::event::PollFlags::IN)];
+        let mut poll = [rustix::event::PollFd::new(&*fd, rustix::event::PollFlags::IN)];
         let timeout = rustix::event::Timespec { tv_sec: 0, tv_nsec: 500_000_000 };
         match rustix::event::poll(&mut poll, Some(&timeout)) {
             Ok(0) | Err(rustix::io::Errno::INTR) => continue,
@@ -136,44 +214,38 @@ fn run(changes: Weak<Changes>, host_root: PathBuf, vroot: VPath) {
                 return;
             }
         }
-        let mut reader = inotify::Reader::new(&fd, &mut buf);
-        let mut any = false;
+        // Counted before the events are read (while they wait, `get` says
+        // `None`), and again after, for events that came during the read.
+        let Some(shared) = changes.upgrade() else { return };
+        shared.bump();
+        let mut reader = inotify::Reader::new(&*fd, &mut buf);
         loop {
             let event = match reader.next() {
                 Ok(event) => event,
                 Err(rustix::io::Errno::AGAIN) | Err(rustix::io::Errno::INTR) => break,
-                Err(e) => {
-                    if let Some(c) = changes.upgrade() {
-                        give_up(&c, &format!("reading events failed: {e}"));
-                    }
-                    return;
-                }
+                Err(e) => return give_up(&shared, &format!("reading events failed: {e}")),
             };
-            any = true;
             rebuild |= needs_rebuild(event.events(), event.file_name().map(|n| n.to_bytes()));
             if reader.is_buffer_empty() {
                 break;
             }
         }
-        if any {
-            if let Some(c) = changes.upgrade() {
-                c.bump();
-            }
-        }
+        shared.bump();
     }
 }
 
 /// Whether an event changes which directories exist or which are ignored.
 fn needs_rebuild(mask: ReadFlags, name: Option<&[u8]>) -> bool {
+    // A directory's permissions decide whether it can be listed, and so watched.
     let dir_moved = mask.contains(ReadFlags::ISDIR)
-        && mask.intersects(ReadFlags::CREATE | ReadFlags::DELETE | ReadFlags::MOVED_FROM | ReadFlags::MOVED_TO);
+        && mask.intersects(ReadFlags::CREATE | ReadFlags::DELETE | ReadFlags::MOVED_FROM | ReadFlags::MOVED_TO | ReadFlags::ATTRIB);
     let lost = mask.intersects(ReadFlags::QUEUE_OVERFLOW | ReadFlags::IGNORED | ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF);
     let ignore_file = matches!(name, Some(b".gitignore" | b".ignore"));
     dir_moved || lost || ignore_file
 }
 
-/// Watches the boundary and every directory below it that is not hidden;
-/// answers how many, or why it cannot.
+/// Watches the directory and every one below it but those inside `.git`
+/// (its `info/` is watched); answers how many, or why it cannot.
 fn add_watches(fd: &OwnedFd, host_root: &Path, vroot: &VPath) -> Result<usize, String> {
     let flags = WatchFlags::CREATE
         | WatchFlags::DELETE
@@ -204,18 +276,23 @@ fn add_watches(fd: &OwnedFd, host_root: &Path, vroot: &VPath) -> Result<usize, S
             }
         }
     };
-    if !watch(host_root) {
+    // The walk never enters `.git`; its `info/` (which holds `exclude`) is watched beside each directory.
+    let with_git_info = |host: &Path| {
+        let info = host.join(".git").join("info");
+        watch(host) && (!info.is_dir() || watch(&info))
+    };
+    if !with_git_info(host_root) {
         return Err(failed.into_inner().unwrap_or_else(|e| e.into_inner()).unwrap_or_default());
     }
     let dir = rfs::open(host_root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
         .map_err(|e| format!("cannot open the boundary: {e}"))?;
-    let options = WalkOptions { gitignore: false, skip_hidden: true, threads: 1 };
+    let options = WalkOptions { gitignore: false, skip_hidden: false, threads: 1 };
     let walked = walk_fd(dir, vroot.clone(), &options, &|entry: &WalkEntry<'_>| {
         if entry.kind != Kind::Dir {
             return Descend::No;
         }
         let Some(rel) = entry.path.strip_prefix(vroot) else { return Descend::No };
-        if watch(&host_root.join(rel)) {
+        if with_git_info(&host_root.join(rel)) {
             Descend::Yes
         } else {
             Descend::No
@@ -275,15 +352,19 @@ mod tests {
     }
 
     #[test]
-    fn hidden_directories_are_not_watched_and_a_bump_counts() {
+    fn git_internals_are_not_watched_but_its_info_and_other_hidden_directories_are() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().canonicalize().unwrap();
-        std::fs::create_dir_all(root.join(".git/objects")).unwrap();
-        std::fs::create_dir_all(root.join("src")).unwrap();
+        for dir in [".git/objects/ab", ".git/info", ".config/tool", "src"] {
+            std::fs::create_dir_all(root.join(dir)).unwrap();
+        }
         let vroot = VPath::parse("/").unwrap();
         let changes = Arc::new(Changes::default());
         eventually("the watches are built", || changes.get(&root, &vroot).is_some());
-        assert_eq!(changes.watched(), 2, "the root and src, not .git");
+        assert_eq!(changes.watched(), 5, "the root, .git/info, .config, .config/tool and src");
+        let before = changes.get(&root, &vroot).unwrap();
+        std::fs::write(root.join(".git/info/exclude"), "*.log\n").unwrap();
+        eventually("an edit of .git/info/exclude is counted", || changes.get(&root, &vroot).is_some_and(|now| now != before));
         let before = changes.get(&root, &vroot).unwrap();
         changes.bump();
         assert_eq!(changes.get(&root, &vroot), Some(before + 1));
