@@ -22,7 +22,8 @@
 //! for a link is refused by the kernel, and a link swapped into a path above a
 //! directory at worst adds a watch whose events make the next query walk. A
 //! new, moved, removed or re-permissioned directory, a changed ignore file or
-//! a lost event queue rebuilds the watches.
+//! a lost event queue rebuilds the watches, at most once a second (until
+//! then the count is unknown and queries walk).
 //!
 //! It is not used by `MemFs` (nothing outside a test changes that) and
 //! `Overlay` adds its own buffers' changes to the inner count.
@@ -152,6 +153,9 @@ fn give_up(changes: &Changes, why: &str) {
     changes.failed.store(true, Ordering::SeqCst);
 }
 
+/// The shortest time between two builds of the watches.
+const REBUILD_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// File systems whose changes inotify sees, all made on this machine
 /// (`statfs` magic numbers: ext2/3/4, xfs, btrfs, tmpfs, overlayfs, zfs,
 /// f2fs, bcachefs, reiserfs, jfs). On any other (NFS, SMB, FUSE, 9p, ...)
@@ -185,11 +189,19 @@ fn run(changes: Weak<Changes>, host_root: PathBuf, vroot: VPath) {
         None => return,
     }
     let mut rebuild = true;
+    let mut last_build: Option<std::time::Instant> = None;
     let mut buf = vec![MaybeUninit::<u8>::uninit(); 64 * 1024];
     loop {
         let Some(shared) = changes.upgrade() else { return };
         if rebuild {
+            // Unknown from now until the watches are whole again.
             shared.ready.store(false, Ordering::SeqCst);
+        }
+        // A build that makes directories by the thousand (a compiler's output,
+        // a package install) rebuilds at most once per `REBUILD_EVERY`; until
+        // then every query walks, as without a watcher.
+        if rebuild && last_build.is_none_or(|at| at.elapsed() >= REBUILD_EVERY) {
+            last_build = Some(std::time::Instant::now());
             match add_watches(&fd, &host_root, &vroot) {
                 Ok(n) => {
                     shared.watched.store(n, Ordering::SeqCst);
