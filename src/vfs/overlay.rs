@@ -620,6 +620,30 @@ mod tests {
         (mem, docs, overlay)
     }
 
+    /// Opening, changing and closing a buffer move the change count, on top
+    /// of the disk's (and there is none when the disk has none).
+    #[test]
+    fn buffer_edits_move_the_change_count() {
+        let (mem, docs, overlay) = setup();
+        let root = p("/");
+        assert_eq!(overlay.changes(&root), None, "no count on the disk, none here");
+        mem.set_changes(Some(10));
+        let mut last = overlay.changes(&root).unwrap();
+        let mut moved = |what: &str| {
+            let now = overlay.changes(&root).unwrap();
+            assert!(now > last, "{what} did not move the count");
+            last = now;
+        };
+        docs.open("/host/a.txt".into(), "file:///host/a.txt".into(), 1, "buffer\n");
+        moved("open");
+        docs.change(Path::new("/host/a.txt"), 2, vec![Edit { range: None, text: "changed\n".into() }]).unwrap();
+        moved("change");
+        docs.close(Path::new("/host/a.txt"));
+        moved("close");
+        mem.set_changes(Some(11));
+        moved("a change on disk");
+    }
+
     #[test]
     fn reads_and_walks_see_the_buffer() {
         let (_mem, docs, overlay) = setup();
