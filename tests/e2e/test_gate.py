@@ -11,9 +11,7 @@ Run: CTXFS_BIN=target/debug/ctxfs python3 -m pytest -q tests/e2e/test_gate.py
 from __future__ import annotations
 
 import json
-import os
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 import anyio
 import pytest
@@ -21,18 +19,9 @@ from mcp import ClientSession, StdioServerParameters
 from mcp import types
 from mcp.client.stdio import stdio_client
 
-REPO = Path(__file__).resolve().parents[2]
-BIN = Path(os.environ.get("CTXFS_BIN", "target/debug/ctxfs"))
-if not BIN.is_absolute():
-    BIN = REPO / BIN
-TIMEOUT = int(os.environ.get("CTXFS_E2E_TIMEOUT", "60"))
+from conftest import BIN, TIMEOUT
+
 ALL_OPTIONS = ["allow_once", "allow_session", "always_file", "always_directory", "deny"]
-
-
-@pytest.fixture(scope="session", autouse=True)
-def binary_exists():
-    if not BIN.is_file():
-        pytest.fail(f"no ctxfs binary at {BIN}: run `cargo build` first, or set CTXFS_BIN")
 
 
 @pytest.fixture

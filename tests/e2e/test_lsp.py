@@ -19,17 +19,7 @@ import pytest
 from lsprotocol import types
 from pytest_lsp.client import client_capabilities, make_test_lsp_client
 
-REPO = Path(__file__).resolve().parents[2]
-BIN = Path(os.environ.get("CTXFS_BIN", "target/debug/ctxfs"))
-if not BIN.is_absolute():
-    BIN = REPO / BIN
-TIMEOUT = int(os.environ.get("CTXFS_E2E_TIMEOUT", "60"))
-
-
-@pytest.fixture(scope="session", autouse=True)
-def binary_exists():
-    if not BIN.is_file():
-        pytest.fail(f"no ctxfs binary at {BIN}: run `cargo build` first, or set CTXFS_BIN")
+from conftest import BIN, REPO, TIMEOUT
 
 
 @pytest.fixture

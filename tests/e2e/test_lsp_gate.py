@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 
 import pytest
 from lsprotocol import types
@@ -21,12 +20,6 @@ import test_lsp as base
 
 TIMEOUT = base.TIMEOUT
 ALL_BUTTONS = ["Allow once", "Allow for this session", "Always allow notes/todo.md", "Always allow notes/*", "Deny"]
-
-
-@pytest.fixture(scope="session", autouse=True)
-def binary_exists():
-    if not base.BIN.is_file():
-        pytest.fail(f"no ctxfs binary at {base.BIN}: run `cargo build` first, or set CTXFS_BIN")
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ import re
 import subprocess
 import threading
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 import anyio
 import pytest
@@ -21,21 +20,11 @@ from mcp import ClientSession, StdioServerParameters
 from mcp import types
 from mcp.client.stdio import stdio_client
 
-REPO = Path(__file__).resolve().parents[2]
-BIN = Path(os.environ.get("CTXFS_BIN", "target/debug/ctxfs"))
-if not BIN.is_absolute():
-    BIN = REPO / BIN
+from conftest import BIN, TIMEOUT
 
 TOOLS = {"read", "write", "edit", "multiedit", "apply_patch", "list", "glob", "grep",
          "search", "mkdir", "mv", "rm", "stat", "recall"}
 DENIED = re.compile(r"Access denied: .+ is not open to this session\.")
-TIMEOUT = 60
-
-
-@pytest.fixture(scope="session", autouse=True)
-def binary_exists():
-    if not BIN.is_file():
-        pytest.fail(f"no ctxfs binary at {BIN}: run `cargo build` first, or set CTXFS_BIN")
 
 
 @pytest.fixture
