@@ -533,25 +533,12 @@ impl<'a> SafeTensors<'a> {
 /// executable's directory; the source tree's `models/minilm` (where
 /// `scripts/build-embedder` puts it). The same places as the static table's.
 pub fn dir_candidates(env: Option<&std::ffi::OsStr>, data_dir: &Path, exe: Option<&Path>) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Some(dir) = env.filter(|d| !d.is_empty()) {
-        out.push(PathBuf::from(dir));
-    }
-    out.push(data_dir.join("models").join(DIR_NAME));
-    if let Some(bin) = exe.and_then(Path::parent) {
-        out.push(bin.join("..").join("share").join("ctxfs").join(DIR_NAME));
-    }
-    out.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(DIR_NAME));
-    out
+    super::embed::candidates_named(DIR_NAME, env, data_dir, exe)
 }
 
 /// The first candidate directory that holds the weights and the tokenizer.
 pub fn find_dir(data_dir: &Path) -> Option<PathBuf> {
-    let env = std::env::var_os(DIR_ENV);
-    let exe = std::env::current_exe().ok();
-    dir_candidates(env.as_deref(), data_dir, exe.as_deref())
-        .into_iter()
-        .find(|d| d.join("model.safetensors").is_file() && d.join("tokenizer.json").is_file())
+    super::embed::find_named(DIR_NAME, DIR_ENV, data_dir)
 }
 
 #[cfg(test)]

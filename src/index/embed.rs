@@ -610,25 +610,37 @@ fn fingerprint(bytes: &[u8]) -> u64 {
 /// the executable's directory; the source tree's `models/minilm-static`
 /// (where `scripts/build-embedder` puts it).
 pub fn model_dir_candidates(env: Option<&std::ffi::OsStr>, data_dir: &Path, exe: Option<&Path>) -> Vec<PathBuf> {
+    candidates_named(MODEL_DIR_NAME, env, data_dir, exe)
+}
+
+/// The places a model directory called `name` is looked for, in the order
+/// `model_dir_candidates` says (`env`: the value of its own variable).
+pub(crate) fn candidates_named(name: &str, env: Option<&std::ffi::OsStr>, data_dir: &Path, exe: Option<&Path>) -> Vec<PathBuf> {
     let mut out = Vec::new();
     if let Some(dir) = env.filter(|d| !d.is_empty()) {
         out.push(PathBuf::from(dir));
     }
-    out.push(data_dir.join("models").join(MODEL_DIR_NAME));
+    out.push(data_dir.join("models").join(name));
     if let Some(bin) = exe.and_then(Path::parent) {
-        out.push(bin.join("..").join("share").join("ctxfs").join(MODEL_DIR_NAME));
+        out.push(bin.join("..").join("share").join("ctxfs").join(name));
     }
-    out.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(MODEL_DIR_NAME));
+    out.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(name));
     out
+}
+
+/// The first place for the model directory `name` (overridden by the
+/// variable `env_var`) that holds `model.safetensors` and `tokenizer.json`.
+pub(crate) fn find_named(name: &str, env_var: &str, data_dir: &Path) -> Option<PathBuf> {
+    let env = std::env::var_os(env_var);
+    let exe = std::env::current_exe().ok();
+    candidates_named(name, env.as_deref(), data_dir, exe.as_deref())
+        .into_iter()
+        .find(|d| d.join("model.safetensors").is_file() && d.join("tokenizer.json").is_file())
 }
 
 /// The first candidate directory that holds both files of a table.
 pub fn find_model_dir(data_dir: &Path) -> Option<PathBuf> {
-    let env = std::env::var_os(MODEL_DIR_ENV);
-    let exe = std::env::current_exe().ok();
-    model_dir_candidates(env.as_deref(), data_dir, exe.as_deref())
-        .into_iter()
-        .find(|d| d.join("model.safetensors").is_file() && d.join("tokenizer.json").is_file())
+    find_named(MODEL_DIR_NAME, MODEL_DIR_ENV, data_dir)
 }
 
 static WARNED: AtomicBool = AtomicBool::new(false);
