@@ -12,12 +12,7 @@ fn every_tool_answers() {
     std::fs::write(ws.path().join(".gitignore"), "ignored/\n").unwrap();
     std::fs::create_dir_all(ws.path().join("ignored")).unwrap();
     std::fs::write(ws.path().join("ignored/x.txt"), "two\n").unwrap();
-    let engine = Engine::new(Config {
-        posture: Posture::Device { root: ws.path().to_path_buf() },
-        start: None,
-        data_dir: Some(data.path().to_path_buf()),
-    })
-    .unwrap();
+    let engine = device_engine(ws.path(), data.path());
     let s = engine.open_session(SessionOptions::default()).unwrap();
     let root = ws.path().canonicalize().unwrap().to_string_lossy().into_owned();
     let show = |tool: &str, args: serde_json::Value| {
@@ -100,6 +95,21 @@ fn two_trees_sharing_a_data_directory_never_see_each_others_text() {
     assert!(!data.path().join("index.db").exists());
 }
 
+/// An engine over the real directory `ws` (device posture), keeping its state in `data`.
+fn device_engine(ws: &std::path::Path, data: &std::path::Path) -> Engine {
+    Engine::new(Config { posture: Posture::Device { root: ws.to_path_buf() }, start: None, data_dir: Some(data.to_path_buf()) })
+        .unwrap()
+}
+
+/// Whether `dir` can be watched here; says why a test skips when not.
+fn watchable(dir: &std::path::Path) -> bool {
+    let ok = ctxfs::vfs::watch::available(dir);
+    if !ok {
+        eprintln!("skipped: no inotify on a local file system for {}", dir.display());
+    }
+    ok
+}
+
 /// Waits (up to a bound only a broken watcher reaches) until `f` holds.
 fn eventually(what: &str, f: impl Fn() -> bool) {
     let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
@@ -115,18 +125,12 @@ fn eventually(what: &str, f: impl Fn() -> bool) {
 #[test]
 fn search_finds_outside_changes_once_the_watcher_counted_them() {
     let ws = tempfile::tempdir().unwrap();
-    if !ctxfs::vfs::watch::available(ws.path()) {
-        eprintln!("skipped: no inotify on a local file system for {}", ws.path().display());
+    if !watchable(ws.path()) {
         return;
     }
     let data = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("notes.md"), "the alpha protocol is described here\n").unwrap();
-    let engine = Engine::new(Config {
-        posture: Posture::Device { root: ws.path().to_path_buf() },
-        start: None,
-        data_dir: Some(data.path().to_path_buf()),
-    })
-    .unwrap();
+    let engine = device_engine(ws.path(), data.path());
     let session = engine.open_session(SessionOptions::default()).unwrap();
     // Searches here are rooted at the start directory, the boundary.
     let root = engine.fs().boundary().clone();
@@ -164,8 +168,7 @@ fn search_finds_outside_changes_once_the_watcher_counted_them() {
 #[test]
 fn a_walk_through_a_link_out_of_its_root_is_never_reused() {
     let ws = tempfile::tempdir().unwrap();
-    if !ctxfs::vfs::watch::available(ws.path()) {
-        eprintln!("skipped: no inotify on a local file system for {}", ws.path().display());
+    if !watchable(ws.path()) {
         return;
     }
     let data = tempfile::tempdir().unwrap();
@@ -173,12 +176,7 @@ fn a_walk_through_a_link_out_of_its_root_is_never_reused() {
     std::fs::create_dir_all(ws.path().join("sub")).unwrap();
     std::fs::write(ws.path().join("other/target.md"), "the alpha protocol lives elsewhere\n").unwrap();
     std::os::unix::fs::symlink("../other/target.md", ws.path().join("sub/link.md")).unwrap();
-    let engine = Engine::new(Config {
-        posture: Posture::Device { root: ws.path().to_path_buf() },
-        start: None,
-        data_dir: Some(data.path().to_path_buf()),
-    })
-    .unwrap();
+    let engine = device_engine(ws.path(), data.path());
     let session = engine.open_session(SessionOptions::default()).unwrap();
     let sub = ctxfs::paths::VPath::parse(&format!("{}/sub", engine.fs().boundary())).unwrap();
     let search = |query: &str| session.call("search", json!({"query": query, "path": "sub"})).text;

@@ -359,8 +359,8 @@ fn mtime_of(source: &Source) -> (i64, i64) {
     match source {
         Source::File(file) => match file.metadata() {
             Ok(meta) => {
-                use std::os::unix::fs::MetadataExt;
-                (meta.size() as i64, meta.mtime() * 1_000_000_000 + meta.mtime_nsec())
+                let stamp = crate::vfs::Stamp::of(&meta);
+                (stamp.len as i64, stamp.mtime_ns)
             }
             Err(_) => (-1, -1),
         },

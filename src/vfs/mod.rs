@@ -146,6 +146,14 @@ pub struct Stamp {
     pub mtime_ns: i64,
 }
 
+impl Stamp {
+    /// The stamp of an open file, the same as a walk's `stamp` gives for it.
+    pub fn of(meta: &std::fs::Metadata) -> Stamp {
+        use std::os::unix::fs::MetadataExt;
+        Stamp { len: meta.size(), mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec() }
+    }
+}
+
 /// One node met by a walk. Links are reported with `Kind::Link` and never
 /// followed by the walk itself.
 pub struct WalkEntry<'a> {

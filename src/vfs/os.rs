@@ -269,9 +269,9 @@ impl Fs for OsFs {
     }
 
     fn write_file(&self, real: &VPath, data: &[u8]) -> Result<(), FsError> {
-        // Counted before and after: a search between the two walks again.
-        self.watchers.bump();
-        let _after = Bump(&self.watchers);
+        // Counted once the change is done (or failed): a search that read the
+        // count before then walks again, whatever its walk saw.
+        let _counted = Bump(&self.watchers);
         let (dir, name) = self.open_parent(real)?;
         let existing = match rfs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) => Some(meta_of(&st)),
@@ -313,15 +313,13 @@ impl Fs for OsFs {
     }
 
     fn create_dir(&self, real: &VPath) -> Result<(), FsError> {
-        self.watchers.bump();
-        let _after = Bump(&self.watchers);
+        let _counted = Bump(&self.watchers);
         let (dir, name) = self.open_parent(real)?;
         rfs::mkdirat(&dir, name, Mode::from_raw_mode(0o777)).map_err(errno)
     }
 
     fn rename(&self, from: &VPath, to: &VPath) -> Result<(), FsError> {
-        self.watchers.bump();
-        let _after = Bump(&self.watchers);
+        let _counted = Bump(&self.watchers);
         let (from_dir, from_name) = self.open_parent(from)?;
         let (to_dir, to_name) = self.open_parent(to)?;
         rfs::renameat_with(&from_dir, from_name, &to_dir, to_name, RenameFlags::NOREPLACE).map_err(errno)?;
@@ -330,8 +328,7 @@ impl Fs for OsFs {
     }
 
     fn trash(&self, real: &VPath) -> Result<String, FsError> {
-        self.watchers.bump();
-        let _after = Bump(&self.watchers);
+        let _counted = Bump(&self.watchers);
         let trash_root = self.trash_dir.as_ref().ok_or_else(|| FsError::Io(std::io::Error::other("no trash directory")))?;
         let stamp = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
         let bin = trash_root.join(format!(

@@ -746,17 +746,13 @@ mod tests {
     /// directories have none (a link's target is not stamped through it).
     #[test]
     fn stamps_match_the_opened_file_and_skip_links_and_directories() {
-        use std::os::unix::fs::MetadataExt;
         let tmp = tempfile::tempdir().unwrap();
         write(tmp.path(), "d/f.txt", "some text");
         symlink(tmp.path().join("d/f.txt"), tmp.path().join("link")).unwrap();
         let stamps = Mutex::new(BTreeMap::new());
         walk_fd(open_dir(tmp.path()), VPath::parse("/ws").unwrap(), &opts(false, true, 1), &|e: &WalkEntry<'_>| {
             let opened = match (e.open)() {
-                Ok(Source::File(f)) => {
-                    let m = f.metadata().unwrap();
-                    Some(Stamp { len: m.len(), mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec() })
-                }
+                Ok(Source::File(f)) => Some(Stamp::of(&f.metadata().unwrap())),
                 _ => None,
             };
             stamps.lock().unwrap().insert(e.path.to_string(), ((e.stamp)(), opened));

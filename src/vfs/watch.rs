@@ -2,12 +2,11 @@
 //!
 //! `Changes::get` answers a number that moves whenever anything below the
 //! watched directory may have changed: the watcher's thread adds one when
-//! inotify has events (before and after reading them, and `get` answers
-//! `None` while events wait unread), and `OsFs` adds one around each of its
-//! own changes (so a change made through ctxfs is counted before its call
-//! returns). The search index keeps the visible files of a walk and walks
-//! again only when the number moved: a query over a tree nobody touched skips
-//! the walk.
+//! it has read inotify's events (`get` answers `None` while events wait
+//! unread), and `OsFs` adds one at the end of each of its own changes (so
+//! a change made through ctxfs is counted before its call returns). The
+//! search index keeps the visible files of a walk and walks again only when
+//! the number moved: a query over a tree nobody touched skips the walk.
 //!
 //! It is not a change feed: it never says what changed, and a reader learns
 //! nothing from it but "maybe something". While the watches are being
@@ -104,8 +103,6 @@ pub struct Changes {
     count: AtomicU64,
     /// Whether every directory is watched (false while building and for good after a failure).
     ready: AtomicBool,
-    /// Set when the watches can never be had; the thread then ends.
-    failed: AtomicBool,
     /// The watcher's thread, started on the first `get`.
     started: OnceLock<()>,
     /// Directories watched at the last build (for tests and logs).
@@ -150,7 +147,6 @@ fn start(changes: Weak<Changes>, host_root: PathBuf, vroot: VPath) {
 fn give_up(changes: &Changes, why: &str) {
     tracing::info!("no file watcher ({why}): every search walks the tree");
     changes.ready.store(false, Ordering::SeqCst);
-    changes.failed.store(true, Ordering::SeqCst);
 }
 
 /// The shortest time between two builds of the watches.
@@ -210,6 +206,7 @@ fn run(changes: Weak<Changes>, host_root: PathBuf, vroot: VPath) {
             last_build = Some(std::time::Instant::now());
             match add_watches(&fd, &host_root, &vroot) {
                 Ok(n) => {
+                    tracing::debug!(directories = n, root = %host_root.display(), "watching");
                     shared.watched.store(n, Ordering::SeqCst);
                     // Anything may have changed while the watches were missing.
                     shared.bump();
@@ -232,10 +229,9 @@ fn run(changes: Weak<Changes>, host_root: PathBuf, vroot: VPath) {
                 return;
             }
         }
-        // Counted before the events are read (while they wait, `get` says
-        // `None`), and again after, for events that came during the read.
+        // While events wait unread `get` says `None`; they are counted once
+        // read, so a walk made before then is not reused.
         let Some(shared) = changes.upgrade() else { return };
-        shared.bump();
         let mut reader = inotify::Reader::new(&*fd, &mut buf);
         loop {
             let event = match reader.next() {
@@ -337,14 +333,21 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_count_moves_for_changes_anywhere_below_even_in_new_directories() {
+    /// A temporary directory (kept alive by the first part) and its canonical
+    /// path, or `None`, said on stderr, where it cannot be watched.
+    fn watchable_tempdir() -> Option<(tempfile::TempDir, PathBuf)> {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().canonicalize().unwrap();
         if !available(&root) {
             eprintln!("skipped: no inotify on a local file system for {}", root.display());
-            return;
+            return None;
         }
+        Some((tmp, root))
+    }
+
+    #[test]
+    fn the_count_moves_for_changes_anywhere_below_even_in_new_directories() {
+        let Some((_tmp, root)) = watchable_tempdir() else { return };
         std::fs::create_dir_all(root.join("a/b")).unwrap();
         std::fs::write(root.join("a/b/f.txt"), "one").unwrap();
         let vroot = VPath::parse("/ws").unwrap();
@@ -375,12 +378,7 @@ mod tests {
 
     #[test]
     fn git_internals_are_not_watched_but_its_info_and_other_hidden_directories_are() {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().canonicalize().unwrap();
-        if !available(&root) {
-            eprintln!("skipped: no inotify on a local file system for {}", root.display());
-            return;
-        }
+        let Some((_tmp, root)) = watchable_tempdir() else { return };
         for dir in [".git/objects/ab", ".git/info", ".config/tool", "src"] {
             std::fs::create_dir_all(root.join(dir)).unwrap();
         }
