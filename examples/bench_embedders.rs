@@ -41,13 +41,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for name in names {
         let started = Instant::now();
         let embedder: Box<dyn Embedder> = match name.as_str() {
-            "static" => Box::new(StaticEmbedder::load(&embed::find_model_dir(data).ok_or("no static table installed")?)?),
+            "static" => {
+                Box::new(StaticEmbedder::load(&embed::find_model_dir(data).ok_or("no static table installed")?)?)
+            }
             "minilm" => Box::new(BertEmbedder::load(&bert::find_dir(data).ok_or("no minilm model installed")?)?),
             other => return Err(format!("unknown embedder {other}").into()),
         };
         let load_s = started.elapsed().as_secs_f64();
         for (set, list) in sets {
-            let list: Vec<&str> = list.as_array().ok_or("a set is not a list")?.iter().filter_map(|t| t.as_str()).collect();
+            let list: Vec<&str> =
+                list.as_array().ok_or("a set is not a list")?.iter().filter_map(|t| t.as_str()).collect();
             let tokens: usize = list.iter().map(|t| embedder.count_tokens(t)).sum();
             embedder.embed(&list[..list.len().min(2)])?;
             let (started, cpu) = (Instant::now(), cpu_seconds());
@@ -70,7 +73,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "load_s": load_s,
                 "vectors": kept,
             });
-            eprintln!("{name} {set}: {} chunks in {seconds:.2} s ({:.1} chunks/s)", list.len(), list.len() as f64 / seconds);
+            eprintln!(
+                "{name} {set}: {} chunks in {seconds:.2} s ({:.1} chunks/s)",
+                list.len(),
+                list.len() as f64 / seconds
+            );
             rows.push(row);
         }
     }

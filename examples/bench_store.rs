@@ -41,7 +41,8 @@ fn main() -> anyhow::Result<()> {
     let ws = scratch.path().join("ws");
     std::fs::create_dir_all(&ws)?;
     let file = ws.join("hundred.rs");
-    let text: String = (1..=100).map(|i| format!("    let value_{i} = compute({i}, \"some text on line {i}\");\n")).collect();
+    let text: String =
+        (1..=100).map(|i| format!("    let value_{i} = compute({i}, \"some text on line {i}\");\n")).collect();
     std::fs::write(&file, &text)?;
 
     // 1. A 100-line read, whole path vs the floor.

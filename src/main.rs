@@ -373,7 +373,13 @@ enum ChunkTokenizer {
 }
 
 /// `ctxfs chunk`: the pieces of one file as JSON lines.
-fn chunk_file(kind: ChunkTokenizer, size: usize, overlap: usize, data: Option<PathBuf>, file: &std::path::Path) -> anyhow::Result<()> {
+fn chunk_file(
+    kind: ChunkTokenizer,
+    size: usize,
+    overlap: usize,
+    data: Option<PathBuf>,
+    file: &std::path::Path,
+) -> anyhow::Result<()> {
     use ctxfs::index::chunk::{chunk, Characters, HalfBytes, Tokenizer, Whitespace};
     use std::io::Write;
     let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
@@ -386,7 +392,9 @@ fn chunk_file(kind: ChunkTokenizer, size: usize, overlap: usize, data: Option<Pa
             let data = data.unwrap_or_else(ctxfs::engine::default_data_dir);
             match ctxfs::index::embed::model_tokenizer(&data) {
                 Some(model) => Box::new(model),
-                None => anyhow::bail!("the model tokenizer is not installed; use --tokenizer bytes, whitespace or chars"),
+                None => {
+                    anyhow::bail!("the model tokenizer is not installed; use --tokenizer bytes, whitespace or chars")
+                }
             }
         }
     };
@@ -411,7 +419,8 @@ fn index_tree(posture: &PostureArgs, path: Option<&str>) -> anyhow::Result<ExitC
         Posture::Tree { view, .. } => ctxfs::engine::load_view(view)?,
         Posture::Device { .. } => View::single(boundary.clone(), Level::Stage),
     };
-    let start = config.start.as_deref().and_then(|s| ctxfs::paths::VPath::resolve(&boundary, s).ok()).unwrap_or(boundary);
+    let start =
+        config.start.as_deref().and_then(|s| ctxfs::paths::VPath::resolve(&boundary, s).ok()).unwrap_or(boundary);
     let access = Access::new(engine.fs().clone(), view, start);
     let root = access.target(path.unwrap_or("."), Need::Look).map_err(|e| anyhow::anyhow!("{e}"))?;
     if !root.is_dir() {

@@ -45,11 +45,7 @@ impl VPath {
         if text.is_empty() {
             return Err(PathError::Empty);
         }
-        let mut parts: Vec<&str> = if text.starts_with('/') {
-            Vec::new()
-        } else {
-            start.components().collect()
-        };
+        let mut parts: Vec<&str> = if text.starts_with('/') { Vec::new() } else { start.components().collect() };
         for part in text.split('/') {
             match part {
                 "" | "." => {}
@@ -142,8 +138,7 @@ impl VPath {
         if other.is_root() {
             return true;
         }
-        self.0 == other.0
-            || (self.0.starts_with(&other.0) && self.0.as_bytes().get(other.0.len()) == Some(&b'/'))
+        self.0 == other.0 || (self.0.starts_with(&other.0) && self.0.as_bytes().get(other.0.len()) == Some(&b'/'))
     }
 
     /// The part of `self` below `base`, without a leading `/`; `""` when equal.

@@ -121,11 +121,8 @@ fn snapshot(base: &Path) -> Snap {
 /// Sets atime = mtime = `past()` on `base` and everything recorded below it.
 fn reset_times(base: &Path, snap: &Snap) {
     let times = FileTimes::new().set_accessed(past()).set_modified(past());
-    let mut paths: Vec<PathBuf> = snap
-        .iter()
-        .filter(|(_, n)| !matches!(n, Node::Link(_)))
-        .map(|(rel, _)| base.join(rel))
-        .collect();
+    let mut paths: Vec<PathBuf> =
+        snap.iter().filter(|(_, n)| !matches!(n, Node::Link(_))).map(|(rel, _)| base.join(rel)).collect();
     // Children first: a parent's times are set last (setting times never
     // changes the parent's, but keep the order obvious).
     paths.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
@@ -144,11 +141,18 @@ fn atime_works() -> bool {
         let dir = tempfile::tempdir().unwrap();
         let probe = dir.path().join("probe");
         fs::write(&probe, "x").unwrap();
-        File::options().write(true).open(&probe).unwrap().set_times(FileTimes::new().set_accessed(past()).set_modified(past())).unwrap();
+        File::options()
+            .write(true)
+            .open(&probe)
+            .unwrap()
+            .set_times(FileTimes::new().set_accessed(past()).set_modified(past()))
+            .unwrap();
         let _ = fs::read(&probe).unwrap();
         let works = fs::metadata(&probe).unwrap().atime() as u64 != PAST_SECS;
         if !works {
-            eprintln!("note: access times do not change on reads here (noatime); reads outside are detected by content only");
+            eprintln!(
+                "note: access times do not change on reads here (noatime); reads outside are detected by content only"
+            );
         }
         works
     })
@@ -253,7 +257,8 @@ impl Fx {
                 Posture::Tree { dir: ws.clone(), view }
             }
         };
-        let engine = Engine::new(Config { posture, start: None, data_dir: Some(data_dir.path().to_path_buf()) }).unwrap();
+        let engine =
+            Engine::new(Config { posture, start: None, data_dir: Some(data_dir.path().to_path_buf()) }).unwrap();
         let data = data_dir.path().to_path_buf();
         Arc::new(Fx {
             kind,
@@ -662,7 +667,10 @@ fn file_links_out() {
         for name in ["file_out_abs", "file_out_rel", "dir_out_abs", "dir_out_rel", "evil_dir_abs"] {
             let shown: Vec<&str> = listing.text.lines().filter(|l| l.starts_with(name)).collect();
             if shown.iter().any(|l| *l != name) {
-                fx.fail(format!("the listing shows the link {name} as {shown:?}, more than its name:\n{}", listing.text));
+                fx.fail(format!(
+                    "the listing shows the link {name} as {shown:?}, more than its name:\n{}",
+                    listing.text
+                ));
             }
         }
         let listing = fx.works(&s, "list", json!({"path": "sub"}), "b.txt");
@@ -738,7 +746,11 @@ fn dangling_links_out_are_never_created() {
             fx.refused(&s, "mv", json!({"source": "sub", "destination": link}));
             fx.refused(&s, "mv", json!({"source": "a.txt", "destination": format!("{link}/a.txt")}));
             fx.refused(&s, "apply_patch", json!({"patch": patch(&format!("*** Add File: {link}\n+pwned\n"))}));
-            fx.refused(&s, "apply_patch", json!({"patch": patch(&format!("*** Add File: {link}/inner.txt\n+pwned\n"))}));
+            fx.refused(
+                &s,
+                "apply_patch",
+                json!({"patch": patch(&format!("*** Add File: {link}/inner.txt\n+pwned\n"))}),
+            );
             fx.refused(
                 &s,
                 "apply_patch",
@@ -868,7 +880,9 @@ fn swapper(ws: PathBuf, name: &'static str, outside: PathBuf, stop: Arc<AtomicBo
         };
         let mut seed = 0x2545_f491_4f6c_dd1du64;
         while !stop.load(Ordering::Relaxed) {
-            if stash_link.symlink_metadata().is_err() && !live.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
+            if stash_link.symlink_metadata().is_err()
+                && !live.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink())
+            {
                 let _ = symlink(&outside, &stash_link);
             }
             put(&live, &stash_dir);
@@ -914,8 +928,13 @@ fn swapped_directory(fx: &Arc<Fx>, iterations: usize) {
             4 => vec![("mkdir", json!({"path": format!("swap/d_{i}")}))],
             5 => vec![("grep", json!({"pattern": "SECRET|jewels|swap"})), ("glob", json!({"pattern": "**"}))],
             6 => vec![("stat", json!({"path": "swap/f.txt"})), ("read", json!({"file_path": "swap/sub/g.txt"}))],
-            7 => vec![("write", json!({"file_path": format!("swap/sub/deep_{i}/w.txt"), "content": "written inside\n"}))],
-            8 => vec![("glob", json!({"pattern": "**/*.txt", "path": "swap"})), ("search", json!({"query": "secret swap", "path": "swap"}))],
+            7 => {
+                vec![("write", json!({"file_path": format!("swap/sub/deep_{i}/w.txt"), "content": "written inside\n"}))]
+            }
+            8 => vec![
+                ("glob", json!({"pattern": "**/*.txt", "path": "swap"})),
+                ("search", json!({"query": "secret swap", "path": "swap"})),
+            ],
             _ => {
                 let a = fx.call(&s, "read", json!({"file_path": "swap/f.txt"}));
                 let (from, to) = if a.text.contains("tick") { ("tick", "tock") } else { ("tock", "tick") };
@@ -1219,7 +1238,11 @@ fn device_files_never_block() {
                 fx.fail(format!("{tool} {args} on a device should be refused:\n{}", a.text));
             }
         }
-        for (tool, args) in [("grep", json!({"pattern": "."})), ("glob", json!({"pattern": "**"})), ("search", json!({"query": "zero"}))] {
+        for (tool, args) in [
+            ("grep", json!({"pattern": "."})),
+            ("glob", json!({"pattern": "**"})),
+            ("search", json!({"query": "zero"})),
+        ] {
             let a = fx.call_within(&s, tool, args.clone());
             if a.is_error {
                 fx.fail(format!("{tool} {args} over a directory with a device should answer:\n{}", a.text));
@@ -1322,7 +1345,12 @@ fn hard_links_are_files_inside() {
         fx.works(&s, "read", json!({"file_path": "hl.txt"}), "shared through a hard link");
         fx.works(&s, "stat", json!({"path": "hl.txt"}), "hard links: 2");
         fx.works(&s, "grep", json!({"pattern": "shared"}), "hl.txt:1:shared");
-        fx.works(&s, "edit", json!({"file_path": "hl.txt", "old_string": "shared", "new_string": "changed"}), "changed");
+        fx.works(
+            &s,
+            "edit",
+            json!({"file_path": "hl.txt", "old_string": "shared", "new_string": "changed"}),
+            "changed",
+        );
         if fs::read_to_string(fx.ws.join("hl.txt")).unwrap() != "changed through a hard link\n" {
             fx.fail("the edit of hl.txt did not land inside".into());
         }
@@ -1343,7 +1371,9 @@ fn hard_links_are_files_inside() {
 #[test]
 fn client_roots_only_narrow() {
     both(|fx| {
-        let open = |roots: Vec<PathBuf>| fx.engine.open_session(SessionOptions { client_name: None, roots: Some(roots) }).unwrap();
+        let open = |roots: Vec<PathBuf>| {
+            fx.engine.open_session(SessionOptions { client_name: None, roots: Some(roots) }).unwrap()
+        };
         let everything = |s: &Session, fx: &Fx| {
             for p in ["a.txt", "sub/b.txt", ".", "sub", "in_abs", "/"] {
                 for (tool, args) in look_calls(p) {
@@ -1377,7 +1407,9 @@ fn client_roots_only_narrow() {
             }
         }
         // A root at a subdirectory hides its siblings.
-        for roots in [vec![fx.ws.join("sub")], vec![fx.ws.join("in_dir_abs")], vec![fx.ws.join("sub"), fx.outside.clone()]] {
+        for roots in
+            [vec![fx.ws.join("sub")], vec![fx.ws.join("in_dir_abs")], vec![fx.ws.join("sub"), fx.outside.clone()]]
+        {
             let s = open(roots.clone());
             fx.works(&s, "read", json!({"file_path": "sub/b.txt"}), INSIDE);
             fx.works(&s, "list", json!({"path": "sub"}), "b.txt");
@@ -1399,7 +1431,9 @@ fn client_roots_only_narrow() {
         // A root above the boundary narrows nothing and widens nothing.
         let s = open(vec![fx.base.clone(), PathBuf::from("/")]);
         fx.works(&s, "read", json!({"file_path": "a.txt"}), INSIDE);
-        for (tool, args) in look_calls(&format!("{}/secret.txt", text(&fx.outside))).into_iter().chain(look_calls("file_out_abs")) {
+        for (tool, args) in
+            look_calls(&format!("{}/secret.txt", text(&fx.outside))).into_iter().chain(look_calls("file_out_abs"))
+        {
             fx.refused(&s, tool, args);
         }
         if fx.kind == Kind::Device {
@@ -1422,7 +1456,9 @@ fn data_dir_inside_is_refused() {
         // A link outside that leads into the workspace is inside too.
         let sneaky = fx._dirs[1].path().join("sneaky");
         symlink(fx.ws.join("sub"), &sneaky).unwrap();
-        for data in [fx.ws.clone(), fx.ws.join(".ctxfs"), fx.ws.join("sub/deeper/data"), sneaky, fx.ws.join("in_dir_abs")] {
+        for data in
+            [fx.ws.clone(), fx.ws.join(".ctxfs"), fx.ws.join("sub/deeper/data"), sneaky, fx.ws.join("in_dir_abs")]
+        {
             let result = Engine::new(Config { posture: posture(), start: None, data_dir: Some(data.clone()) });
             if result.is_ok() {
                 fx.fail(format!("a data directory inside the boundary was accepted: {}", data.display()));

@@ -20,7 +20,8 @@ fn chunk_tokens() {
 
 fn run(file: &str, tokenizer_name: &str, tokenizer: &dyn Tokenizer) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance").join(file);
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("the conformance file is readable")).expect("the conformance file is JSON");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("the conformance file is readable"))
+        .expect("the conformance file is JSON");
     assert_eq!(doc["tokenizer"], tokenizer_name, "{file} names another tokenizer");
     let cases = doc["cases"].as_array().expect("cases is a list");
     assert!(!cases.is_empty(), "{file} has no cases");
@@ -34,16 +35,35 @@ fn run(file: &str, tokenizer_name: &str, tokenizer: &dyn Tokenizer) {
             .as_array()
             .expect("a case has pieces")
             .iter()
-            .map(|p| (p["start"].as_u64().unwrap() as usize, p["end"].as_u64().unwrap() as usize, p["text"].as_str().unwrap().to_string()))
+            .map(|p| {
+                (
+                    p["start"].as_u64().unwrap() as usize,
+                    p["end"].as_u64().unwrap() as usize,
+                    p["text"].as_str().unwrap().to_string(),
+                )
+            })
             .collect();
         for (start, end, piece) in &expected {
-            assert_eq!(text.get(*start..*end), Some(piece.as_str()), "{file} {name}: a piece's text is not text[start..end]");
+            assert_eq!(
+                text.get(*start..*end),
+                Some(piece.as_str()),
+                "{file} {name}: a piece's text is not text[start..end]"
+            );
         }
-        let got: Vec<(usize, usize, String)> = chunk(text, tokenizer, size, overlap).into_iter().map(|p| (p.start, p.end, p.text)).collect();
+        let got: Vec<(usize, usize, String)> =
+            chunk(text, tokenizer, size, overlap).into_iter().map(|p| (p.start, p.end, p.text)).collect();
         if got != expected {
-            let spans = |v: &[(usize, usize, String)]| v.iter().map(|(s, e, _)| format!("{s}..{e}")).collect::<Vec<_>>().join(", ");
+            let spans = |v: &[(usize, usize, String)]| {
+                v.iter().map(|(s, e, _)| format!("{s}..{e}")).collect::<Vec<_>>().join(", ")
+            };
             failures.push(format!("{name}: expected [{}], got [{}]", spans(&expected), spans(&got)));
         }
     }
-    assert!(failures.is_empty(), "{file}: {} of {} cases failed:\n{}", failures.len(), cases.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{file}: {} of {} cases failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
 }

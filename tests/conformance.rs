@@ -71,7 +71,8 @@ impl Mode {
 fn run_area(area: &str) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance").join(format!("{area}.json"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not valid JSON: {e}", path.display()));
+    let doc: Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not valid JSON: {e}", path.display()));
     let cases = doc["cases"].as_array().unwrap_or_else(|| panic!("{} has no \"cases\" list", path.display()));
 
     let filter = std::env::var("CTXFS_CONFORMANCE_CASE").ok();
@@ -127,7 +128,11 @@ fn run_area(area: &str) {
 
     eprintln!("conformance {area}: {ran} cases run in {:?}", modes.iter().map(|m| m.name()).collect::<Vec<_>>());
     if !only_some.is_empty() {
-        eprintln!("  {} of them over some doors only (session events are the engine's): {}", only_some.len(), only_some.join("; "));
+        eprintln!(
+            "  {} of them over some doors only (session events are the engine's): {}",
+            only_some.len(),
+            only_some.join("; ")
+        );
     }
     for s in &skipped {
         eprintln!("  SKIPPED {s}");
@@ -179,7 +184,10 @@ fn case_doors(case: &Value) -> Result<Vec<Mode>, String> {
 fn is_generated(value: &Value) -> bool {
     value.as_object().is_some_and(|m| {
         (m.len() == 1 && m.get("parts").is_some_and(Value::is_array))
-            || (m.len() == 3 && m.get("repeat").is_some_and(Value::is_string) && m.contains_key("from") && m.contains_key("to"))
+            || (m.len() == 3
+                && m.get("repeat").is_some_and(Value::is_string)
+                && m.contains_key("from")
+                && m.contains_key("to"))
     })
 }
 
@@ -251,7 +259,9 @@ impl World {
         match value {
             Value::String(s) => Value::String(self.subst(s)),
             Value::Array(items) => Value::Array(items.iter().map(|v| self.subst_value(v)).collect()),
-            Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (self.subst(k), self.subst_value(v))).collect()),
+            Value::Object(map) => {
+                Value::Object(map.iter().map(|(k, v)| (self.subst(k), self.subst_value(v))).collect())
+            }
             other => other.clone(),
         }
     }
@@ -323,7 +333,8 @@ impl World {
         if let Some(links) = case.get("links").and_then(Value::as_object) {
             for (rel, target) in links {
                 let host = relative(rel)?;
-                let target = world.subst(target.as_str().ok_or_else(|| format!("link {rel:?}: target is not a string"))?);
+                let target =
+                    world.subst(target.as_str().ok_or_else(|| format!("link {rel:?}: target is not a string"))?);
                 if let Some(parent) = host.parent() {
                     mkdirs(parent)?;
                 }
@@ -336,8 +347,14 @@ impl World {
                 if let Some(parent) = host.parent() {
                     mkdirs(parent)?;
                 }
-                rustix::fs::mknodat(rustix::fs::CWD, &host, rustix::fs::FileType::Fifo, rustix::fs::Mode::from_raw_mode(0o644), 0)
-                    .map_err(|e| format!("mkfifo {}: {e}", host.display()))?;
+                rustix::fs::mknodat(
+                    rustix::fs::CWD,
+                    &host,
+                    rustix::fs::FileType::Fifo,
+                    rustix::fs::Mode::from_raw_mode(0o644),
+                    0,
+                )
+                .map_err(|e| format!("mkfifo {}: {e}", host.display()))?;
             }
         }
         if let Some(files) = case.get("host_files").and_then(Value::as_object) {
@@ -352,7 +369,9 @@ impl World {
         if let Some(files) = case.get("user_config").and_then(Value::as_object) {
             for (rel, content) in files {
                 if rel.is_empty() || rel.starts_with('/') || rel.split('/').any(|p| p == "..") {
-                    return Err(format!("user_config {rel:?}: paths must be relative and stay inside the config directory"));
+                    return Err(format!(
+                        "user_config {rel:?}: paths must be relative and stay inside the config directory"
+                    ));
                 }
                 write_file(&world.config.join(rel), &world.subst(&gen_text(content)?))?;
             }
@@ -362,7 +381,9 @@ impl World {
         if let Some(files) = case.get("data_files").and_then(Value::as_object) {
             for (rel, content) in files {
                 if rel.is_empty() || rel.starts_with('/') || rel.split('/').any(|p| p == "..") {
-                    return Err(format!("data_files {rel:?}: paths must be relative and stay inside the data directory"));
+                    return Err(format!(
+                        "data_files {rel:?}: paths must be relative and stay inside the data directory"
+                    ));
                 }
                 write_file(&world.data.join(rel), &world.subst(&gen_text(content)?))?;
             }
@@ -377,7 +398,8 @@ impl World {
         }
         if case["posture"] == "tree" {
             let view = world.root.parent().expect("ws has a parent").join("view.json");
-            let text = serde_json::to_string_pretty(case.get("view").unwrap_or(&json!({}))).map_err(|e| e.to_string())?;
+            let text =
+                serde_json::to_string_pretty(case.get("view").unwrap_or(&json!({}))).map_err(|e| e.to_string())?;
             std::fs::write(&view, text).map_err(|e| format!("view: {e}"))?;
             world.view = Some(view);
         }
@@ -390,7 +412,9 @@ impl World {
 
     fn config(&self, case: &Value) -> Result<Config, String> {
         let posture = match case["posture"].as_str() {
-            Some("tree") => Posture::Tree { dir: self.root.clone(), view: self.view.clone().expect("tree posture has a view") },
+            Some("tree") => {
+                Posture::Tree { dir: self.root.clone(), view: self.view.clone().expect("tree posture has a view") }
+            }
             Some("device") => Posture::Device { root: self.root.clone() },
             other => return Err(format!("unknown posture {other:?}")),
         };
@@ -400,9 +424,12 @@ impl World {
     fn mcp_args(&self, case: &Value) -> Vec<String> {
         let mut args = vec!["mcp".to_string()];
         match &self.view {
-            Some(view) => {
-                args.extend(["--tree".into(), self.root_text.clone(), "--view".into(), view.to_string_lossy().into_owned()])
-            }
+            Some(view) => args.extend([
+                "--tree".into(),
+                self.root_text.clone(),
+                "--view".into(),
+                view.to_string_lossy().into_owned(),
+            ]),
             None => args.extend(["--root".into(), self.root_text.clone()]),
         }
         if let Some(start) = self.start(case) {
@@ -619,7 +646,13 @@ fn run_case(case: &Value, mode: Mode) -> Result<(), String> {
         match answered {
             Ok(answer) => {
                 if std::env::var_os("CTXFS_CONFORMANCE_SHOW").is_some() {
-                    eprintln!("--- {} [{}] step {number} {tool} {args} isError={}\n{}", case["name"], mode.name(), answer.is_error, answer.text);
+                    eprintln!(
+                        "--- {} [{}] step {number} {tool} {args} isError={}\n{}",
+                        case["name"],
+                        mode.name(),
+                        answer.is_error,
+                        answer.text
+                    );
                 }
                 if let Err(why) = check(step, &answer, &world) {
                     problems.push(format!("step {number} {tool} {args}: {why}"));
@@ -762,7 +795,9 @@ fn check_after(after: &Value, world: &World) -> Vec<String> {
     for path in as_list(after.get("exists")) {
         let host = world.host_path(&path);
         match std::fs::symlink_metadata(&host) {
-            Ok(meta) if path.ends_with('/') && !meta.is_dir() => wrong.push(format!("after: {path} is not a directory")),
+            Ok(meta) if path.ends_with('/') && !meta.is_dir() => {
+                wrong.push(format!("after: {path} is not a directory"))
+            }
             Ok(_) => {}
             Err(_) => wrong.push(format!("after: {path} does not exist")),
         }
@@ -777,10 +812,9 @@ fn check_after(after: &Value, world: &World) -> Vec<String> {
             let want = world.subst(want.as_str().unwrap_or_default());
             match std::fs::read(world.host_path(path)) {
                 Ok(bytes) if bytes == want.as_bytes() => {}
-                Ok(bytes) => wrong.push(format!(
-                    "after: {path} holds {:?}, expected {want:?}",
-                    String::from_utf8_lossy(&bytes)
-                )),
+                Ok(bytes) => {
+                    wrong.push(format!("after: {path} holds {:?}, expected {want:?}", String::from_utf8_lossy(&bytes)))
+                }
                 Err(e) => wrong.push(format!("after: cannot read {path}: {e}")),
             }
         }
@@ -813,9 +847,9 @@ impl CoreDoor {
             Some(other) => return Err(format!("unknown host {other:?} (resend or fresh)")),
         };
         let config = world.config(case)?;
-        let approver = case.get("answers").map(|_| {
-            std::sync::Arc::new(ScriptedApprover { answers: answers.clone(), asked: Default::default() })
-        });
+        let approver = case
+            .get("answers")
+            .map(|_| std::sync::Arc::new(ScriptedApprover { answers: answers.clone(), asked: Default::default() }));
         let (mode, timeout) = (case_mode(case), approval_timeout(case));
         let engine = CoreDoor::build(&config, host, &world.config, mode, timeout)?;
         let session = engine
@@ -824,10 +858,25 @@ impl CoreDoor {
         if let Some(approver) = &approver {
             session.set_approver(approver.clone());
         }
-        Ok(CoreDoor { session, _engine: engine, config, host, user_config: world.config.clone(), mode, timeout, approver })
+        Ok(CoreDoor {
+            session,
+            _engine: engine,
+            config,
+            host,
+            user_config: world.config.clone(),
+            mode,
+            timeout,
+            approver,
+        })
     }
 
-    fn build(config: &Config, host: HostKind, user_config: &Path, mode: ctxfs::gate::Mode, timeout: Option<Duration>) -> Result<Engine, String> {
+    fn build(
+        config: &Config,
+        host: HostKind,
+        user_config: &Path,
+        mode: ctxfs::gate::Mode,
+        timeout: Option<Duration>,
+    ) -> Result<Engine, String> {
         let mut engine = Engine::new(config.clone()).map_err(|e| format!("Engine::new: {e:#}"))?;
         engine.set_host(host);
         engine.set_user_config(Some(user_config.to_path_buf()));
@@ -924,7 +973,11 @@ fn check_chain(step: &Value, chain: &Value) -> Result<(), String> {
                 "expected {} instruction files, got {}: {}",
                 expected.len(),
                 files.len(),
-                files.iter().map(|f| format!("{} ({}, {})", f["path"], f["origin"], f["order"])).collect::<Vec<_>>().join(", ")
+                files
+                    .iter()
+                    .map(|f| format!("{} ({}, {})", f["path"], f["origin"], f["order"]))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
         }
         for (i, (want, got)) in expected.iter().zip(&files).enumerate() {
@@ -936,7 +989,8 @@ fn check_chain(step: &Value, chain: &Value) -> Result<(), String> {
         }
     }
     if let Some(expected) = step.get("expect_notes") {
-        let notes: Vec<String> = chain["notes"].as_array().into_iter().flatten().filter_map(|n| n.as_str().map(str::to_string)).collect();
+        let notes: Vec<String> =
+            chain["notes"].as_array().into_iter().flatten().filter_map(|n| n.as_str().map(str::to_string)).collect();
         let expected = as_list(Some(expected));
         if notes.len() != expected.len() {
             wrong.push(format!("expected {} notes, got {notes:?}", expected.len()));
@@ -1070,7 +1124,8 @@ impl McpDoor {
         self.next_id += 1;
         let id = self.next_id;
         let method_json = Value::String(method.to_string());
-        let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":{method_json},"params":{}}}"#, params.replace('\n', " "));
+        let line =
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"method":{method_json},"params":{}}}"#, params.replace('\n', " "));
         {
             let stdin = self.stdin.as_mut().ok_or("stdin already closed")?;
             stdin
@@ -1094,8 +1149,8 @@ impl McpDoor {
             if line.trim().is_empty() {
                 continue;
             }
-            let message: Value =
-                serde_json::from_str(&line).map_err(|e| format!("ctxfs mcp wrote a line that is not JSON ({e}): {line}"))?;
+            let message: Value = serde_json::from_str(&line)
+                .map_err(|e| format!("ctxfs mcp wrote a line that is not JSON ({e}): {line}"))?;
             if message.get("id") == Some(&json!(id)) && message.get("method").is_none() {
                 return Ok(message);
             }
@@ -1166,7 +1221,9 @@ impl Door for McpDoor {
                 check_chain_text(step, &self.instructions)?;
                 Ok(Some(Answer { text: self.instructions.clone(), is_error: false }))
             }
-            other => Err(format!("{other:?} is a session event, which MCP has no method for: run the case over the core only")),
+            other => Err(format!(
+                "{other:?} is a session event, which MCP has no method for: run the case over the core only"
+            )),
         }
     }
 

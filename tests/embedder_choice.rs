@@ -22,7 +22,8 @@ fn index(root: &Path, data: &Path, args: &[&str]) -> (String, String) {
         .env_remove("CTXFS_BERT_DIR")
         .output()
         .unwrap();
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
     assert!(out.status.success(), "ctxfs index {args:?} failed: {stdout}{stderr}");
     (stdout, stderr)
 }
@@ -53,7 +54,11 @@ fn installed(dir: &str) -> bool {
 
 fn tree() -> tempfile::TempDir {
     let root = tempfile::tempdir().unwrap();
-    std::fs::write(root.path().join("upload.rs"), "// Retries a failed upload with exponential backoff.\nfn retry_upload() {}\n".repeat(3)).unwrap();
+    std::fs::write(
+        root.path().join("upload.rs"),
+        "// Retries a failed upload with exponential backoff.\nfn retry_upload() {}\n".repeat(3),
+    )
+    .unwrap();
     std::fs::write(root.path().join("image.md"), "Resizing an image to a thumbnail keeps its aspect ratio.\n").unwrap();
     root
 }
@@ -112,7 +117,10 @@ fn an_unreachable_server_means_words_only_said_once() {
 
 #[test]
 fn a_bad_choice_is_refused_with_a_sentence() {
-    let out = Command::new(env!("CARGO_BIN_EXE_ctxfs")).args(["index", "--root", "/tmp", "--embedder", "bigmodel"]).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ctxfs"))
+        .args(["index", "--root", "/tmp", "--embedder", "bigmodel"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("is not an embedder; use static, minilm, none or an http://HOST:PORT URL"), "{stderr}");

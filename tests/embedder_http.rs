@@ -26,14 +26,21 @@ fn tree() -> tempfile::TempDir {
 /// Runs the binary with the posture, the data directory and `--embedder`; answers stdout and stderr.
 fn ctxfs(command: &[&str], root: &Path, data: &Path, embedder: &[&str], key: Option<&str>) -> (String, String) {
     let mut run = Command::new(env!("CARGO_BIN_EXE_ctxfs"));
-    run.arg(command[0]).arg("--root").arg(root).arg("--data").arg(data).args(["--config", "/nonexistent/ctxfs-config"]).args(embedder);
+    run.arg(command[0])
+        .arg("--root")
+        .arg(root)
+        .arg("--data")
+        .arg(data)
+        .args(["--config", "/nonexistent/ctxfs-config"])
+        .args(embedder);
     run.args(&command[1..]).env_remove("CTXFS_MODEL_DIR").env_remove("CTXFS_BERT_DIR");
     match key {
         Some(key) => run.env(ctxfs::index::EMBEDDER_KEY_ENV, key),
         None => run.env_remove(ctxfs::index::EMBEDDER_KEY_ENV),
     };
     let out = run.output().unwrap();
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
     assert!(out.status.success(), "ctxfs {command:?} failed: {stdout}{stderr}");
     (stdout, stderr)
 }
@@ -92,7 +99,8 @@ fn index_and_search(server: &FakeServer, embedder: &[&str], key: Option<&str>, n
     assert_eq!(search("colour shade").first().map(String::as_str), Some("colour.css"));
     // The index was current: the searches sent only their queries (and llama.cpp's token counts).
     let seen = server.seen();
-    let sent: Vec<String> = seen[before..].iter().filter(|r| r.path != "/tokenize").map(|r| r.body.to_string()).collect();
+    let sent: Vec<String> =
+        seen[before..].iter().filter(|r| r.path != "/tokenize").map(|r| r.body.to_string()).collect();
     assert!(sent.iter().all(|body| !body.contains("Resizing")), "{sent:?}");
 }
 
@@ -105,7 +113,9 @@ fn llama_cpp_embeds_the_index_and_ranks_search_by_meaning() {
     assert!(seen.iter().any(|r| r.path == "/tokenize"), "the chunker counts with the server's tokens");
     assert!(seen.iter().all(|r| r.header("authorization").is_none()), "no key was given");
     // The server refused at least once for length.
-    assert!(seen.iter().any(|r| r.path == "/embedding" && r.body["content"].as_str().is_some_and(|c| c.split_whitespace().count() > 40)));
+    assert!(seen.iter().any(
+        |r| r.path == "/embedding" && r.body["content"].as_str().is_some_and(|c| c.split_whitespace().count() > 40)
+    ));
 }
 
 #[test]
@@ -113,7 +123,12 @@ fn openai_embeds_with_the_model_and_the_key() {
     // 300 bytes at the most: hashing.md's one passage of about 1,050 is refused.
     let server = testing::openai(testing::topic_vector, "nomic-embed", 300);
     let url = format!("{}/v1", server.url);
-    index_and_search(&server, &["--embedder", &url, "--embedder-model", "nomic-embed"], Some("k3y"), &format!("http:openai:{url}:nomic-embed:"));
+    index_and_search(
+        &server,
+        &["--embedder", &url, "--embedder-model", "nomic-embed"],
+        Some("k3y"),
+        &format!("http:openai:{url}:nomic-embed:"),
+    );
     let seen = server.seen();
     assert!(!seen.is_empty());
     assert!(seen.iter().all(|r| r.header("authorization") == Some("Bearer k3y")), "every request carries the key");

@@ -42,7 +42,10 @@ fn every_tool_answers() {
     show("mv", json!({"source": "new/b.md", "destination": "d/e/b.md"}));
     show("rm", json!({"path": "d"}));
     show("search", json!({"query": "three"}));
-    let r = show("apply_patch", json!({"patch": "*** Begin Patch\n*** Add File: p.txt\n+x\n*** Update File: src/a.txt\n@@\n one\n-TWO\n+2\n*** End Patch\n"}));
+    let r = show(
+        "apply_patch",
+        json!({"patch": "*** Begin Patch\n*** Add File: p.txt\n+x\n*** Update File: src/a.txt\n@@\n one\n-TWO\n+2\n*** End Patch\n"}),
+    );
     assert!(!r.is_error, "{}", r.text);
     show("recall", json!({"id": "#0001"}));
     show("recall", json!({"id": "ffff"}));
@@ -97,8 +100,12 @@ fn two_trees_sharing_a_data_directory_never_see_each_others_text() {
 
 /// An engine over the real directory `ws` (device posture), keeping its state in `data`.
 fn device_engine(ws: &std::path::Path, data: &std::path::Path) -> Engine {
-    Engine::new(Config { posture: Posture::Device { root: ws.to_path_buf() }, start: None, data_dir: Some(data.to_path_buf()) })
-        .unwrap()
+    Engine::new(Config {
+        posture: Posture::Device { root: ws.to_path_buf() },
+        start: None,
+        data_dir: Some(data.to_path_buf()),
+    })
+    .unwrap()
 }
 
 /// Whether `dir` can be watched here; says why a test skips when not.
@@ -156,7 +163,8 @@ fn search_finds_outside_changes_once_the_watcher_counted_them() {
 
     // A write through ctxfs is counted before its call returns.
     let before = engine.fs().changes(&root).unwrap();
-    let written = session.call("write", json!({"file_path": "fresh/own.md", "content": "the delta protocol, written by the agent\n"}));
+    let written = session
+        .call("write", json!({"file_path": "fresh/own.md", "content": "the delta protocol, written by the agent\n"}));
     assert!(!written.is_error, "{}", written.text);
     assert_ne!(engine.fs().changes(&root), Some(before));
     let answer = search("delta protocol");

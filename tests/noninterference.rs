@@ -88,7 +88,20 @@ fn is_ignore_name(name: &str) -> bool {
 /// Names view entries are made of.
 const KEY_NAMES: [&str; 8] = ["a", "b", "c", "ab", "a.md", "b.txt", ".gitignore", ".git"];
 const LINES: [&str; 14] = [
-    "alpha", "beta", "gamma", "delta", "fn main() {}", "TODO fix", "alpha beta", "*.md", "a", "b/", "!a.md", "*", "c*", "*.txt",
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "fn main() {}",
+    "TODO fix",
+    "alpha beta",
+    "*.md",
+    "a",
+    "b/",
+    "!a.md",
+    "*",
+    "c*",
+    "*.txt",
 ];
 
 fn content() -> impl Strategy<Value = String> {
@@ -104,7 +117,8 @@ fn content() -> impl Strategy<Value = String> {
 fn tree() -> impl Strategy<Value = T> {
     let leaf = content().prop_map(T::File);
     let node = leaf.prop_recursive(3, 16, 3, |inner| {
-        prop::collection::btree_map(prop::sample::select(&NAMES[..]).prop_map(str::to_string), inner, 0..4).prop_map(T::Dir)
+        prop::collection::btree_map(prop::sample::select(&NAMES[..]).prop_map(str::to_string), inner, 0..4)
+            .prop_map(T::Dir)
     });
     prop::collection::btree_map(prop::sample::select(&NAMES[..]).prop_map(str::to_string), node, 1..4).prop_map(T::Dir)
 }
@@ -189,7 +203,10 @@ fn at_or_below(p: &str, a: &str) -> bool {
 
 impl ViewModel {
     fn most_specific(map: &BTreeMap<String, Level>, p: &str) -> Option<Level> {
-        map.iter().filter(|(k, _)| at_or_below(p, k)).max_by_key(|(k, _)| if *k == "/" { 0 } else { k.matches('/').count() }).map(|(_, l)| *l)
+        map.iter()
+            .filter(|(k, _)| at_or_below(p, k))
+            .max_by_key(|(k, _)| if *k == "/" { 0 } else { k.matches('/').count() })
+            .map(|(_, l)| *l)
     }
 
     fn level(&self, p: &str) -> Level {
@@ -203,11 +220,17 @@ impl ViewModel {
     /// At none, and nothing below it visible: the variation may change it freely.
     fn hidden(&self, p: &str) -> bool {
         self.level(p) == Level::None
-            && self.grants.keys().chain(self.floors.keys()).all(|k| k == p || !at_or_below(k, p) || self.level(k) < Level::Ro)
+            && self
+                .grants
+                .keys()
+                .chain(self.floors.keys())
+                .all(|k| k == p || !at_or_below(k, p) || self.level(k) < Level::Ro)
     }
 
     fn json(&self) -> String {
-        let map = |m: &BTreeMap<String, Level>| -> Value { m.iter().map(|(k, l)| (k.clone(), json!(l.name()))).collect::<serde_json::Map<_, _>>().into() };
+        let map = |m: &BTreeMap<String, Level>| -> Value {
+            m.iter().map(|(k, l)| (k.clone(), json!(l.name()))).collect::<serde_json::Map<_, _>>().into()
+        };
         json!({"grants": map(&self.grants), "floors": map(&self.floors)}).to_string()
     }
 }
@@ -403,7 +426,8 @@ fn vary(t: &T, path: &str, view: &ViewModel, rng: &mut Rng) -> T {
 // The calls
 
 fn look_calls(p: &str, is_dir: bool, with_stat: bool) -> Vec<(&'static str, Value)> {
-    let mut calls = vec![("read", json!({"file_path": p})), ("grep", json!({"pattern": "alpha|delta", "path": p, "context": 1}))];
+    let mut calls =
+        vec![("read", json!({"file_path": p})), ("grep", json!({"pattern": "alpha|delta", "path": p, "context": 1}))];
     if with_stat {
         calls.push(("stat", json!({"path": p})));
     }
@@ -605,7 +629,13 @@ fn run(a: T, b: T, view: ViewModel) {
 fn hidden_git_exclude_changes_no_answer() {
     let view = view_of(&[("/", Level::Ro)], &[("/d/.git", Level::None)]);
     let a = dir(&[("d", dir(&[("a.md", file("alpha\n"))]))]);
-    let b = dir(&[("d", dir(&[("a.md", file("alpha\n")), (".git", dir(&[("info", dir(&[("exclude", file(&format!("*\n{MARKER}\n")))]))]))]))]);
+    let b = dir(&[(
+        "d",
+        dir(&[
+            ("a.md", file("alpha\n")),
+            (".git", dir(&[("info", dir(&[("exclude", file(&format!("*\n{MARKER}\n")))]))])),
+        ]),
+    )]);
     run(a, b, view);
 }
 
@@ -623,6 +653,7 @@ fn hidden_gitignore_changes_no_answer() {
 fn hidden_dot_ignore_in_a_passage_changes_no_answer() {
     let view = view_of(&[("/", Level::Ro), ("/p", Level::None), ("/p/v", Level::Ro)], &[]);
     let a = dir(&[("p", dir(&[("v", dir(&[("a.md", file("alpha\n"))]))]))]);
-    let b = dir(&[("p", dir(&[("v", dir(&[("a.md", file("alpha\n"))])), (".ignore", file(&format!("v/\n{MARKER}\n")))]))]);
+    let b =
+        dir(&[("p", dir(&[("v", dir(&[("a.md", file("alpha\n"))])), (".ignore", file(&format!("v/\n{MARKER}\n")))]))]);
     run(a, b, view);
 }

@@ -38,13 +38,31 @@ const MARKER: &str = "qqhiddenqq";
 
 /// The words files are made of; the queries use them too.
 const WORDS: [&str; 14] = [
-    "alpha", "beta", "gamma", "delta", "retry", "upload", "failed", "network", "token", "cache", "parse", "config",
-    "retryFailedUpload", "parse_config",
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "retry",
+    "upload",
+    "failed",
+    "network",
+    "token",
+    "cache",
+    "parse",
+    "config",
+    "retryFailedUpload",
+    "parse_config",
 ];
 
 /// The last shares no word with any file: only the meaning ranking answers it.
-const QUERIES: [&str; 6] =
-    ["alpha retry", "upload failed network config", "gamma", "how do we parse the token cache", "retry the failed upload", "how do we"];
+const QUERIES: [&str; 6] = [
+    "alpha retry",
+    "upload failed network config",
+    "gamma",
+    "how do we parse the token cache",
+    "retry the failed upload",
+    "how do we",
+];
 
 const VISIBLE_NAMES: [&str; 6] = ["a.md", "b.rs", "c.txt", "d/e.md", "d/f.rs", "g/h.rs"];
 const HIDDEN_NAMES: [&str; 6] = ["h/x.md", "h/y.rs", "h/deep/z.txt", "secret/s.md", "secret/t.rs", "h/a.md"];
@@ -65,14 +83,15 @@ fn text() -> impl Strategy<Value = String> {
 /// A hidden file's text: drawn like a visible one, or the queries' words repeated
 /// many times (to move document frequencies and average lengths if they leaked).
 fn hidden_text() -> impl Strategy<Value = String> {
-    prop_oneof![
-        text(),
-        (1usize..80).prop_map(|n| format!("{}\n", QUERIES.join(" ")).repeat(n)),
-    ]
-    .prop_map(|t| format!("{MARKER}\n{t}"))
+    prop_oneof![text(), (1usize..80).prop_map(|n| format!("{}\n", QUERIES.join(" ")).repeat(n)),]
+        .prop_map(|t| format!("{MARKER}\n{t}"))
 }
 
-fn files(names: &'static [&'static str], content: impl Strategy<Value = String>, max: usize) -> impl Strategy<Value = BTreeMap<String, String>> {
+fn files(
+    names: &'static [&'static str],
+    content: impl Strategy<Value = String>,
+    max: usize,
+) -> impl Strategy<Value = BTreeMap<String, String>> {
     prop::collection::btree_map(prop::sample::select(names).prop_map(str::to_string), content, 0..max)
 }
 
@@ -85,7 +104,11 @@ fn write_tree(dir: &Path, visible: &BTreeMap<String, String>, hidden: &BTreeMap<
         std::fs::write(path, text).unwrap();
     }
     for (name, text) in hidden {
-        let path = if let Some(rest) = name.strip_prefix("secret/") { dir.join("secret").join(rest) } else { dir.join("pub").join(name) };
+        let path = if let Some(rest) = name.strip_prefix("secret/") {
+            dir.join("secret").join(rest)
+        } else {
+            dir.join("pub").join(name)
+        };
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
     }
@@ -154,8 +177,12 @@ fn engine(tree: &Path, view: &str, data: &Path, name: &str) -> Engine {
     tiny_model();
     let view_file = data.parent().unwrap().join(format!("{name}.view.json"));
     std::fs::write(&view_file, view).unwrap();
-    Engine::new(Config { posture: Posture::Tree { dir: tree.to_path_buf(), view: view_file }, start: None, data_dir: Some(data.to_path_buf()) })
-        .unwrap()
+    Engine::new(Config {
+        posture: Posture::Tree { dir: tree.to_path_buf(), view: view_file },
+        start: None,
+        data_dir: Some(data.to_path_buf()),
+    })
+    .unwrap()
 }
 
 /// Every query, at a few roots and limits, in one fresh session: the answers' texts.
@@ -163,7 +190,11 @@ fn answers(engine: &Engine) -> Vec<String> {
     let session = engine.open_session(SessionOptions::default()).unwrap();
     let mut out = Vec::new();
     for query in QUERIES {
-        for args in [json!({"query": query, "path": "/pub"}), json!({"query": query, "path": "/pub", "limit": 3}), json!({"query": query, "path": "/pub/d"})] {
+        for args in [
+            json!({"query": query, "path": "/pub"}),
+            json!({"query": query, "path": "/pub", "limit": 3}),
+            json!({"query": query, "path": "/pub/d"}),
+        ] {
             let answer = session.call("search", args.clone());
             out.push(format!("{args} -> {}", answer.text));
         }

@@ -13,7 +13,7 @@ mod view;
 pub use view::{Level, View, ViewFile, Visibility};
 
 use crate::paths::{PathError, VPath};
-use crate::vfs::{FsError, Fs, Kind, Meta, Resolution};
+use crate::vfs::{Fs, FsError, Kind, Meta, Resolution};
 use std::fmt;
 use std::sync::Arc;
 
@@ -28,7 +28,11 @@ pub enum ToolError {
     NotADir(VPath),
     Exists(VPath),
     InvalidPath(PathError),
-    TooLarge { path: VPath, len: u64, max: u64 },
+    TooLarge {
+        path: VPath,
+        len: u64,
+        max: u64,
+    },
     Binary(VPath),
     NotRegular(VPath),
     Raced(VPath),

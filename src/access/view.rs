@@ -102,7 +102,17 @@ impl View {
             None => roots,
             Some(old) => roots
                 .iter()
-                .flat_map(|r| old.iter().filter_map(move |o| if r.starts_with(o) { Some(r.clone()) } else if o.starts_with(r) { Some(o.clone()) } else { None }))
+                .flat_map(|r| {
+                    old.iter().filter_map(move |o| {
+                        if r.starts_with(o) {
+                            Some(r.clone())
+                        } else if o.starts_with(r) {
+                            Some(o.clone())
+                        } else {
+                            None
+                        }
+                    })
+                })
                 .collect(),
         };
         self.roots = Some(roots);

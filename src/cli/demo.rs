@@ -52,7 +52,10 @@ pub fn run(mut out: impl Write) -> anyhow::Result<()> {
         ("list", json!({"path": "/Notes"})),
         ("read", json!({"file_path": "todo.md"})),
         ("read", json!({"file_path": "todo.md", "offset": 2, "limit": 1})),
-        ("edit", json!({"file_path": "todo.md", "old_string": "- write the changelog", "new_string": "- write the changelog\n- ship it"})),
+        (
+            "edit",
+            json!({"file_path": "todo.md", "old_string": "- write the changelog", "new_string": "- write the changelog\n- ship it"}),
+        ),
         ("write", json!({"file_path": "/Notes/ideas.md", "content": "# Ideas\n"})),
         ("grep", json!({"pattern": "retry", "path": "/Notes"})),
         ("grep", json!({"pattern": "retry", "path": "/Notes"})),

@@ -14,14 +14,14 @@ pub use api::*;
 use crate::access::{Access, Level, View, ViewFile};
 use crate::gate::{Approver, Gate, GrantInfo, Mode, Project};
 use crate::hygiene::{HostKind, Hygiene, MemoryStore, ResultStore, SqliteStore};
-use crate::paths::VPath;
 use crate::index::hybrid::{Index, TokenChunker};
 use crate::instructions::{self, Chain, UserConfig};
+use crate::paths::VPath;
 use crate::tools::{Ctx, Observed, Outcome};
-use std::collections::HashSet;
 use crate::vfs::os::OsFs;
 use crate::vfs::Fs;
 use anyhow::{bail, Context};
+use std::collections::HashSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -90,7 +90,8 @@ impl IndexSlot {
                     let mut batch = vec![first];
                     batch.extend(receiver.try_iter().take(63));
                     if let Some(index) = slot.get() {
-                        let files: Vec<_> = batch.iter().map(|f| (&f.real, f.bytes.as_slice(), f.created_by.as_deref())).collect();
+                        let files: Vec<_> =
+                            batch.iter().map(|f| (&f.real, f.bytes.as_slice(), f.created_by.as_deref())).collect();
                         if let Err(e) = index.note_written_all(&files) {
                             tracing::warn!(error = %e, files = batch.len(), "could not index written files");
                         }
@@ -194,7 +195,8 @@ fn canonical_to_be(path: &Path) -> anyhow::Result<PathBuf> {
 
 /// Reads and checks a view file, naming the file (and line) on error.
 pub fn load_view(path: &Path) -> anyhow::Result<View> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the view file {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read the view file {}", path.display()))?;
     let file: ViewFile = serde_json::from_str(&text).map_err(|e| {
         anyhow::anyhow!("the view file {} is not valid (line {}, column {}): {e}", path.display(), e.line(), e.column())
     })?;
@@ -234,15 +236,26 @@ impl Engine {
                 host_root.display()
             );
         }
-        std::fs::create_dir_all(&data_dir).with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
+        std::fs::create_dir_all(&data_dir)
+            .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
         let fs: Arc<dyn Fs> = layer(Arc::new(OsFs::open(&host_root, vroot.clone(), Some(data_dir.join("trash")))?));
         Ok(Engine::with_fs(fs, view, config.start.as_deref(), data_dir, host_root, HostKind::Resend))
     }
 
     /// An engine over any `Fs` (tests use the in-memory one).
-    pub fn with_fs(fs: Arc<dyn Fs>, view: View, start: Option<&str>, data_dir: PathBuf, host_root: PathBuf, host: HostKind) -> Engine {
+    pub fn with_fs(
+        fs: Arc<dyn Fs>,
+        view: View,
+        start: Option<&str>,
+        data_dir: PathBuf,
+        host_root: PathBuf,
+        host: HostKind,
+    ) -> Engine {
         let boundary = fs.boundary().clone();
-        let start = start.and_then(|s| VPath::resolve(&boundary, s).ok()).filter(|s| s.starts_with(&boundary)).unwrap_or(boundary);
+        let start = start
+            .and_then(|s| VPath::resolve(&boundary, s).ok())
+            .filter(|s| s.starts_with(&boundary))
+            .unwrap_or(boundary);
         let index = Arc::new(IndexSlot::new(&data_dir, index_path(fs.boundary(), &data_dir, &host_root)));
         Engine {
             fs,
@@ -445,7 +458,9 @@ impl Session {
         if tool == "recall" {
             return match serde_json::from_value::<crate::tools::params::RecallParams>(args) {
                 Ok(p) => state.hygiene.recall(&p.id, p.offset, p.limit),
-                Err(e) => state.hygiene.answer(tool, &serde_json::Value::Null, Err(registry::args_error(tool, &e)), None),
+                Err(e) => {
+                    state.hygiene.answer(tool, &serde_json::Value::Null, Err(registry::args_error(tool, &e)), None)
+                }
             };
         }
         let index = match tool {
@@ -612,7 +627,11 @@ fn nearby_appendix(state: &mut SessionState, outcome: &Outcome) -> Option<String
     let found = instructions::nearby(&state.access, &path, is_dir, &mut state.nearby_seen);
     let mut text = String::new();
     for file in &found.files {
-        text.push_str(&format!("\n## Instructions from {} (they apply to files under its directory)\n\n{}\n", file.path, file.text.trim_end()));
+        text.push_str(&format!(
+            "\n## Instructions from {} (they apply to files under its directory)\n\n{}\n",
+            file.path,
+            file.text.trim_end()
+        ));
     }
     for note in &found.notes {
         text.push_str(&format!("\nNote: {note}\n"));

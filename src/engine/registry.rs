@@ -70,7 +70,8 @@ fn drop_null_options(value: &mut serde_json::Value) {
         }
     }
     if let Some(Value::Array(options)) = map.get("anyOf") {
-        let rest: Vec<Value> = options.iter().filter(|o| o.get("type") != Some(&Value::from("null"))).cloned().collect();
+        let rest: Vec<Value> =
+            options.iter().filter(|o| o.get("type") != Some(&Value::from("null"))).cloned().collect();
         if rest.len() == 1 {
             map.remove("anyOf");
             if let Value::Object(only) = &rest[0] {

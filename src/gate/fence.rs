@@ -78,7 +78,11 @@ impl Fence {
                 }
             }
         }
-        Fence { inner, mode: Mutex::new(Mode::Enforce(Box::new((allowed, Done::default())))), ops: Mutex::new(Vec::new()) }
+        Fence {
+            inner,
+            mode: Mutex::new(Mode::Enforce(Box::new((allowed, Done::default())))),
+            ops: Mutex::new(Vec::new()),
+        }
     }
 
     /// The changes recorded (a dry run) or made (a real run), in order.

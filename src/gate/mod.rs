@@ -632,7 +632,8 @@ mod tests {
         let root = VPath::parse("/ws").unwrap();
         let fs = Arc::new(MemFs::new(root.clone()));
         let access = Access::new(fs.clone(), View::single(root.clone(), Level::Stage), root);
-        let gate = Gate::new(Project::new(std::path::Path::new("/ws"), &dir.join("data"), None), Mode::Ask, DEFAULT_TIMEOUT);
+        let gate =
+            Gate::new(Project::new(std::path::Path::new("/ws"), &dir.join("data"), None), Mode::Ask, DEFAULT_TIMEOUT);
         (fs, access, gate)
     }
 
@@ -695,7 +696,10 @@ mod tests {
         // A file at the root offers no directory.
         gate.set_approver(Some(Arc::new(Always(Approval::AlwaysDirectory))));
         let result = gate.run(&access, &mut Observed::default(), "write", &serde_json::json!({}), &mut writer("a.md"));
-        assert!(matches!(result, Err(ToolError::Message(ref m)) if m.contains("not one of those offered")), "{result:?}");
+        assert!(
+            matches!(result, Err(ToolError::Message(ref m)) if m.contains("not one of those offered")),
+            "{result:?}"
+        );
         assert!(fs.lstat(&VPath::parse("/ws/a.md").unwrap()).is_err());
         assert!(gate.grants().is_empty());
     }

@@ -43,7 +43,14 @@ pub fn read_bracket(id: &str, read: &ReadOutcome) -> String {
     if read.total == 0 {
         format!("[{id} {} empty sha {}]", read.given, short_sha(&read.sha))
     } else {
-        format!("[{id} {} lines {}-{} of {} sha {}]", read.given, read.first, read.last, read.total, short_sha(&read.sha))
+        format!(
+            "[{id} {} lines {}-{} of {} sha {}]",
+            read.given,
+            read.first,
+            read.last,
+            read.total,
+            short_sha(&read.sha)
+        )
     }
 }
 
@@ -127,11 +134,15 @@ pub fn change_parts(id: Option<&str>, change: &FileChange) -> (String, Body) {
     let sha = change.sha.as_ref().map(short_sha).unwrap_or_default();
     let diff = |d: &str| d.trim_end_matches('\n').to_string();
     let (head, mut body) = match &change.change {
-        Change::Created { lines } => (format!("{open} sha {sha}]"), Body::inline(format!("Created, {lines} {}.", lines_word(*lines)))),
+        Change::Created { lines } => {
+            (format!("{open} sha {sha}]"), Body::inline(format!("Created, {lines} {}.", lines_word(*lines))))
+        }
         Change::Deleted => (format!("{open} deleted]"), Body::default()),
         Change::Modified { diff: d } if d.is_empty() => (format!("{open} sha {sha}]"), Body::inline("No change.")),
         Change::Modified { diff: d } => (format!("{open} sha {sha}]"), Body::lines(diff(d))),
-        Change::Moved { from, diff: d } if d.is_empty() => (format!("{open} sha {sha}]"), Body::inline(format!("Moved from {from}."))),
+        Change::Moved { from, diff: d } if d.is_empty() => {
+            (format!("{open} sha {sha}]"), Body::inline(format!("Moved from {from}.")))
+        }
         Change::Moved { from, diff: d } => {
             (format!("{open} sha {sha}]"), Body { inline: Some(format!("Moved from {from}.")), lines: Some(diff(d)) })
         }

@@ -248,7 +248,8 @@ impl Hygiene {
         if !rows.is_empty() {
             text.push_str("## Files read before this summary\n\nRead a file again for its content; recall shows a result by its id.\n\n| Path | Lines | sha | Result |\n|---|---|---|---|\n");
             for r in &rows[skip..] {
-                let lines = if r.total == 0 { "empty".to_string() } else { format!("{}-{} of {}", r.first, r.last, r.total) };
+                let lines =
+                    if r.total == 0 { "empty".to_string() } else { format!("{}-{} of {}", r.first, r.last, r.total) };
                 text.push_str(&format!("| {} | {lines} | {} | {} |\n", r.given, short_sha(&r.sha), id_text(r.id)));
             }
         }
@@ -297,11 +298,8 @@ pub fn canonical_json(value: &serde_json::Value) -> String {
 }
 
 fn change_facts(change: &FileChange) -> Facts {
-    let mut facts = Facts {
-        path: Some(change.path.to_string()),
-        sha: change.sha.as_ref().map(hex),
-        ..Facts::default()
-    };
+    let mut facts =
+        Facts { path: Some(change.path.to_string()), sha: change.sha.as_ref().map(hex), ..Facts::default() };
     match &change.change {
         Change::Created { .. } => facts.created = true,
         Change::Deleted => facts.deleted = true,
@@ -312,7 +310,9 @@ fn change_facts(change: &FileChange) -> Facts {
 
 fn facts_of(outcome: &Outcome) -> Facts {
     match outcome {
-        Outcome::Read(read) => Facts { path: Some(read.path.to_string()), sha: Some(hex(&read.sha)), ..Facts::default() },
+        Outcome::Read(read) => {
+            Facts { path: Some(read.path.to_string()), sha: Some(hex(&read.sha)), ..Facts::default() }
+        }
         Outcome::Changed(change) => change_facts(change),
         Outcome::Patch(changes) => Facts { files: changes.iter().map(change_facts).collect(), ..Facts::default() },
         Outcome::Text { path, .. } => Facts { path: path.as_ref().map(|p| p.to_string()), ..Facts::default() },

@@ -95,7 +95,10 @@ impl SqliteStore {
              ) WITHOUT ROWID;",
         )?;
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
-        db.execute("INSERT OR IGNORE INTO sessions (id, created) VALUES (?1, ?2)", rusqlite::params![session, now as i64])?;
+        db.execute(
+            "INSERT OR IGNORE INTO sessions (id, created) VALUES (?1, ?2)",
+            rusqlite::params![session, now as i64],
+        )?;
         let pending: std::sync::Arc<std::sync::Mutex<HashMap<u64, String>>> = Default::default();
         let (sender, receiver) = std::sync::mpsc::sync_channel::<(u64, String, String)>(PENDING_LIMIT);
         let writer = {
@@ -169,7 +172,9 @@ impl SqliteStore {
 
     fn stored_last_id(&self) -> Option<u64> {
         self.reader
-            .query_row("SELECT MAX(id) FROM results WHERE session = ?1", [&self.session], |row| row.get::<_, Option<i64>>(0))
+            .query_row("SELECT MAX(id) FROM results WHERE session = ?1", [&self.session], |row| {
+                row.get::<_, Option<i64>>(0)
+            })
             .ok()
             .flatten()
             .map(|id| id as u64)
@@ -222,7 +227,9 @@ impl ResultStore for SqliteStore {
         }
         self.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(id, text.to_string());
         let sender = self.sender.as_ref().ok_or_else(|| anyhow::anyhow!("the store is closed"))?;
-        sender.send((id, tool.to_string(), text.to_string())).map_err(|_| anyhow::anyhow!("the store's writer stopped"))?;
+        sender
+            .send((id, tool.to_string(), text.to_string()))
+            .map_err(|_| anyhow::anyhow!("the store's writer stopped"))?;
         self.last_put = Some(self.last_put.map_or(id, |last| last.max(id)));
         Ok(())
     }

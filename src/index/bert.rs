@@ -112,7 +112,9 @@ impl BertEmbedder {
         let err = |message: String| EmbedError::Model { path: path.clone(), message };
         let bytes = std::fs::read(&path).map_err(|e| err(e.to_string()))?;
         let file = SafeTensors::parse(&bytes).map_err(err)?;
-        let config = std::fs::read_to_string(dir.join("config.json")).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+        let config = std::fs::read_to_string(dir.join("config.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
         let setting = |key: &str| config.as_ref().and_then(|c| c.get(key)).and_then(|v| v.as_f64());
         // A special token written out is tokenized as itself.
         let special = |token: &str| match tokenizer.ids(token)[..] {
@@ -120,8 +122,20 @@ impl BertEmbedder {
             _ => Err(err(format!("the tokenizer has no {token}"))),
         };
         let (cls, sep) = (special("[CLS]")?, special("[SEP]")?);
-        let name = format!("bert:{}:{:016x}", dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(), fingerprint(&bytes));
-        let embedder = BertEmbedder::from_tensors(&file, setting("num_attention_heads"), setting("layer_norm_eps"), tokenizer, cls, sep, name);
+        let name = format!(
+            "bert:{}:{:016x}",
+            dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            fingerprint(&bytes)
+        );
+        let embedder = BertEmbedder::from_tensors(
+            &file,
+            setting("num_attention_heads"),
+            setting("layer_norm_eps"),
+            tokenizer,
+            cls,
+            sep,
+            name,
+        );
         embedder.map_err(err)
     }
 
@@ -168,7 +182,8 @@ impl BertEmbedder {
             let n_out = b.len();
             Ok(Linear { w, b, n_in, n_out })
         };
-        let count = (0..).take_while(|i| file.has(&format!("{prefix}encoder.layer.{i}.attention.self.query.weight"))).count();
+        let count =
+            (0..).take_while(|i| file.has(&format!("{prefix}encoder.layer.{i}.attention.self.query.weight"))).count();
         let mut layers = Vec::with_capacity(count);
         let mut intermediate = 0;
         for i in 0..count {
@@ -198,7 +213,14 @@ impl BertEmbedder {
         if (cls.max(sep) as usize) >= vocab || max_positions < 3 {
             return Err(format!("{vocab} word embeddings and {max_positions} positions are too few"));
         }
-        let shape = Shape { hidden, heads, layers: layers.len(), intermediate, positions: max_positions, eps: eps.map_or(1e-12, |e| e as f32) };
+        let shape = Shape {
+            hidden,
+            heads,
+            layers: layers.len(),
+            intermediate,
+            positions: max_positions,
+            eps: eps.map_or(1e-12, |e| e as f32),
+        };
         let embed_norm = norm("embeddings.LayerNorm")?;
         Ok(BertEmbedder { name, shape, tokenizer, cls, sep, vocab, words, positions, token_type, embed_norm, layers })
     }
@@ -302,7 +324,16 @@ impl Linear {
         for _ in 0..rows {
             y.extend_from_slice(&self.b);
         }
-        gemm(rows, self.n_in, self.n_out, 1.0, (x, self.n_in, 1), (&self.w[..], 1, self.n_in), 1.0, (&mut y[..], self.n_out, 1));
+        gemm(
+            rows,
+            self.n_in,
+            self.n_out,
+            1.0,
+            (x, self.n_in, 1),
+            (&self.w[..], 1, self.n_in),
+            1.0,
+            (&mut y[..], self.n_out, 1),
+        );
     }
 }
 
@@ -310,12 +341,26 @@ impl Linear {
 /// each given as (elements, row stride, column stride); the strides are checked
 /// against the slices' lengths before the unsafe call.
 #[allow(clippy::too_many_arguments)]
-fn gemm(m: usize, k: usize, n: usize, alpha: f32, a: (&[f32], usize, usize), b: (&[f32], usize, usize), beta: f32, c: (&mut [f32], usize, usize)) {
+fn gemm(
+    m: usize,
+    k: usize,
+    n: usize,
+    alpha: f32,
+    a: (&[f32], usize, usize),
+    b: (&[f32], usize, usize),
+    beta: f32,
+    c: (&mut [f32], usize, usize),
+) {
     if m == 0 || n == 0 {
         return;
     }
     let last = |rows: usize, cols: usize, rs: usize, cs: usize| (rows - 1) * rs + (cols - 1) * cs;
-    assert!(k > 0 && last(m, k, a.1, a.2) < a.0.len() && last(k, n, b.1, b.2) < b.0.len() && last(m, n, c.1, c.2) < c.0.len());
+    assert!(
+        k > 0
+            && last(m, k, a.1, a.2) < a.0.len()
+            && last(k, n, b.1, b.2) < b.0.len()
+            && last(m, n, c.1, c.2) < c.0.len()
+    );
     // SAFETY: every element the product reads or writes lies inside its slice
     // (asserted above), and `c` is borrowed mutably, so it aliases neither input.
     unsafe {
@@ -495,8 +540,15 @@ struct SafeTensors<'a> {
 
 impl<'a> SafeTensors<'a> {
     fn parse(bytes: &'a [u8]) -> Result<SafeTensors<'a>, String> {
-        let len = bytes.get(..8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default())).ok_or("shorter than a header")?;
-        let end = usize::try_from(len).ok().and_then(|l| l.checked_add(8)).filter(|&e| e <= bytes.len()).ok_or("the header runs past the end")?;
+        let len = bytes
+            .get(..8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+            .ok_or("shorter than a header")?;
+        let end = usize::try_from(len)
+            .ok()
+            .and_then(|l| l.checked_add(8))
+            .filter(|&e| e <= bytes.len())
+            .ok_or("the header runs past the end")?;
         let header = serde_json::from_slice(&bytes[8..end]).map_err(|e| format!("the header is not JSON: {e}"))?;
         Ok(SafeTensors { header, data: &bytes[end..] })
     }
@@ -516,7 +568,10 @@ impl<'a> SafeTensors<'a> {
             .and_then(|s| s.as_array())
             .and_then(|s| s.iter().map(|d| d.as_u64().map(|d| d as usize)).collect())
             .ok_or_else(|| format!("{name} has no shape"))?;
-        let range = info.get("data_offsets").and_then(|o| o.as_array()).and_then(|o| Some(o.first()?.as_u64()? as usize..o.get(1)?.as_u64()? as usize));
+        let range = info
+            .get("data_offsets")
+            .and_then(|o| o.as_array())
+            .and_then(|o| Some(o.first()?.as_u64()? as usize..o.get(1)?.as_u64()? as usize));
         let bytes = range.and_then(|r| self.data.get(r)).ok_or_else(|| format!("{name} lies outside the file"))?;
         if shape.iter().try_fold(4usize, |n, d| n.checked_mul(*d)) != Some(bytes.len()) {
             return Err(format!("{name}: shape {shape:?} does not match its {} bytes", bytes.len()));
@@ -563,7 +618,9 @@ mod tests {
     #[test]
     fn erf_is_close_to_the_true_function() {
         // Values of erf from a table (Abramowitz and Stegun 7.1).
-        for (x, want) in [(0.0, 0.0), (0.5, 0.520_499_9), (1.0, 0.842_700_8), (2.0, 0.995_322_3), (3.5, 0.999_999_3), (6.0, 1.0)] {
+        for (x, want) in
+            [(0.0, 0.0), (0.5, 0.520_499_9), (1.0, 0.842_700_8), (2.0, 0.995_322_3), (3.5, 0.999_999_3), (6.0, 1.0)]
+        {
             assert!((erf(x) - want).abs() < 1e-6, "erf({x}) = {} not {want}", erf(x));
             assert!((erf(-x) + want).abs() < 1e-6);
         }
@@ -591,9 +648,14 @@ mod tests {
     #[test]
     fn bert_matches_the_numpy_forward_pass() {
         let Some(model) = model() else { return };
-        assert_eq!(model.shape(), Shape { hidden: 384, heads: 12, layers: 6, intermediate: 1536, positions: 512, eps: 1e-12 });
+        assert_eq!(
+            model.shape(),
+            Shape { hidden: 384, heads: 12, layers: 6, intermediate: 1536, positions: 512, eps: 1e-12 }
+        );
         assert_eq!((model.cls, model.sep), (101, 102));
-        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/minilm_reference.json")).unwrap();
+        let text =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/minilm_reference.json"))
+                .unwrap();
         let fixture: serde_json::Value = serde_json::from_str(&text).unwrap();
         let cases = fixture["cases"].as_array().unwrap();
         let texts: Vec<&str> = cases.iter().map(|c| c["text"].as_str().unwrap()).collect();
@@ -602,7 +664,8 @@ mod tests {
         for (i, case) in cases.iter().enumerate() {
             let ids: Vec<u32> = case["ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
             assert_eq!(model.tokenizer.ids(texts[i]), ids, "token ids of {:?}", texts[i]);
-            let want: Vec<f32> = case["vector"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
+            let want: Vec<f32> =
+                case["vector"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
             let alone = model.embed(&[texts[i]]).unwrap().remove(0);
             let (c1, c2) = (cosine(&together[i], &want), cosine(&alone, &want));
             assert!(c1 >= 0.9999 && c2 >= 0.9999, "{:?}: cosine {c1} (batched), {c2} (alone)", texts[i]);
@@ -623,7 +686,10 @@ mod tests {
         let v = model.embed(&texts).unwrap();
         let related = [cosine(&v[0], &v[1]), cosine(&v[2], &v[3])];
         let unrelated = [cosine(&v[0], &v[3]), cosine(&v[2], &v[1])];
-        assert!(related.iter().all(|r| unrelated.iter().all(|u| r > u)), "related {related:?}, unrelated {unrelated:?}");
+        assert!(
+            related.iter().all(|r| unrelated.iter().all(|u| r > u)),
+            "related {related:?}, unrelated {unrelated:?}"
+        );
     }
 
     #[test]

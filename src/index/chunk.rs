@@ -212,16 +212,21 @@ pub fn split_for_embedder(piece: &Piece, tokenizer: &dyn Tokenizer) -> Option<(P
     let (low, high, middle) = (at(count / 3), at(count - count / 3), count / 2);
     let near_middle = |cuts: Vec<usize>| cuts.into_iter().min_by_key(|&c| (char_index(c).abs_diff(middle), c));
     let region = &text[low..high];
-    let separated = [separator_cuts(region, Separator::Paragraph), separator_cuts(region, Separator::Line), separator_cuts(region, Separator::Sentence)]
-        .into_iter()
-        .find_map(|cuts| near_middle(cuts.into_iter().map(|c| low + c).filter(|&c| c < text.len()).collect()));
+    let separated = [
+        separator_cuts(region, Separator::Paragraph),
+        separator_cuts(region, Separator::Line),
+        separator_cuts(region, Separator::Sentence),
+    ]
+    .into_iter()
+    .find_map(|cuts| near_middle(cuts.into_iter().map(|c| low + c).filter(|&c| c < text.len()).collect()));
     let cut = separated.unwrap_or_else(|| {
         let starts = token_starts(text, tokenizer);
         starts[starts.len() / 2..].iter().copied().find(|&s| s > 0 && s < text.len()).unwrap_or(at(middle))
     });
     // The line at the piece's start, from its first line and the breaks before its first non-whitespace.
     let lead = text.len() - text.trim_start().len();
-    let first = if lead == text.len() { piece.first_line } else { piece.first_line - text[..lead].matches('\n').count() };
+    let first =
+        if lead == text.len() { piece.first_line } else { piece.first_line - text[..lead].matches('\n').count() };
     let lines = Lines::new(text, first);
     let half = |r: Range<usize>| lines.piece(text, piece.start, r.clone(), tokenizer.count(&text[r]));
     Some((half(0..cut), half(cut..text.len())))
@@ -264,7 +269,8 @@ pub fn embed_fitted<T, E>(
 
 /// The byte offsets where the text's tokens start, in order, each on a character boundary.
 fn token_starts(text: &str, tokenizer: &dyn Tokenizer) -> Vec<usize> {
-    let mut starts: Vec<usize> = tokenizer.tokens(text).into_iter().map(|r| floor_boundary(text, r.start.min(text.len()))).collect();
+    let mut starts: Vec<usize> =
+        tokenizer.tokens(text).into_iter().map(|r| floor_boundary(text, r.start.min(text.len()))).collect();
     // Tokenizers answer in order; sorting only guards the search below against one that does not.
     starts.sort_unstable();
     starts
@@ -329,7 +335,10 @@ fn separator_cuts(region: &str, kind: Separator) -> Vec<usize> {
             // Overlapping matches matter for `\n\n\n`, so each `\n` is tried as a paragraph's end.
             let bytes = region.as_bytes();
             (1..bytes.len())
-                .filter(|&i| bytes[i] == b'\n' && (bytes[i - 1] == b'\n' || (i >= 2 && bytes[i - 1] == b'\r' && bytes[i - 2] == b'\n')))
+                .filter(|&i| {
+                    bytes[i] == b'\n'
+                        && (bytes[i - 1] == b'\n' || (i >= 2 && bytes[i - 1] == b'\r' && bytes[i - 2] == b'\n'))
+                })
                 .map(|i| i + 1)
                 .collect()
         }
@@ -361,7 +370,14 @@ impl Lines {
             Some((last, _)) => (self.at(range.start + lead), self.at(range.start + last)),
             None => (self.at(range.start), self.at(range.start)),
         };
-        Piece { start: base + range.start, end: base + range.end, first_line, last_line, tokens, text: body.to_string() }
+        Piece {
+            start: base + range.start,
+            end: base + range.end,
+            first_line,
+            last_line,
+            tokens,
+            text: body.to_string(),
+        }
     }
 }
 
@@ -468,11 +484,15 @@ mod tests {
     fn embed_fitted_halves_until_accepted_and_drops_nothing() {
         let text = (0..40).map(|i| format!("Sentence number {i} is here. ")).collect::<String>();
         let piece = chunk(&text, &Whitespace, 480, 0).remove(0);
-        let parts = embed_fitted(piece, &Whitespace, |p: &Piece| Ok::<_, ()>((Whitespace.count(&p.text) <= 30).then_some(p.start))).unwrap();
+        let parts = embed_fitted(piece, &Whitespace, |p: &Piece| {
+            Ok::<_, ()>((Whitespace.count(&p.text) <= 30).then_some(p.start))
+        })
+        .unwrap();
         assert!(parts.len() > 1);
         assert_eq!(parts.iter().map(|(p, _)| p.text.as_str()).collect::<String>(), text);
         assert!(parts.iter().all(|(p, v)| *v == p.start && Whitespace.count(&p.text) <= 30));
-        let refused = embed_fitted(chunk(&text, &Whitespace, 480, 0).remove(0), &Whitespace, |_| Ok::<Option<()>, ()>(None));
+        let refused =
+            embed_fitted(chunk(&text, &Whitespace, 480, 0).remove(0), &Whitespace, |_| Ok::<Option<()>, ()>(None));
         assert!(matches!(refused, Err(FitError::Indivisible(p)) if p.text.chars().count() == 1));
     }
 

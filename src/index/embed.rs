@@ -110,7 +110,12 @@ impl ModelTokenizer {
         // The file bakes in truncation at 128 and fixed padding to 128: either would miscount.
         inner.with_truncation(None).map_err(|e| err(e.to_string()))?;
         inner.with_padding(None);
-        let special_ids: Vec<usize> = inner.get_added_tokens_decoder().into_iter().filter(|(_, t)| t.special).map(|(id, _)| id as usize).collect();
+        let special_ids: Vec<usize> = inner
+            .get_added_tokens_decoder()
+            .into_iter()
+            .filter(|(_, t)| t.special)
+            .map(|(id, _)| id as usize)
+            .collect();
         let mut special = vec![false; special_ids.iter().max().map_or(0, |m| m + 1)];
         special_ids.into_iter().for_each(|id| special[id] = true);
         let fast = serde_json::from_slice(&bytes).ok().and_then(|spec| FastWordPiece::from_spec(&spec));
@@ -246,9 +251,23 @@ impl FastWordPiece {
         let longest = |m: &FnvMap| m.keys().map(|k| k.len()).max().unwrap_or(0);
         let added = spec["added_tokens"]
             .as_array()
-            .map(|a| a.iter().filter_map(|t| t["content"].as_str()).map(|c| c.as_bytes().to_vec()).filter(|c| !c.is_empty()).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|t| t["content"].as_str())
+                    .map(|c| c.as_bytes().to_vec())
+                    .filter(|c| !c.is_empty())
+                    .collect()
+            })
             .unwrap_or_default();
-        Some(FastWordPiece { longest_first: longest(&first), longest_rest: longest(&rest), first, rest, unk, max_word, added })
+        Some(FastWordPiece {
+            longest_first: longest(&first),
+            longest_rest: longest(&rest),
+            first,
+            rest,
+            unk,
+            max_word,
+            added,
+        })
     }
 
     fn holds_added_token(&self, run: &[u8]) -> bool {
@@ -287,7 +306,8 @@ impl FastWordPiece {
         let mut count = 0;
         let mut pos = 0;
         while pos < lower.len() {
-            let (map, longest) = if pos == 0 { (&self.first, self.longest_first) } else { (&self.rest, self.longest_rest) };
+            let (map, longest) =
+                if pos == 0 { (&self.first, self.longest_first) } else { (&self.rest, self.longest_rest) };
             let mut end = lower.len().min(pos + longest);
             let found = loop {
                 if end <= pos {
@@ -371,11 +391,13 @@ impl Rows {
 
 /// Maps a file read-only.
 fn map_file(path: &Path) -> Result<memmap2::Mmap, EmbedError> {
-    let file = std::fs::File::open(path).map_err(|e| EmbedError::Model { path: path.to_path_buf(), message: e.to_string() })?;
+    let file = std::fs::File::open(path)
+        .map_err(|e| EmbedError::Model { path: path.to_path_buf(), message: e.to_string() })?;
     // SAFETY: the map is read-only and private to this process. The set-up
     // replaces a table by renaming a new directory into place, never by
     // writing into these files, so the mapped bytes do not change under us.
-    unsafe { memmap2::Mmap::map(&file) }.map_err(|e| EmbedError::Model { path: path.to_path_buf(), message: e.to_string() })
+    unsafe { memmap2::Mmap::map(&file) }
+        .map_err(|e| EmbedError::Model { path: path.to_path_buf(), message: e.to_string() })
 }
 
 impl StaticEmbedder {
@@ -390,14 +412,18 @@ impl StaticEmbedder {
         let (rows, dims) = (table.rows, table.dims);
         let vocab = tokenizer.inner.get_vocab_size(true);
         if rows < vocab {
-            return Err(EmbedError::Model { path, message: format!("the table has {rows} rows, the tokenizer {vocab} tokens") });
+            return Err(EmbedError::Model {
+                path,
+                message: format!("the table has {rows} rows, the tokenizer {vocab} tokens"),
+            });
         }
         let recipe = std::fs::read_to_string(dir.join("config.json"))
             .ok()
             .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
             .and_then(|config| config.get("ctxfs_recipe").and_then(|r| r.as_str()).map(str::to_owned))
             .unwrap_or_else(|| "model2vec".to_owned());
-        let label = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| MODEL_DIR_NAME.to_owned());
+        let label =
+            dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| MODEL_DIR_NAME.to_owned());
         let name = format!("static:{label}:{recipe}:{:016x}", fingerprint(&source));
         let i8_path = dir.join(I8_TABLE);
         let table = match i8_path.exists().then(|| map_quantised(&i8_path, rows, dims, source.len())) {
@@ -511,7 +537,8 @@ struct Header {
 
 impl Header {
     fn parse(bytes: &[u8]) -> Result<Header, String> {
-        let head: [u8; 8] = bytes.get(..8).and_then(|b| b.try_into().ok()).ok_or("shorter than a safetensors header")?;
+        let head: [u8; 8] =
+            bytes.get(..8).and_then(|b| b.try_into().ok()).ok_or("shorter than a safetensors header")?;
         let n = usize::try_from(u64::from_le_bytes(head)).map_err(|_| "the header is too long")?;
         let json = bytes.get(8..8usize.saturating_add(n)).ok_or("the header runs past the end")?;
         let json = serde_json::from_slice(json).map_err(|e| format!("header: {e}"))?;
@@ -523,11 +550,17 @@ impl Header {
         let info = self.json.get(name).ok_or_else(|| format!("no tensor named `{name}`"))?;
         let dtype = info.get("dtype").and_then(|d| d.as_str()).unwrap_or("").to_owned();
         let numbers = |key: &str| -> Vec<usize> {
-            info.get(key).and_then(|s| s.as_array()).map(|s| s.iter().filter_map(|d| d.as_u64().map(|d| d as usize)).collect()).unwrap_or_default()
+            info.get(key)
+                .and_then(|s| s.as_array())
+                .map(|s| s.iter().filter_map(|d| d.as_u64().map(|d| d as usize)).collect())
+                .unwrap_or_default()
         };
         let (shape, offsets) = (numbers("shape"), numbers("data_offsets"));
         let &[start, end] = offsets.as_slice() else { return Err(format!("`{name}` needs two data offsets")) };
-        let data = (start <= end).then(|| bytes.get(self.base + start..self.base + end)).flatten().ok_or("the data runs past the end")?;
+        let data = (start <= end)
+            .then(|| bytes.get(self.base + start..self.base + end))
+            .flatten()
+            .ok_or("the data runs past the end")?;
         Ok((dtype, shape, data))
     }
 }
@@ -546,9 +579,13 @@ impl Table<'_> {
     fn row(&self, r: usize, out: &mut [f32]) {
         let bytes = &self.data[r * self.dims * self.width..(r + 1) * self.dims * self.width];
         if self.width == 2 {
-            out.iter_mut().zip(bytes.chunks_exact(2)).for_each(|(o, b)| *o = f16_to_f32(u16::from_le_bytes([b[0], b[1]])));
+            out.iter_mut()
+                .zip(bytes.chunks_exact(2))
+                .for_each(|(o, b)| *o = f16_to_f32(u16::from_le_bytes([b[0], b[1]])));
         } else {
-            out.iter_mut().zip(bytes.chunks_exact(4)).for_each(|(o, b)| *o = f32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+            out.iter_mut()
+                .zip(bytes.chunks_exact(4))
+                .for_each(|(o, b)| *o = f32::from_le_bytes([b[0], b[1], b[2], b[3]]));
         }
     }
 }
@@ -615,7 +652,12 @@ pub fn model_dir_candidates(env: Option<&std::ffi::OsStr>, data_dir: &Path, exe:
 
 /// The places a model directory called `name` is looked for, in the order
 /// `model_dir_candidates` says (`env`: the value of its own variable).
-pub(crate) fn candidates_named(name: &str, env: Option<&std::ffi::OsStr>, data_dir: &Path, exe: Option<&Path>) -> Vec<PathBuf> {
+pub(crate) fn candidates_named(
+    name: &str,
+    env: Option<&std::ffi::OsStr>,
+    data_dir: &Path,
+    exe: Option<&Path>,
+) -> Vec<PathBuf> {
     let mut out = Vec::new();
     if let Some(dir) = env.filter(|d| !d.is_empty()) {
         out.push(PathBuf::from(dir));
@@ -729,7 +771,9 @@ pub fn embed_head(embedder: &dyn Embedder, text: &str) -> Result<Vec<f32>, Embed
         match embedder.embed(&[head]) {
             Ok(mut vectors) => {
                 if let Some(kept) = kept {
-                    tracing::info!("a search query too long for the embedder ranks by meaning with its first {kept} tokens");
+                    tracing::info!(
+                        "a search query too long for the embedder ranks by meaning with its first {kept} tokens"
+                    );
                 }
                 return Ok(vectors.pop().unwrap_or_default());
             }
@@ -794,9 +838,15 @@ pub struct HttpEmbedder {
 
 impl HttpEmbedder {
     /// Reads the URL, then embeds one probe text to learn the vectors' length (and, for llama.cpp, checks `/tokenize`).
-    pub fn connect(url: &str, model: Option<&str>, api_key: Option<&str>, max_tokens: usize) -> Result<HttpEmbedder, EmbedError> {
+    pub fn connect(
+        url: &str,
+        model: Option<&str>,
+        api_key: Option<&str>,
+        max_tokens: usize,
+    ) -> Result<HttpEmbedder, EmbedError> {
         let bad = |message: &str| EmbedError::Http { url: url.to_owned(), message: message.to_owned() };
-        let rest = url.strip_prefix("http://").ok_or_else(|| bad("only http:// URLs are supported (a local server)"))?;
+        let rest =
+            url.strip_prefix("http://").ok_or_else(|| bad("only http:// URLs are supported (a local server)"))?;
         let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
         let (host, port) = match authority.rsplit_once(':') {
             Some((h, p)) if !h.is_empty() && !p.contains(']') => (h, p.parse::<u16>().map_err(|_| bad("bad port"))?),
@@ -829,7 +879,8 @@ impl HttpEmbedder {
             tokenize: false,
         };
         let probe = embedder.embed_batch(&["ctxfs"], 0)?;
-        embedder.dims = probe.first().map(Vec::len).filter(|&d| d > 0).ok_or_else(|| bad("the probe gave an empty vector"))?;
+        embedder.dims =
+            probe.first().map(Vec::len).filter(|&d| d > 0).ok_or_else(|| bad("the probe gave an empty vector"))?;
         embedder.tokenize = api == HttpApi::LlamaCpp && embedder.tokenize_pieces("ctxfs").is_ok();
         let api_name = match api {
             HttpApi::LlamaCpp => "llama.cpp",
@@ -853,14 +904,19 @@ impl HttpEmbedder {
     }
 
     /// One POST with a JSON body; answers the status and the parsed JSON body (or its text when it is not JSON).
-    fn post(&self, path: &str, body: &serde_json::Value) -> Result<(u16, Result<serde_json::Value, String>), EmbedError> {
+    fn post(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> Result<(u16, Result<serde_json::Value, String>), EmbedError> {
         let body = serde_json::to_vec(body).map_err(|e| self.error(e.to_string()))?;
         let addr = (self.host.trim_start_matches('[').trim_end_matches(']'), self.port)
             .to_socket_addrs()
             .map_err(|e| self.error(e.to_string()))?
             .next()
             .ok_or_else(|| self.error("the host has no address"))?;
-        let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(10)).map_err(|e| self.error(e.to_string()))?;
+        let mut stream =
+            TcpStream::connect_timeout(&addr, Duration::from_secs(10)).map_err(|e| self.error(e.to_string()))?;
         stream.set_read_timeout(Some(self.timeout)).ok();
         stream.set_write_timeout(Some(self.timeout)).ok();
         let mut head = format!(
@@ -874,7 +930,10 @@ impl HttpEmbedder {
             head.push_str(&format!("Authorization: Bearer {key}\r\n"));
         }
         head.push_str("\r\n");
-        stream.write_all(head.as_bytes()).and_then(|_| stream.write_all(&body)).map_err(|e| self.error(e.to_string()))?;
+        stream
+            .write_all(head.as_bytes())
+            .and_then(|_| stream.write_all(&body))
+            .map_err(|e| self.error(e.to_string()))?;
         let mut raw = Vec::new();
         stream.take(MAX_RESPONSE as u64 + 1).read_to_end(&mut raw).map_err(|e| self.error(e.to_string()))?;
         if raw.len() > MAX_RESPONSE {
@@ -886,16 +945,21 @@ impl HttpEmbedder {
 
     /// Embeds texts, `first` being the index of `texts[0]` in the caller's batch (for `TooLong`).
     fn embed_batch(&self, texts: &[&str], first: usize) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let too_long = |index: usize, text: &str| EmbedError::TooLong { index, tokens: self.count_tokens(text), max: self.max_tokens };
+        let too_long = |index: usize, text: &str| EmbedError::TooLong {
+            index,
+            tokens: self.count_tokens(text),
+            max: self.max_tokens,
+        };
         let refused = |status: u16, body: &Result<serde_json::Value, String>| {
             let text = match body {
                 Ok(v) => v.to_string(),
                 Err(t) => t.clone(),
             };
             let lower = text.to_lowercase();
-            let by_length = ["too long", "too large", "maximum context", "context length", "exceeds", "too many tokens"]
-                .iter()
-                .any(|m| lower.contains(m));
+            let by_length =
+                ["too long", "too large", "maximum context", "context length", "exceeds", "too many tokens"]
+                    .iter()
+                    .any(|m| lower.contains(m));
             (by_length, format!("status {status}: {}", text.chars().take(300).collect::<String>()))
         };
         match self.api {
@@ -913,7 +977,8 @@ impl HttpEmbedder {
                         let (by_length, message) = refused(status, &body);
                         return Err(if by_length { too_long(first + i, text) } else { self.error(message) });
                     }
-                    let body = body.map_err(|t| self.error(format!("not JSON: {}", t.chars().take(200).collect::<String>())))?;
+                    let body =
+                        body.map_err(|t| self.error(format!("not JSON: {}", t.chars().take(200).collect::<String>())))?;
                     out.push(llama_vector(&body).ok_or_else(|| self.error("no `embedding` in the answer"))?);
                 }
                 Ok(out)
@@ -936,12 +1001,17 @@ impl HttpEmbedder {
                     }
                     return Err(if by_length { too_long(first, texts[0]) } else { self.error(message) });
                 }
-                let body = body.map_err(|t| self.error(format!("not JSON: {}", t.chars().take(200).collect::<String>())))?;
-                let data = body.get("data").and_then(|d| d.as_array()).ok_or_else(|| self.error("no `data` in the answer"))?;
+                let body =
+                    body.map_err(|t| self.error(format!("not JSON: {}", t.chars().take(200).collect::<String>())))?;
+                let data =
+                    body.get("data").and_then(|d| d.as_array()).ok_or_else(|| self.error("no `data` in the answer"))?;
                 let mut out: Vec<Option<Vec<f32>>> = vec![None; texts.len()];
                 for (k, item) in data.iter().enumerate() {
                     let index = item.get("index").and_then(|i| i.as_u64()).map(|i| i as usize).unwrap_or(k);
-                    let vector = item.get("embedding").and_then(floats).ok_or_else(|| self.error("an item has no `embedding`"))?;
+                    let vector = item
+                        .get("embedding")
+                        .and_then(floats)
+                        .ok_or_else(|| self.error("an item has no `embedding`"))?;
                     if let Some(slot) = out.get_mut(index) {
                         *slot = Some(unit(vector));
                     }
@@ -958,12 +1028,15 @@ impl HttpEmbedder {
             (200, Ok(body)) => body,
             (status, _) => return Err(self.error(format!("/tokenize answered status {status}"))),
         };
-        let tokens = body.get("tokens").and_then(|t| t.as_array()).ok_or_else(|| self.error("no `tokens` in the answer"))?;
+        let tokens =
+            body.get("tokens").and_then(|t| t.as_array()).ok_or_else(|| self.error("no `tokens` in the answer"))?;
         let pieces: Vec<Option<Vec<u8>>> = tokens
             .iter()
             .map(|t| match t.get("piece") {
                 Some(serde_json::Value::String(s)) => Some(s.as_bytes().to_vec()),
-                Some(serde_json::Value::Array(bytes)) => Some(bytes.iter().filter_map(|b| b.as_u64().map(|b| b as u8)).collect()),
+                Some(serde_json::Value::Array(bytes)) => {
+                    Some(bytes.iter().filter_map(|b| b.as_u64().map(|b| b as u8)).collect())
+                }
                 _ => None,
             })
             .collect();
@@ -1047,7 +1120,8 @@ fn parse_response(raw: &[u8]) -> Result<(u16, Vec<u8>), String> {
         loop {
             let line_end = rest[at..].windows(2).position(|w| w == b"\r\n").ok_or("a chunk size line is cut off")? + at;
             let size_text = String::from_utf8_lossy(&rest[at..line_end]);
-            let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16).map_err(|_| "a bad chunk size")?;
+            let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+                .map_err(|_| "a bad chunk size")?;
             at = line_end + 2;
             if size == 0 {
                 break;
@@ -1197,7 +1271,8 @@ mod tests {
                 h.to_le_bytes()
             })
             .collect();
-        let header = format!(r#"{{"embeddings":{{"dtype":"F16","shape":[{rows},{dims}],"data_offsets":[0,{}]}}}}"#, data.len());
+        let header =
+            format!(r#"{{"embeddings":{{"dtype":"F16","shape":[{rows},{dims}],"data_offsets":[0,{}]}}}}"#, data.len());
         let mut out = (header.len() as u64).to_le_bytes().to_vec();
         out.extend_from_slice(header.as_bytes());
         out.extend_from_slice(&data);
@@ -1293,7 +1368,10 @@ mod tests {
             ]
         );
         // An unset or empty variable and an unknown executable are skipped.
-        assert_eq!(model_dir_candidates(Some(std::ffi::OsStr::new("")), data, None), vec![PathBuf::from("/data/models/minilm-static"), repo]);
+        assert_eq!(
+            model_dir_candidates(Some(std::ffi::OsStr::new("")), data, None),
+            vec![PathBuf::from("/data/models/minilm-static"), repo]
+        );
     }
 
     // ----- Fake embedding servers on 127.0.0.1 (`index::testing`), for the HTTP embedder.
@@ -1387,7 +1465,10 @@ mod tests {
         assert!(matches!(HttpEmbedder::connect("http://:80", None, None, 8), Err(EmbedError::Http { .. })));
         // A port nothing listens on: bind one, learn its number, close it.
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        assert!(matches!(HttpEmbedder::connect(&format!("http://127.0.0.1:{port}"), None, None, 8), Err(EmbedError::Http { .. })));
+        assert!(matches!(
+            HttpEmbedder::connect(&format!("http://127.0.0.1:{port}"), None, None, 8),
+            Err(EmbedError::Http { .. })
+        ));
     }
 
     #[test]
@@ -1395,7 +1476,8 @@ mod tests {
         assert_eq!(parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}xx").unwrap(), (200, b"{}".to_vec()));
         assert_eq!(parse_response(b"HTTP/1.0 404 No\r\n\r\nabc").unwrap(), (404, b"abc".to_vec()));
         assert_eq!(
-            parse_response(b"HTTP/1.1 200 OK\r\ntransfer-encoding: Chunked\r\n\r\n3;x=y\r\nabc\r\n1\r\nd\r\n0\r\n\r\n").unwrap(),
+            parse_response(b"HTTP/1.1 200 OK\r\ntransfer-encoding: Chunked\r\n\r\n3;x=y\r\nabc\r\n1\r\nd\r\n0\r\n\r\n")
+                .unwrap(),
             (200, b"abcd".to_vec())
         );
         assert!(parse_response(b"SSH-2.0\r\n\r\n").is_err());
@@ -1404,7 +1486,15 @@ mod tests {
     #[test]
     fn pieces_align_to_the_text_even_when_spaced_or_split() {
         let text = "fn héllo()";
-        let pieces = vec![Some(b" fn".to_vec()), Some(b" h".to_vec()), Some(vec![0xc3]), Some(vec![0xa9]), Some(b"llo".to_vec()), None, Some(b"()".to_vec())];
+        let pieces = vec![
+            Some(b" fn".to_vec()),
+            Some(b" h".to_vec()),
+            Some(vec![0xc3]),
+            Some(vec![0xa9]),
+            Some(b"llo".to_vec()),
+            None,
+            Some(b"()".to_vec()),
+        ];
         let spans = align_pieces(text, &pieces);
         let got: Vec<&str> = spans.iter().map(|r| &text[r.clone()]).collect();
         // The two halves of `é` each widen to the whole character.
@@ -1441,7 +1531,12 @@ mod tests {
             let related = dot(q, &passages[i]);
             for (j, p) in passages.iter().enumerate().filter(|(j, _)| *j != i) {
                 let unrelated = dot(q, p);
-                assert!(related > unrelated, "{:?}: related {related:.3} <= {unrelated:.3} for {:?}", pairs[i].0, pairs[j].1);
+                assert!(
+                    related > unrelated,
+                    "{:?}: related {related:.3} <= {unrelated:.3} for {:?}",
+                    pairs[i].0,
+                    pairs[j].1
+                );
             }
         }
         // Tokens: no special tokens added, spans on the text, truncation off.
@@ -1508,7 +1603,8 @@ mod tests {
             let fast: Vec<(u32, Range<usize>)> = t.ids(text).into_iter().zip(t.spans(text)).collect();
             let reference = t.reference(text);
             if fast != reference {
-                let at = fast.iter().zip(&reference).position(|(a, b)| a != b).unwrap_or(fast.len().min(reference.len()));
+                let at =
+                    fast.iter().zip(&reference).position(|(a, b)| a != b).unwrap_or(fast.len().min(reference.len()));
                 panic!(
                     "differs at token {at} of {:?}...: fast {:?} vs reference {:?}",
                     &text.chars().take(60).collect::<String>(),
@@ -1572,7 +1668,11 @@ mod tests {
                     }
                 })
             });
-            println!("embed, {threads} thread(s): {:.0} chunks/s, {:.2} MB/s", refs.len() as f64 / secs, bytes as f64 / 1e6 / secs);
+            println!(
+                "embed, {threads} thread(s): {:.0} chunks/s, {:.2} MB/s",
+                refs.len() as f64 / secs,
+                bytes as f64 / 1e6 / secs
+            );
         }
         let secs = best(&|| {
             refs.iter().map(|p| tokenizer.ids(p).len()).sum::<usize>();

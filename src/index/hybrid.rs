@@ -259,7 +259,12 @@ impl Mirror {
             entry.chunks = ids
                 .iter()
                 .zip(chunks)
-                .map(|(id, c)| MemChunk { id: *id, first_line: c.first_line as u32, last_line: c.last_line as u32, words: c.words.len() as u32 })
+                .map(|(id, c)| MemChunk {
+                    id: *id,
+                    first_line: c.first_line as u32,
+                    last_line: c.last_line as u32,
+                    words: c.words.len() as u32,
+                })
                 .collect();
         }
         if self.chunks && self.vectors && !chunks.is_empty() {
@@ -267,7 +272,10 @@ impl Mirror {
             if self.dims == 0 {
                 self.dims = dims;
             }
-            if dims > 0 && dims == self.dims && chunks.iter().all(|c| c.vector.as_ref().is_some_and(|v| v.len() == dims)) {
+            if dims > 0
+                && dims == self.dims
+                && chunks.iter().all(|c| c.vector.as_ref().is_some_and(|v| v.len() == dims))
+            {
                 for c in chunks {
                     sign_code(c.vector.iter().flatten().map(|v| *v > 0.0), &mut entry.codes, dims);
                 }
@@ -390,7 +398,11 @@ fn agreement(a: &[u64], b: &[u64], dims: usize) -> u32 {
 }
 
 impl Index {
-    pub fn open(path: &Path, vectorizer: Option<Arc<dyn Vectorizer>>, chunker: Arc<dyn Chunker>) -> anyhow::Result<Index> {
+    pub fn open(
+        path: &Path,
+        vectorizer: Option<Arc<dyn Vectorizer>>,
+        chunker: Arc<dyn Chunker>,
+    ) -> anyhow::Result<Index> {
         Ok(Index {
             store: Mutex::new(IndexStore::open(path)?),
             vectorizer,
@@ -436,14 +448,17 @@ impl Index {
             *mirror = Mirror { epoch, ..Mirror::default() };
             store.all_files(|f| {
                 if let Ok(blob) = <Sha>::try_from(f.blob.as_slice()) {
-                    let entry = FileEntry { rowid: f.rowid, blob, size: f.size, mtime: f.mtime, mark: AtomicU32::new(epoch) };
+                    let entry =
+                        FileEntry { rowid: f.rowid, blob, size: f.size, mtime: f.mtime, mark: AtomicU32::new(epoch) };
                     mirror.files.insert(f.path, entry);
                 }
             })?;
             let current = self.current();
             store.all_blobs(|sha, embedder| {
                 if let Ok(sha) = <Sha>::try_from(sha.as_slice()) {
-                    mirror.blobs.insert(sha, BlobEntry { current: embedder.as_deref() == current, ..BlobEntry::default() });
+                    mirror
+                        .blobs
+                        .insert(sha, BlobEntry { current: embedder.as_deref() == current, ..BlobEntry::default() });
                 }
             })?;
             mirror.version = Some(version);
@@ -454,7 +469,12 @@ impl Index {
             }
             store.all_chunks(|blob, c| {
                 if let Some(entry) = mirror.blobs.get_mut(blob) {
-                    entry.chunks.push(MemChunk { id: c.id, first_line: c.first_line as u32, last_line: c.last_line as u32, words: c.words as u32 });
+                    entry.chunks.push(MemChunk {
+                        id: c.id,
+                        first_line: c.first_line as u32,
+                        last_line: c.last_line as u32,
+                        words: c.words as u32,
+                    });
                 }
             })?;
             for blob in mirror.blobs.values_mut() {
@@ -530,8 +550,12 @@ impl Index {
             Some(v) => {
                 let texts: Vec<&str> = pieces.iter().map(|p| p.2.as_str()).collect();
                 match (v.embed(&texts), self.chunker.tokenizer()) {
-                    (Ok(vectors), _) if vectors.len() == texts.len() => pieces.into_iter().zip(vectors.into_iter().map(Some)).collect(),
-                    (Err(e), Some(tokenizer)) if is_too_long(&e) => pieces.into_iter().flat_map(|p| fitted(&**v, tokenizer, p)).collect(),
+                    (Ok(vectors), _) if vectors.len() == texts.len() => {
+                        pieces.into_iter().zip(vectors.into_iter().map(Some)).collect()
+                    }
+                    (Err(e), Some(tokenizer)) if is_too_long(&e) => {
+                        pieces.into_iter().flat_map(|p| fitted(&**v, tokenizer, p)).collect()
+                    }
                     _ => pieces.into_iter().map(|p| (p, None)).collect(),
                 }
             }
@@ -539,13 +563,24 @@ impl Index {
         };
         embedded
             .into_iter()
-            .map(|((first_line, last_line, text), vector)| NewChunk { first_line, last_line, words: words(&text), vector, text })
+            .map(|((first_line, last_line, text), vector)| NewChunk {
+                first_line,
+                last_line,
+                words: words(&text),
+                vector,
+                text,
+            })
             .collect()
     }
 
     /// Stores a blob's chunks unless it is already indexed with the current
     /// vectorizer; answers how many chunks it made.
-    fn ensure_blob(&self, store: &IndexStore, sha: &Sha, chunks: impl FnOnce() -> Vec<NewChunk>) -> anyhow::Result<usize> {
+    fn ensure_blob(
+        &self,
+        store: &IndexStore,
+        sha: &Sha,
+        chunks: impl FnOnce() -> Vec<NewChunk>,
+    ) -> anyhow::Result<usize> {
         if self.mirror().is_current(sha) {
             return Ok(0);
         }
@@ -690,7 +725,10 @@ impl Index {
             let mut walks = walks();
             walks.retain(|w| w.key != key);
             let made = std::time::Instant::now();
-            walks.insert(0, Walked { key, changes, version, store_changes: store.total_changes(), made, seen: seen.clone() });
+            walks.insert(
+                0,
+                Walked { key, changes, version, store_changes: store.total_changes(), made, seen: seen.clone() },
+            );
             walks.truncate(WALKS_KEPT);
         }
         Ok(seen)
@@ -785,7 +823,9 @@ impl Index {
                     };
                     let old = self.mirror().files.get(real.as_str()).map(|f| (f.rowid, f.blob, f.size, f.mtime));
                     let rowid = match old {
-                        Some((rowid, blob, old_size, old_mtime)) if blob == sha && old_size == size && old_mtime == mtime => {
+                        Some((rowid, blob, old_size, old_mtime))
+                            if blob == sha && old_size == size && old_mtime == mtime =>
+                        {
                             if let Some(f) = self.mirror().files.get(real.as_str()) {
                                 f.mark.store(epoch, Ordering::Relaxed);
                             }
@@ -824,7 +864,9 @@ impl Index {
                     mirror
                         .files
                         .iter()
-                        .filter(|(path, f)| f.mark.load(Ordering::Relaxed) != epoch && is_under(path, root_real.as_str()))
+                        .filter(|(path, f)| {
+                            f.mark.load(Ordering::Relaxed) != epoch && is_under(path, root_real.as_str())
+                        })
                         .filter(|(path, _)| VPath::parse(path).is_ok_and(|p| access.level(&p).can_read()))
                         .map(|(path, f)| (path.clone(), f.blob))
                         .collect()
@@ -893,7 +935,14 @@ impl Index {
     }
 
     /// Ranks the visible passages under `root` for `query` by the chosen rankings, fused.
-    pub fn search_with(&self, access: &Access, root: &Target, query: &str, limit: usize, rankings: Rankings) -> anyhow::Result<Vec<Hit>> {
+    pub fn search_with(
+        &self,
+        access: &Access,
+        root: &Target,
+        query: &str,
+        limit: usize,
+        rankings: Rankings,
+    ) -> anyhow::Result<Vec<Hit>> {
         let started = std::time::Instant::now();
         let mut times = Vec::new();
         let mut lap = |what: &'static str| times.push((what, started.elapsed()));
@@ -1012,10 +1061,17 @@ impl Index {
                         .iter()
                         .map(|u| {
                             let at = u.index as usize * words;
-                            u.blob.codes.get(at..at + words).map_or(u16::MAX, |code| agreement(code, &q_code, dims) as u16)
+                            u.blob
+                                .codes
+                                .get(at..at + words)
+                                .map_or(u16::MAX, |code| agreement(code, &q_code, dims) as u16)
                         })
                         .collect();
-                    let candidates = if rankings.exact_meaning { select_all(&agree) } else { select_most(&agree, dims, RERANK, &order) };
+                    let candidates = if rankings.exact_meaning {
+                        select_all(&agree)
+                    } else {
+                        select_most(&agree, dims, RERANK, &order)
+                    };
                     lap("codes");
                     let (q, q_scale) = quantize(&q);
                     let mut exact: HashMap<i64, f64> = HashMap::with_capacity(candidates.len());
@@ -1028,7 +1084,9 @@ impl Index {
                             None => {
                                 row.clear();
                                 let score = match store.vector(id, &mut row)? {
-                                    Some(scale) if row.len() == dims => f64::from(dot_i8(&row, &q)) * f64::from(scale) * f64::from(q_scale),
+                                    Some(scale) if row.len() == dims => {
+                                        f64::from(dot_i8(&row, &q)) * f64::from(scale) * f64::from(q_scale)
+                                    }
                                     _ => 0.0,
                                 };
                                 exact.insert(id, score);
@@ -1077,7 +1135,11 @@ fn is_too_long(e: &anyhow::Error) -> bool {
 /// vectorizer refuses a part for its length: the parts with their vectors, or
 /// the passage whole without one when the vectorizer fails otherwise or a
 /// single character is refused.
-fn fitted(v: &dyn Vectorizer, tokenizer: &dyn super::chunk::Tokenizer, passage: Passage) -> Vec<(Passage, Option<Vec<f32>>)> {
+fn fitted(
+    v: &dyn Vectorizer,
+    tokenizer: &dyn super::chunk::Tokenizer,
+    passage: Passage,
+) -> Vec<(Passage, Option<Vec<f32>>)> {
     let (first_line, last_line, text) = passage;
     // Offsets and the token count are relative to the passage and not read back.
     let piece = super::chunk::Piece { start: 0, end: text.len(), first_line, last_line, tokens: 0, text };
@@ -1110,10 +1172,11 @@ fn query_terms(query: &str) -> Vec<String> {
 
 /// English function words, left out of a query's word rankings (see `query_terms`).
 const STOP: [&str; 64] = [
-    "a", "an", "the", "of", "to", "in", "on", "for", "and", "or", "is", "are", "be", "by", "with", "as", "at", "it", "its",
-    "this", "that", "from", "when", "if", "into", "not", "no", "do", "does", "how", "what", "which", "where", "we", "you",
-    "can", "will", "all", "any", "such", "than", "then", "there", "these", "those", "was", "were", "has", "have", "had",
-    "should", "would", "may", "so", "but", "also", "only", "our", "your", "their", "them", "they", "i", "s",
+    "a", "an", "the", "of", "to", "in", "on", "for", "and", "or", "is", "are", "be", "by", "with", "as", "at", "it",
+    "its", "this", "that", "from", "when", "if", "into", "not", "no", "do", "does", "how", "what", "which", "where",
+    "we", "you", "can", "will", "all", "any", "such", "than", "then", "there", "these", "those", "was", "were", "has",
+    "have", "had", "should", "would", "may", "so", "but", "also", "only", "our", "your", "their", "them", "they", "i",
+    "s",
 ];
 
 /// One ranking unit: a chunk of a visible file.
@@ -1152,7 +1215,8 @@ fn select_most(agree: &[u16], dims: usize, n: usize, order: &dyn Fn(u32, u32) ->
         }
         t -= 1;
     }
-    let mut out: Vec<u32> = (0..agree.len() as u32).filter(|i| agree[*i as usize] != u16::MAX && agree[*i as usize] as usize > t).collect();
+    let mut out: Vec<u32> =
+        (0..agree.len() as u32).filter(|i| agree[*i as usize] != u16::MAX && agree[*i as usize] as usize > t).collect();
     let mut ties: Vec<u32> = (0..agree.len() as u32).filter(|i| agree[*i as usize] as usize == t).collect();
     let room = n - out.len();
     if ties.len() > room {
@@ -1254,12 +1318,20 @@ mod tests {
             "topics"
         }
         fn embed(&self, texts: &[&str]) -> anyhow::Result<Vec<Vec<f32>>> {
-            const TOPICS: [&[&str]; 4] = [&["upload", "send", "transfer"], &["retry", "again", "backoff"], &["disk", "file"], &["colour", "paint"]];
+            const TOPICS: [&[&str]; 4] = [
+                &["upload", "send", "transfer"],
+                &["retry", "again", "backoff"],
+                &["disk", "file"],
+                &["colour", "paint"],
+            ];
             Ok(texts
                 .iter()
                 .map(|t| {
                     let w = words(t);
-                    let mut v: Vec<f32> = TOPICS.iter().map(|topic| w.iter().filter(|x| topic.contains(&x.as_str())).count() as f32).collect();
+                    let mut v: Vec<f32> = TOPICS
+                        .iter()
+                        .map(|topic| w.iter().filter(|x| topic.contains(&x.as_str())).count() as f32)
+                        .collect();
                     v.push(0.1);
                     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
                     v.iter_mut().for_each(|x| *x /= norm);
@@ -1281,11 +1353,17 @@ mod tests {
         let agree: Vec<u16> = (0..5000)
             .map(|_| {
                 state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                if state >> 60 == 0 { u16::MAX } else { ((state >> 33) % 40) as u16 }
+                if state >> 60 == 0 {
+                    u16::MAX
+                } else {
+                    ((state >> 33) % 40) as u16
+                }
             })
             .collect();
         // An order unrelated to the index, so ties are not settled by position.
-        let order = |a: u32, b: u32| (a.wrapping_mul(2654435761) % 1000).cmp(&(b.wrapping_mul(2654435761) % 1000)).then(a.cmp(&b));
+        let order = |a: u32, b: u32| {
+            (a.wrapping_mul(2654435761) % 1000).cmp(&(b.wrapping_mul(2654435761) % 1000)).then(a.cmp(&b))
+        };
         for n in [1, 10, 500, 4000, 6000] {
             let mut expected = select_all(&agree);
             expected.sort_by(|a, b| agree[*b as usize].cmp(&agree[*a as usize]).then_with(|| order(*a, *b)));
@@ -1302,8 +1380,14 @@ mod tests {
         assert_eq!(Rankings::parse("").unwrap(), Rankings::ALL);
         assert_eq!(Rankings::parse("fused").unwrap(), Rankings::ALL);
         assert_eq!(Rankings::parse("words").unwrap(), Rankings { words: true, ..Rankings::NONE });
-        assert_eq!(Rankings::parse("meaning+paths").unwrap(), Rankings { meaning: true, paths: true, ..Rankings::NONE });
-        assert_eq!(Rankings::parse("meaning+exact").unwrap(), Rankings { meaning: true, exact_meaning: true, ..Rankings::NONE });
+        assert_eq!(
+            Rankings::parse("meaning+paths").unwrap(),
+            Rankings { meaning: true, paths: true, ..Rankings::NONE }
+        );
+        assert_eq!(
+            Rankings::parse("meaning+exact").unwrap(),
+            Rankings { meaning: true, exact_meaning: true, ..Rankings::NONE }
+        );
         assert_eq!(Rankings::parse("exact").unwrap(), Rankings { exact_meaning: true, ..Rankings::ALL });
         assert!(Rankings::parse("vibes").is_err());
     }
@@ -1322,7 +1406,10 @@ mod tests {
         assert_eq!(first[0].path.as_str(), "/w/net.rs");
         // Words alone find nothing: no passage holds "retry" or "upload".
         let words_only = Rankings { words: true, ..Rankings::NONE };
-        assert!(index_with(dir.path(), true).search_with(&access, &root, "retry upload", 3, words_only).unwrap().is_empty());
+        assert!(index_with(dir.path(), true)
+            .search_with(&access, &root, "retry upload", 3, words_only)
+            .unwrap()
+            .is_empty());
         // A new process reads the vectors back from the store.
         let again = index_with(dir.path(), true).search_with(&access, &root, "retry upload", 3, meaning).unwrap();
         assert_eq!(first, again);
@@ -1337,7 +1424,9 @@ mod tests {
         }
         fn embed(&self, texts: &[&str]) -> anyhow::Result<Vec<Vec<f32>>> {
             if let Some((index, text)) = texts.iter().enumerate().find(|(_, t)| words(t).len() > self.0) {
-                return Err(super::super::embed::EmbedError::TooLong { index, tokens: words(text).len(), max: self.0 }.into());
+                return Err(
+                    super::super::embed::EmbedError::TooLong { index, tokens: words(text).len(), max: self.0 }.into()
+                );
             }
             Topics.embed(texts)
         }
@@ -1371,7 +1460,8 @@ mod tests {
     fn files_written_together_are_all_indexed_in_order_and_binary_ones_skipped() {
         let dir = tempfile::tempdir().unwrap();
         let index = index_with(dir.path(), true);
-        let (a, b, bin) = (VPath::parse("/w/a.md").unwrap(), VPath::parse("/w/b.md").unwrap(), VPath::parse("/w/x.bin").unwrap());
+        let (a, b, bin) =
+            (VPath::parse("/w/a.md").unwrap(), VPath::parse("/w/b.md").unwrap(), VPath::parse("/w/x.bin").unwrap());
         let files: [(&VPath, &[u8], Option<&str>); 4] = [
             (&a, b"first version of a\n", Some("agent-one")),
             (&b, b"retry the upload again\n", None),
@@ -1401,7 +1491,12 @@ mod tests {
         let narrow = access(fs.clone(), &[("/w", Level::Ro), ("/w/s", Level::None)]);
         let paths = |access: &Access| -> Vec<String> {
             let root = access.target("/w", Need::Look).unwrap();
-            index.search(access, &root, "uploads", 10).unwrap().iter().map(|h| format!("{}:{}", h.path, h.text.trim())).collect()
+            index
+                .search(access, &root, "uploads", 10)
+                .unwrap()
+                .iter()
+                .map(|h| format!("{}:{}", h.path, h.text.trim()))
+                .collect()
         };
         assert_eq!(paths(&wide).len(), 2);
         // The narrower view is another key: its own walk, which hides /w/s.
@@ -1432,7 +1527,9 @@ mod tests {
         let index = index_with(dir.path(), false);
         let access = access(fs.clone(), &[("/w", Level::Ro)]);
         let root = access.target("/w", Need::Look).unwrap();
-        let texts = |query: &str| -> Vec<String> { index.search(&access, &root, query, 10).unwrap().into_iter().map(|h| h.text).collect() };
+        let texts = |query: &str| -> Vec<String> {
+            index.search(&access, &root, query, 10).unwrap().into_iter().map(|h| h.text).collect()
+        };
         assert_eq!(texts("alpha"), vec!["the alpha protocol is here\n"]);
         fs.add_file("/w/a.md", "the omega protocol replaced it\n");
         index.note_written(&VPath::parse("/w/a.md").unwrap(), b"the omega protocol replaced it\n", None).unwrap();
@@ -1487,7 +1584,10 @@ mod tests {
         let calls = std::cell::Cell::new(0);
         let done = index.build_with(&access, &root, &|_| calls.set(calls.get() + 1)).unwrap();
         assert!(calls.get() >= 1);
-        assert_eq!((done.found, done.done, done.indexed, done.skipped, done.removed, done.walked), (3, 3, 2, 1, 0, true));
+        assert_eq!(
+            (done.found, done.done, done.indexed, done.skipped, done.removed, done.walked),
+            (3, 3, 2, 1, 0, true)
+        );
         assert_eq!(done.chunks, 2);
         fs.remove("/w/c.md");
         let done = index.build_with(&access, &root, &|_| {}).unwrap();

@@ -92,7 +92,11 @@ impl EmbedderChoice {
     /// server); without either, the static table. `model` (`--embedder-model`)
     /// wins over the configured model. A configured value that is not an
     /// embedder means words only, said once.
-    pub fn resolve(flag: Option<EmbedderChoice>, model: Option<String>, configured: impl Fn(&str) -> Option<String>) -> EmbedderChoice {
+    pub fn resolve(
+        flag: Option<EmbedderChoice>,
+        model: Option<String>,
+        configured: impl Fn(&str) -> Option<String>,
+    ) -> EmbedderChoice {
         let choice = match flag {
             Some(choice) => choice,
             None => match configured("embedder").map(|text| text.parse::<EmbedderChoice>()) {
@@ -105,7 +109,9 @@ impl EmbedderChoice {
             },
         };
         match choice {
-            EmbedderChoice::Http { url, model: None } => EmbedderChoice::Http { url, model: model.or_else(|| configured("embedder_model")) },
+            EmbedderChoice::Http { url, model: None } => {
+                EmbedderChoice::Http { url, model: model.or_else(|| configured("embedder_model")) }
+            }
             other => other,
         }
     }
@@ -116,7 +122,10 @@ impl EmbedderChoice {
 /// means words only with the bytes/2 stand-in for counting tokens, said once
 /// (the static table keeps its tokenizer for chunking when only it is asked
 /// for); an embedder that fails later says so once too.
-pub fn models(choice: &EmbedderChoice, data_dir: &Path) -> (Option<Arc<dyn hybrid::Vectorizer>>, Arc<dyn chunk::Tokenizer>) {
+pub fn models(
+    choice: &EmbedderChoice,
+    data_dir: &Path,
+) -> (Option<Arc<dyn hybrid::Vectorizer>>, Arc<dyn chunk::Tokenizer>) {
     let words_only = || (None, Arc::new(chunk::HalfBytes) as Arc<dyn chunk::Tokenizer>);
     let embedder: Arc<dyn embed::Embedder> = match choice {
         EmbedderChoice::None => return words_only(),
@@ -204,7 +213,10 @@ mod tests {
         assert_eq!(url.parse(), Ok(EmbedderChoice::Http { url: url.into(), model: None }));
         assert_eq!(EmbedderChoice::Http { url: url.into(), model: None }.to_string(), url);
         let error = "https://api.example/v1".parse::<EmbedderChoice>().unwrap_err();
-        assert_eq!(error, "\"https://api.example/v1\" is not an embedder; use static, minilm, none or an http://HOST:PORT URL");
+        assert_eq!(
+            error,
+            "\"https://api.example/v1\" is not an embedder; use static, minilm, none or an http://HOST:PORT URL"
+        );
     }
 
     #[test]
@@ -214,7 +226,10 @@ mod tests {
         };
         assert_eq!(EmbedderChoice::resolve(None, None, config(&[])), EmbedderChoice::Static);
         assert_eq!(EmbedderChoice::resolve(None, None, config(&[("embedder", "minilm")])), EmbedderChoice::MiniLm);
-        assert_eq!(EmbedderChoice::resolve(Some(EmbedderChoice::None), None, config(&[("embedder", "minilm")])), EmbedderChoice::None);
+        assert_eq!(
+            EmbedderChoice::resolve(Some(EmbedderChoice::None), None, config(&[("embedder", "minilm")])),
+            EmbedderChoice::None
+        );
         let server = config(&[("embedder", "http://localhost:8080/v1"), ("embedder_model", "nomic")]);
         let from_config = EmbedderChoice::Http { url: "http://localhost:8080/v1".into(), model: Some("nomic".into()) };
         assert_eq!(EmbedderChoice::resolve(None, None, server), from_config);
@@ -274,7 +289,10 @@ mod tests {
         };
         let long = "one two three four five six seven eight";
         // As many tokens as the embedder takes, cut before the first one left out.
-        assert_eq!(query(5, 5, long), (Some(vec![5.0, 1.0]), vec![long.to_owned(), "one two three four five".to_owned()]));
+        assert_eq!(
+            query(5, 5, long),
+            (Some(vec![5.0, 1.0]), vec![long.to_owned(), "one two three four five".to_owned()])
+        );
         // A server refusing below the embedder's limit: halved until it takes the query's head.
         let (vector, asked) = query(5, 2, long);
         assert_eq!(vector, Some(vec![2.0, 1.0]));
@@ -285,7 +303,10 @@ mod tests {
         // The batch path is unchanged: a long text is refused, for the chunker to halve.
         let vectorizer = Reporting(Arc::new(Words { max: 5, server: 5, asked: Default::default() }));
         let refused = hybrid::Vectorizer::embed(&vectorizer, &[long]).unwrap_err();
-        assert!(matches!(refused.downcast_ref::<embed::EmbedError>(), Some(embed::EmbedError::TooLong { tokens: 8, max: 5, .. })));
+        assert!(matches!(
+            refused.downcast_ref::<embed::EmbedError>(),
+            Some(embed::EmbedError::TooLong { tokens: 8, max: 5, .. })
+        ));
     }
 
     #[test]
@@ -294,7 +315,9 @@ mod tests {
             eprintln!("note: models/minilm is not installed (scripts/build-embedder installs it); skipping");
             return;
         }
-        let (Some(vectorizer), _) = models(&EmbedderChoice::MiniLm, Path::new("/nonexistent")) else { panic!("minilm is installed but did not load") };
+        let (Some(vectorizer), _) = models(&EmbedderChoice::MiniLm, Path::new("/nonexistent")) else {
+            panic!("minilm is installed but did not load")
+        };
         // About 600 tokens: "open the file" is three, so its first 170 repeats are the 510 the model takes.
         let query = format!("{}resize the picture", "open the file ".repeat(198));
         assert!(vectorizer.embed(&[query.as_str()]).is_err());

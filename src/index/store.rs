@@ -154,7 +154,9 @@ fn migrate(db: &Connection) -> anyhow::Result<()> {
         return Ok(());
     }
     let has_files: bool =
-        db.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'files'", [], |r| r.get::<_, i64>(0))? > 0;
+        db.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'files'", [], |r| {
+            r.get::<_, i64>(0)
+        })? > 0;
     db.execute_batch("BEGIN IMMEDIATE")?;
     let result = (|| -> anyhow::Result<()> {
         // Another process may have migrated while this one waited for the lock.
@@ -175,7 +177,8 @@ fn migrate(db: &Connection) -> anyhow::Result<()> {
         if has_files {
             // Read every file again on its next refresh; its blob is gone.
             db.execute("UPDATE files SET mtime = -2", [])?;
-            let paths: Vec<String> = db.prepare("SELECT path FROM files")?.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
+            let paths: Vec<String> =
+                db.prepare("SELECT path FROM files")?.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
             for path in &paths {
                 refresh_meta(db, path)?;
             }
@@ -289,7 +292,14 @@ impl IndexStore {
 
     /// Records a file's content (and keeps its tags), refreshing its
     /// path-and-tags terms; answers the file's rowid.
-    pub fn put_file(&self, path: &str, blob: &[u8], size: i64, mtime: i64, created_by: Option<&str>) -> anyhow::Result<i64> {
+    pub fn put_file(
+        &self,
+        path: &str,
+        blob: &[u8],
+        size: i64,
+        mtime: i64,
+        created_by: Option<&str>,
+    ) -> anyhow::Result<i64> {
         let before: Option<(i64, Option<String>)> = self
             .db
             .prepare_cached("SELECT rowid, created_by FROM files WHERE path = ?1")?
@@ -326,8 +336,11 @@ impl IndexStore {
     }
 
     pub fn remove_file(&self, path: &str) -> anyhow::Result<()> {
-        let rowid: Option<i64> =
-            self.db.prepare_cached("SELECT rowid FROM files WHERE path = ?1")?.query_row([path], |r| r.get(0)).optional()?;
+        let rowid: Option<i64> = self
+            .db
+            .prepare_cached("SELECT rowid FROM files WHERE path = ?1")?
+            .query_row([path], |r| r.get(0))
+            .optional()?;
         if let Some(rowid) = rowid {
             self.db.prepare_cached("DELETE FROM meta_terms WHERE rowid = ?1")?.execute([rowid])?;
             self.db.prepare_cached("DELETE FROM files WHERE rowid = ?1")?.execute([rowid])?;
@@ -337,7 +350,11 @@ impl IndexStore {
 
     /// The files' rowids by path, for the path-and-tags ranking.
     pub fn file_rowid(&self, path: &str) -> anyhow::Result<Option<i64>> {
-        Ok(self.db.prepare_cached("SELECT rowid FROM files WHERE path = ?1")?.query_row([path], |r| r.get(0)).optional()?)
+        Ok(self
+            .db
+            .prepare_cached("SELECT rowid FROM files WHERE path = ?1")?
+            .query_row([path], |r| r.get(0))
+            .optional()?)
     }
 
     pub fn has_blob(&self, sha: &[u8]) -> anyhow::Result<bool> {
@@ -346,7 +363,11 @@ impl IndexStore {
 
     /// The embedder a blob's vectors were made with (`None`: words only).
     pub fn blob_embedder(&self, sha: &[u8]) -> anyhow::Result<Option<Option<String>>> {
-        Ok(self.db.prepare_cached("SELECT embedder FROM blobs WHERE sha = ?1")?.query_row([sha], |r| r.get(0)).optional()?)
+        Ok(self
+            .db
+            .prepare_cached("SELECT embedder FROM blobs WHERE sha = ?1")?
+            .query_row([sha], |r| r.get(0))
+            .optional()?)
     }
 
     /// Every blob with the embedder it was made with.
@@ -388,8 +409,16 @@ impl IndexStore {
         let mut ids = Vec::with_capacity(chunks.len());
         for chunk in chunks {
             self.db
-                .prepare_cached("INSERT INTO chunks (blob, first_line, last_line, words, text) VALUES (?1, ?2, ?3, ?4, ?5)")?
-                .execute(params![sha, chunk.first_line as i64, chunk.last_line as i64, chunk.words.len() as i64, chunk.text])?;
+                .prepare_cached(
+                    "INSERT INTO chunks (blob, first_line, last_line, words, text) VALUES (?1, ?2, ?3, ?4, ?5)",
+                )?
+                .execute(params![
+                    sha,
+                    chunk.first_line as i64,
+                    chunk.last_line as i64,
+                    chunk.words.len() as i64,
+                    chunk.text
+                ])?;
             let id = self.db.last_insert_rowid();
             if let Some(vector) = &chunk.vector {
                 self.db
@@ -464,8 +493,11 @@ impl IndexStore {
 
     /// A chunk's vector as stored (quantised), back as `f32`.
     pub fn chunk_vector(&self, id: i64) -> anyhow::Result<Option<Vec<f32>>> {
-        let bytes: Option<Vec<u8>> =
-            self.db.prepare_cached("SELECT vector FROM chunk_vectors WHERE id = ?1")?.query_row([id], |r| r.get(0)).optional()?;
+        let bytes: Option<Vec<u8>> = self
+            .db
+            .prepare_cached("SELECT vector FROM chunk_vectors WHERE id = ?1")?
+            .query_row([id], |r| r.get(0))
+            .optional()?;
         let Some(bytes) = bytes else { return Ok(None) };
         let mut q = Vec::new();
         let scale = decode_vector(&bytes, &mut q).unwrap_or(0.0);
@@ -572,7 +604,8 @@ mod tests {
             words: crate::tools::search::words(text),
             vector: Some(vec![0.5, -0.25]),
         };
-        let ids = store.put_blob(&sha, Some("test"), &[chunk("retry failedUpload retry"), chunk("other words")]).unwrap();
+        let ids =
+            store.put_blob(&sha, Some("test"), &[chunk("retry failedUpload retry"), chunk("other words")]).unwrap();
         store.put_file("/a/x.rs", &sha, 10, 1, Some("agent")).unwrap();
         store.put_file("/a/y.rs", &sha, 10, 1, None).unwrap();
         assert!(store.has_blob(&sha).unwrap());

@@ -82,9 +82,16 @@ pub fn serve(handler: impl Fn(&Request) -> Answer + Send + 'static) -> FakeServe
             seen2.lock().unwrap_or_else(|e| e.into_inner()).push(request);
             let answer = if chunked {
                 let (a, b) = text.split_at(text.len() / 2);
-                format!("HTTP/1.1 {status} X\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n", a.len(), b.len())
+                format!(
+                    "HTTP/1.1 {status} X\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n",
+                    a.len(),
+                    b.len()
+                )
             } else {
-                format!("HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{text}", text.len())
+                format!(
+                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{text}",
+                    text.len()
+                )
             };
             stream.write_all(answer.as_bytes()).ok();
         }
@@ -106,8 +113,10 @@ fn read_request(stream: &mut impl Read) -> Option<Request> {
         let head = String::from_utf8_lossy(&raw[..end]).into_owned();
         let mut lines = head.split("\r\n");
         let path = lines.next().unwrap_or("").split_whitespace().nth(1).unwrap_or("").to_owned();
-        let headers: Vec<(String, String)> =
-            lines.filter_map(|l| l.split_once(':')).map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned())).collect();
+        let headers: Vec<(String, String)> = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+            .collect();
         let length = headers.iter().find(|(n, _)| n == "content-length").and_then(|(_, v)| v.parse().ok()).unwrap_or(0);
         if raw.len() >= end + 4 + length {
             let body = serde_json::from_slice(&raw[end + 4..end + 4 + length]).unwrap_or(serde_json::Value::Null);
@@ -126,14 +135,22 @@ pub fn llama_cpp(vector: fn(&str) -> Vec<f32>, new_format: bool, max_words: usiz
         let content = request.body["content"].as_str().unwrap_or("");
         match request.path.as_str() {
             "/tokenize" => {
-                let tokens: Vec<serde_json::Value> =
-                    content.split_whitespace().enumerate().map(|(i, w)| serde_json::json!({"id": i, "piece": format!(" {w}")})).collect();
+                let tokens: Vec<serde_json::Value> = content
+                    .split_whitespace()
+                    .enumerate()
+                    .map(|(i, w)| serde_json::json!({"id": i, "piece": format!(" {w}")}))
+                    .collect();
                 (200, serde_json::json!({ "tokens": tokens }).to_string(), false)
             }
-            "/embedding" if content.split_whitespace().count() > max_words => {
-                (500, r#"{"error":{"code":500,"message":"input is too large to process. increase the physical batch size"}}"#.to_owned(), false)
+            "/embedding" if content.split_whitespace().count() > max_words => (
+                500,
+                r#"{"error":{"code":500,"message":"input is too large to process. increase the physical batch size"}}"#
+                    .to_owned(),
+                false,
+            ),
+            "/embedding" if new_format => {
+                (200, serde_json::json!([{"index": 0, "embedding": [vector(content)]}]).to_string(), true)
             }
-            "/embedding" if new_format => (200, serde_json::json!([{"index": 0, "embedding": [vector(content)]}]).to_string(), true),
             "/embedding" => (200, serde_json::json!({"embedding": vector(content)}).to_string(), false),
             _ => (404, "not found".to_owned(), false),
         }
@@ -152,12 +169,21 @@ pub fn openai(vector: fn(&str) -> Vec<f32>, model: &'static str, max_bytes: usiz
         if request.body["model"] != model {
             return (400, r#"{"error":{"message":"unknown model"}}"#.to_owned(), false);
         }
-        let inputs: Vec<&str> = request.body["input"].as_array().map(|a| a.iter().filter_map(|s| s.as_str()).collect()).unwrap_or_default();
+        let inputs: Vec<&str> =
+            request.body["input"].as_array().map(|a| a.iter().filter_map(|s| s.as_str()).collect()).unwrap_or_default();
         if inputs.iter().any(|t| t.len() > max_bytes) {
-            return (400, r#"{"error":{"message":"This model's maximum context length is 8 tokens"}}"#.to_owned(), false);
+            return (
+                400,
+                r#"{"error":{"message":"This model's maximum context length is 8 tokens"}}"#.to_owned(),
+                false,
+            );
         }
-        let data: Vec<serde_json::Value> =
-            inputs.iter().enumerate().rev().map(|(i, t)| serde_json::json!({"object": "embedding", "index": i, "embedding": vector(t)})).collect();
+        let data: Vec<serde_json::Value> = inputs
+            .iter()
+            .enumerate()
+            .rev()
+            .map(|(i, t)| serde_json::json!({"object": "embedding", "index": i, "embedding": vector(t)}))
+            .collect();
         (200, serde_json::json!({"object": "list", "data": data}).to_string(), false)
     })
 }

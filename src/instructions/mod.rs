@@ -102,7 +102,9 @@ impl UserConfig {
         }
         match serde_json::from_str::<File>(&text) {
             Ok(file) => (file.instructions.iter().map(|p| dir.join(p)).collect(), Vec::new()),
-            Err(e) => (Vec::new(), vec![format!("{} is not valid ({e}); its instructions were not loaded.", path.display())]),
+            Err(e) => {
+                (Vec::new(), vec![format!("{} is not valid ({e}); its instructions were not loaded.", path.display())])
+            }
         }
     }
 }

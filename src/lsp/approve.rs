@@ -39,11 +39,13 @@ impl Approver for LspApprover {
             // would panic here, so the prompt goes on a thread of ours.
             tracing::warn!("an approval was asked from the runtime");
             return std::thread::scope(|scope| {
-                let asked = std::thread::Builder::new().name("ctxfs-prompt".into()).spawn_scoped(scope, || self.prompt(request));
+                let asked = std::thread::Builder::new()
+                    .name("ctxfs-prompt".into())
+                    .spawn_scoped(scope, || self.prompt(request));
                 match asked {
-                    Ok(thread) => thread
-                        .join()
-                        .unwrap_or_else(|_| Approval::Dismissed { why: "the prompt failed".into() }),
+                    Ok(thread) => {
+                        thread.join().unwrap_or_else(|_| Approval::Dismissed { why: "the prompt failed".into() })
+                    }
                     Err(e) => Approval::Dismissed { why: format!("the prompt could not be shown ({e})") },
                 }
             });
@@ -70,9 +72,10 @@ impl LspApprover {
         let answer = self.handle.block_on(async move {
             client.send_notification::<ApprovalRequestNotification>(notice).await;
             let asking = client.clone();
-            let mut prompt = tokio::spawn(async move {
-                asking.show_message_request(MessageType::WARNING, message, Some(actions)).await
-            });
+            let mut prompt =
+                tokio::spawn(
+                    async move { asking.show_message_request(MessageType::WARNING, message, Some(actions)).await },
+                );
             match tokio::time::timeout(wait, &mut prompt).await {
                 Ok(Ok(answer)) => {
                     if let Ok(Some(item)) = &answer {

@@ -28,12 +28,16 @@ pub struct LspBridge {
 
 fn lsp_edit(edit: TextEdit) -> tower_lsp_server::ls_types::TextEdit {
     let pos = |p: crate::vfs::overlay::Pos| Position { line: p.line, character: p.col };
-    tower_lsp_server::ls_types::TextEdit { range: Range { start: pos(edit.start), end: pos(edit.end) }, new_text: edit.text }
+    tower_lsp_server::ls_types::TextEdit {
+        range: Range { start: pos(edit.start), end: pos(edit.end) },
+        new_text: edit.text,
+    }
 }
 
 impl EditorBridge for LspBridge {
     fn apply(&self, doc: &DocRef, old: &str, new: &str) -> Result<(), String> {
-        let uri = Uri::from_str(&doc.uri).map_err(|e| format!("the editor's name of the file ({}) is not a URI: {e}", doc.uri))?;
+        let uri = Uri::from_str(&doc.uri)
+            .map_err(|e| format!("the editor's name of the file ({}) is not a URI: {e}", doc.uri))?;
         let edits: Vec<_> = text_edits(old, new, self.encoding).into_iter().map(lsp_edit).collect();
         let count = edits.len();
         let edit = if self.document_changes {

@@ -197,7 +197,10 @@ mod tests {
         let old: String = (0..10_000).map(|i| format!("line {i} of the text\n")).collect();
         let new = old.replace("line 5000 of", "line 5000 in");
         let edits = check(&old, &new);
-        assert_eq!(edits, vec![TextEdit { start: Pos { line: 5000, col: 10 }, end: Pos { line: 5000, col: 12 }, text: "in".into() }]);
+        assert_eq!(
+            edits,
+            vec![TextEdit { start: Pos { line: 5000, col: 10 }, end: Pos { line: 5000, col: 12 }, text: "in".into() }]
+        );
     }
 
     #[test]

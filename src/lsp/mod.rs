@@ -163,7 +163,10 @@ impl Worker {
     }
 
     /// Queues a job now (in the caller's order) and answers its result later.
-    fn submit<T: Send + 'static>(&self, job: impl FnOnce(&Session) -> T + Send + 'static) -> tokio::sync::oneshot::Receiver<T> {
+    fn submit<T: Send + 'static>(
+        &self,
+        job: impl FnOnce(&Session) -> T + Send + 'static,
+    ) -> tokio::sync::oneshot::Receiver<T> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let job: Job = Box::new(move |session| {
             let _ = tx.send(job(session));
@@ -255,7 +258,10 @@ impl Backend {
     async fn open_session(&self, params: OpenSessionParams) -> Result<OpenSessionResult> {
         let (setup, engine) = self.engine()?;
         let _opening = self.opening.lock().await;
-        let existing = params.resume.as_ref().and_then(|id| self.sessions.lock().unwrap_or_else(|e| e.into_inner()).get(id).cloned());
+        let existing = params
+            .resume
+            .as_ref()
+            .and_then(|id| self.sessions.lock().unwrap_or_else(|e| e.into_inner()).get(id).cloned());
         let worker = match existing {
             Some(worker) => worker,
             None => {
@@ -280,8 +286,12 @@ impl Backend {
                     handle: tokio::runtime::Handle::current(),
                     session: session.id().to_string(),
                 }));
-                let worker = Worker::start(session, &self.threads).map_err(|e| server_error(format!("cannot start the session: {e}")))?;
-                self.sessions.lock().unwrap_or_else(|e| e.into_inner()).insert(worker.session.id().to_string(), worker.clone());
+                let worker = Worker::start(session, &self.threads)
+                    .map_err(|e| server_error(format!("cannot start the session: {e}")))?;
+                self.sessions
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(worker.session.id().to_string(), worker.clone());
                 tracing::info!(session = worker.session.id(), "session opened");
                 worker
             }
@@ -363,7 +373,8 @@ impl Backend {
         self.engine()?;
         let worker = self.worker(&params.session)?;
         let to = params.to.clone();
-        let result = worker.submit(move |s| s.rewind(&to)).await.map_err(|_| server_error("the session's thread is gone"))?;
+        let result =
+            worker.submit(move |s| s.rewind(&to)).await.map_err(|_| server_error("the session's thread is gone"))?;
         result.map_err(Error::invalid_params)
     }
 
@@ -439,7 +450,8 @@ impl LanguageServer for Backend {
         };
         // Checked here, so a bad value fails `initialize` as a bad mode does.
         setup::approval_timeout(&options).map_err(|e| Error::invalid_params(format!("initializationOptions: {e}")))?;
-        setup::embedder_of(&self.defaults, &options).map_err(|e| Error::invalid_params(format!("initializationOptions: {e}")))?;
+        setup::embedder_of(&self.defaults, &options)
+            .map_err(|e| Error::invalid_params(format!("initializationOptions: {e}")))?;
         let mode = setup::mode_of(&self.defaults, &options);
         let encoding = encoding_of(&params);
         self.docs.set_encoding(encoding);
@@ -511,7 +523,9 @@ impl LanguageServer for Backend {
                     change: Some(TextDocumentSyncKind::INCREMENTAL),
                     ..Default::default()
                 })),
-                experimental: Some(serde_json::json!({"ctxfs": {"protocol": 1, "methods": methods, "notifications": notifications}})),
+                experimental: Some(
+                    serde_json::json!({"ctxfs": {"protocol": 1, "methods": methods, "notifications": notifications}}),
+                ),
                 ..Default::default()
             },
             server_info: Some(ServerInfo { name: "ctxfs".into(), version: Some(env!("CARGO_PKG_VERSION").into()) }),
@@ -527,7 +541,11 @@ impl LanguageServer for Backend {
                     Some(roots) => format!(", sessions narrowed to {} workspace folder(s)", roots.len()),
                     None => String::new(),
                 };
-                let edits = if setup.edits_in_editor { "edits of open files go through the editor" } else { "edits go to disk" };
+                let edits = if setup.edits_in_editor {
+                    "edits of open files go through the editor"
+                } else {
+                    "edits go to disk"
+                };
                 let text = format!(
                     "ctxfs {}: serving {}{narrowed}; {edits}; mode {}",
                     env!("CARGO_PKG_VERSION"),

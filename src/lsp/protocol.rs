@@ -522,7 +522,10 @@ pub fn schema_files() -> Vec<(String, String)> {
         out.push((format!("{name}.json"), serde_json::to_string_pretty(&value).expect("schemas serialise") + "\n"));
     }
     let options = schemars::schema_for!(InitializationOptions).to_value();
-    out.push(("initializationOptions.json".into(), serde_json::to_string_pretty(&options).expect("schemas serialise") + "\n"));
+    out.push((
+        "initializationOptions.json".into(),
+        serde_json::to_string_pretty(&options).expect("schemas serialise") + "\n",
+    ));
     out
 }
 
@@ -556,7 +559,10 @@ mod tests {
                 stale.push(format!("{name} (no such method)"));
             }
         }
-        assert!(stale.is_empty(), "stale protocol schemas: {stale:?}; regenerate with CTXFS_BLESS=1 cargo test --lib lsp::protocol");
+        assert!(
+            stale.is_empty(),
+            "stale protocol schemas: {stale:?}; regenerate with CTXFS_BLESS=1 cargo test --lib lsp::protocol"
+        );
     }
 
     #[test]

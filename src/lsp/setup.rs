@@ -78,7 +78,10 @@ pub fn approval_timeout(options: &InitializationOptions) -> Result<Option<Durati
 /// The embedder and server model in force: `initializationOptions`' (the
 /// embedder checked), else the command line's; `None` leaves the choice to
 /// config.json, else the static table (`Engine::choose_embedder`).
-pub fn embedder_of(defaults: &Defaults, options: &InitializationOptions) -> Result<(Option<EmbedderChoice>, Option<String>), String> {
+pub fn embedder_of(
+    defaults: &Defaults,
+    options: &InitializationOptions,
+) -> Result<(Option<EmbedderChoice>, Option<String>), String> {
     let embedder = match &options.embedder {
         Some(text) => Some(text.parse::<EmbedderChoice>().map_err(|e| format!("embedder: {e}"))?),
         None => defaults.embedder.clone(),
@@ -95,14 +98,25 @@ pub struct Built {
     pub describe: String,
 }
 
-pub fn build(defaults: &Defaults, options: &InitializationOptions, folders: &[PathBuf], docs: &Arc<Documents>) -> anyhow::Result<Built> {
-    let (embedder, model) = embedder_of(defaults, options).map_err(anyhow::Error::msg).context("initializationOptions")?;
+pub fn build(
+    defaults: &Defaults,
+    options: &InitializationOptions,
+    folders: &[PathBuf],
+    docs: &Arc<Documents>,
+) -> anyhow::Result<Built> {
+    let (embedder, model) =
+        embedder_of(defaults, options).map_err(anyhow::Error::msg).context("initializationOptions")?;
     let built = build_engine(defaults, options, folders, docs)?;
     built.engine.choose_embedder(embedder, model);
     Ok(built)
 }
 
-fn build_engine(defaults: &Defaults, options: &InitializationOptions, folders: &[PathBuf], docs: &Arc<Documents>) -> anyhow::Result<Built> {
+fn build_engine(
+    defaults: &Defaults,
+    options: &InitializationOptions,
+    folders: &[PathBuf],
+    docs: &Arc<Documents>,
+) -> anyhow::Result<Built> {
     let base = folders.first().cloned().or_else(|| std::env::current_dir().ok()).unwrap_or_else(|| PathBuf::from("/"));
     let absolute = |p: &PathBuf| if p.is_absolute() { p.clone() } else { base.join(p) };
     let host = match options.host {
@@ -122,11 +136,17 @@ fn build_engine(defaults: &Defaults, options: &InitializationOptions, folders: &
             .unwrap_or(crate::gate::DEFAULT_TIMEOUT),
     };
 
-    let from_options = posture(options.tree.as_ref().map(absolute), options.view.as_ref().map(absolute), options.root.as_ref().map(absolute))
-        .context("initializationOptions")?;
+    let from_options = posture(
+        options.tree.as_ref().map(absolute),
+        options.view.as_ref().map(absolute),
+        options.root.as_ref().map(absolute),
+    )
+    .context("initializationOptions")?;
     let explicit = match from_options {
         Some(p) => Some(p),
-        None => posture(defaults.tree.clone(), defaults.view.clone(), defaults.root.clone()).context("the command line")?,
+        None => {
+            posture(defaults.tree.clone(), defaults.view.clone(), defaults.root.clone()).context("the command line")?
+        }
     };
     if let Some(posture) = explicit {
         let host_root = match &posture {
@@ -221,7 +241,8 @@ fn several(
     }
     // The trash must lie outside the boundary (the ancestor), which the data
     // directory may not: then the system's temporary directory, or none.
-    let trash = [data.join("trash"), std::env::temp_dir().join("ctxfs-trash")].into_iter().find(|t| !t.starts_with(&ancestor));
+    let trash =
+        [data.join("trash"), std::env::temp_dir().join("ctxfs-trash")].into_iter().find(|t| !t.starts_with(&ancestor));
     if trash.is_none() {
         tracing::warn!("no trash directory outside {}: rm is not available", ancestor.display());
     }
@@ -307,10 +328,16 @@ mod tests {
         std::fs::create_dir(&config).unwrap();
         std::fs::write(config.join("config.json"), r#"{"embedder": "minilm"}"#).unwrap();
         let data = tempfile::tempdir().unwrap();
-        let options = InitializationOptions { data: Some(data.path().to_path_buf()), config: Some(config), ..Default::default() };
-        let embedder = |defaults: &Defaults| build(defaults, &options, std::slice::from_ref(&folder), &Documents::new()).unwrap().engine.embedder();
+        let options =
+            InitializationOptions { data: Some(data.path().to_path_buf()), config: Some(config), ..Default::default() };
+        let embedder = |defaults: &Defaults| {
+            build(defaults, &options, std::slice::from_ref(&folder), &Documents::new()).unwrap().engine.embedder()
+        };
         assert_eq!(embedder(&Defaults::default()), EmbedderChoice::MiniLm);
-        assert_eq!(embedder(&Defaults { embedder: Some(EmbedderChoice::None), ..Default::default() }), EmbedderChoice::None);
+        assert_eq!(
+            embedder(&Defaults { embedder: Some(EmbedderChoice::None), ..Default::default() }),
+            EmbedderChoice::None
+        );
     }
 
     #[test]
@@ -319,15 +346,26 @@ mod tests {
         let folder = tmp.path().join("a");
         std::fs::create_dir(&folder).unwrap();
         let data = tempfile::tempdir().unwrap();
-        let base = InitializationOptions { data: Some(data.path().to_path_buf()), config: Some(tmp.path().join("no-config")), ..Default::default() };
-        let flags = Defaults { embedder: Some(EmbedderChoice::MiniLm), embedder_model: Some("flag-model".into()), ..Default::default() };
-        let embedder = |options: &InitializationOptions| build(&flags, options, std::slice::from_ref(&folder), &Documents::new()).map(|b| b.engine.embedder());
+        let base = InitializationOptions {
+            data: Some(data.path().to_path_buf()),
+            config: Some(tmp.path().join("no-config")),
+            ..Default::default()
+        };
+        let flags = Defaults {
+            embedder: Some(EmbedderChoice::MiniLm),
+            embedder_model: Some("flag-model".into()),
+            ..Default::default()
+        };
+        let embedder = |options: &InitializationOptions| {
+            build(&flags, options, std::slice::from_ref(&folder), &Documents::new()).map(|b| b.engine.embedder())
+        };
         assert_eq!(embedder(&base).unwrap(), EmbedderChoice::MiniLm);
         let none = InitializationOptions { embedder: Some("none".into()), ..base.clone() };
         assert_eq!(embedder(&none).unwrap(), EmbedderChoice::None);
         // A server named in the options is asked for the options' model, else the command line's.
         let server = InitializationOptions { embedder: Some("http://127.0.0.1:8080/v1".into()), ..base.clone() };
-        let asked = |model: &str| EmbedderChoice::Http { url: "http://127.0.0.1:8080/v1".into(), model: Some(model.into()) };
+        let asked =
+            |model: &str| EmbedderChoice::Http { url: "http://127.0.0.1:8080/v1".into(), model: Some(model.into()) };
         assert_eq!(embedder(&server).unwrap(), asked("flag-model"));
         let with_model = InitializationOptions { embedder_model: Some("nomic".into()), ..server.clone() };
         assert_eq!(embedder(&with_model).unwrap(), asked("nomic"));

@@ -63,7 +63,12 @@ where
 }
 
 /// Handles one event; false when the server stopped reading.
-async fn handle<W: AsyncWrite + Unpin>(event: Event, output: &mut W, documents: &mut DocumentTable, report: &dyn Report) -> bool {
+async fn handle<W: AsyncWrite + Unpin>(
+    event: Event,
+    output: &mut W,
+    documents: &mut DocumentTable,
+    report: &dyn Report,
+) -> bool {
     let body = match event {
         Event::Body(body) => body,
         Event::Skipped(skip) => {
@@ -73,7 +78,9 @@ async fn handle<W: AsyncWrite + Unpin>(event: Event, output: &mut W, documents: 
                 Skip::BadHeader(why) => format!("skipped a message with a bad header: {why}"),
                 Skip::TooLarge(n) => format!("skipped a message of {n} bytes (too large)"),
                 Skip::Cut { declared, found } => {
-                    format!("skipped a message whose Content-Length ({declared}) did not match its body ({found} bytes)")
+                    format!(
+                        "skipped a message whose Content-Length ({declared}) did not match its body ({found} bytes)"
+                    )
                 }
                 Skip::Truncated => "the input ended inside a message".to_string(),
             };

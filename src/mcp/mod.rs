@@ -420,7 +420,11 @@ impl<H: Host> ServerHandler for McpServer<H> {
         let (cancel_send, cancelled) = tokio::sync::watch::channel(false);
         let (done_send, done) = tokio::sync::oneshot::channel::<()>();
         if approve::client_elicits(&context.peer) {
-            let approver = approve::McpApprover { peer: context.peer.clone(), handle: tokio::runtime::Handle::current(), cancelled };
+            let approver = approve::McpApprover {
+                peer: context.peer.clone(),
+                handle: tokio::runtime::Handle::current(),
+                cancelled,
+            };
             session.set_approver(Some(Arc::new(approver)));
             let ct = context.ct.clone();
             tokio::spawn(async move {

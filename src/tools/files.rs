@@ -184,8 +184,9 @@ pub fn put_text(ctx: &mut Ctx<'_>, target: Target, text: &str) -> Result<FileCha
 pub fn edit(ctx: &mut Ctx<'_>, params: EditParams) -> ToolResult {
     let target = ctx.access.target(&params.file_path, Need::Change)?;
     let (_, file) = load_for_change(ctx, &target)?;
-    let (new_text, _) = text::apply_edit(file.text(), &params.old_string, &params.new_string, params.replace_all.unwrap_or(false))
-        .map_err(|e| ToolError::Message(e.message(target.path.as_str())))?;
+    let (new_text, _) =
+        text::apply_edit(file.text(), &params.old_string, &params.new_string, params.replace_all.unwrap_or(false))
+            .map_err(|e| ToolError::Message(e.message(target.path.as_str())))?;
     Ok(Outcome::Changed(changed(ctx, target, &file, &new_text)?))
 }
 
@@ -195,11 +196,8 @@ pub fn multiedit(ctx: &mut Ctx<'_>, params: MultiEditParams) -> ToolResult {
     }
     let target = ctx.access.target(&params.file_path, Need::Change)?;
     let (_, file) = load_for_change(ctx, &target)?;
-    let edits: Vec<(String, String, bool)> = params
-        .edits
-        .into_iter()
-        .map(|e| (e.old_string, e.new_string, e.replace_all.unwrap_or(false)))
-        .collect();
+    let edits: Vec<(String, String, bool)> =
+        params.edits.into_iter().map(|e| (e.old_string, e.new_string, e.replace_all.unwrap_or(false))).collect();
     let new_text = text::apply_multiedit(file.text(), &edits).map_err(|(index, e)| {
         ToolError::Message(format!(
             "Edit {} of {} failed, so none was made: {}",
@@ -304,7 +302,11 @@ fn commit(ctx: &mut Ctx<'_>, steps: Vec<Step>) -> ToolResult {
                 })
             }),
             Step::Update { target, bytes, diff, moved_to, note } => {
-                let old = ctx.access.fs().read_file(&target.real, MAX_OPEN_BYTES).map_err(|e| ToolError::from_fs(e, &target.path));
+                let old = ctx
+                    .access
+                    .fs()
+                    .read_file(&target.real, MAX_OPEN_BYTES)
+                    .map_err(|e| ToolError::from_fs(e, &target.path));
                 old.and_then(|old| {
                     let dest = moved_to.as_ref().unwrap_or(target);
                     if let Some(dest) = moved_to {

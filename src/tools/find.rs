@@ -138,7 +138,11 @@ impl<'a> Scope<'a> {
                     if self.level(&entry.path, &shown).can_read() {
                         if let Some(target) = self.followed_file(&entry.path) {
                             let fs = self.access.fs();
-                            let open = || fs.read_file(&target, crate::access::MAX_OPEN_BYTES).ok().map(|b| Source::Bytes(b.into()));
+                            let open = || {
+                                fs.read_file(&target, crate::access::MAX_OPEN_BYTES)
+                                    .ok()
+                                    .map(|b| Source::Bytes(b.into()))
+                            };
                             // A link's own stamp is not its target's: the target is read.
                             file(&shown, rel, &Found { open: &open, stamp: &|| None, target: Some(&target) });
                         }
@@ -220,9 +224,7 @@ pub fn glob(ctx: &mut Ctx<'_>, params: GlobParams) -> ToolResult {
     if total == 0 {
         body.push_str(&format!("No files match {:?} in {}.\n", params.pattern, scope.root.path));
     } else if total > GLOB_LIMIT {
-        body.push_str(&format!(
-            "(Stopped at {GLOB_LIMIT} of {total} matches; narrow the pattern or the path.)\n"
-        ));
+        body.push_str(&format!("(Stopped at {GLOB_LIMIT} of {total} matches; narrow the pattern or the path.)\n"));
     }
     Ok(Outcome::Text { body, path: Some(scope.root.path) })
 }
@@ -375,7 +377,9 @@ pub fn grep(ctx: &mut Ctx<'_>, params: GrepParams) -> ToolResult {
             .read_file(&root.real, crate::access::MAX_OPEN_BYTES)
             .map_err(|e| ToolError::from_fs(e, &root.path))?;
         let shown = root.path.to_string();
-        if let Some((text, lines)) = grep_source(&mut builder.build(), &matcher, &shown, mode, Source::Bytes(bytes.into())) {
+        if let Some((text, lines)) =
+            grep_source(&mut builder.build(), &matcher, &shown, mode, Source::Bytes(bytes.into()))
+        {
             results.lock().unwrap_or_else(|e| e.into_inner()).push((shown, text, lines));
         }
     }

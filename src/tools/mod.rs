@@ -98,11 +98,18 @@ pub struct ReadOutcome {
 /// How one file changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
-    Created { lines: usize },
-    Modified { diff: String },
+    Created {
+        lines: usize,
+    },
+    Modified {
+        diff: String,
+    },
     Deleted,
     /// Moved from `from` (its given path), possibly changed on the way.
-    Moved { from: String, diff: String },
+    Moved {
+        from: String,
+        diff: String,
+    },
 }
 
 /// One changed file.
@@ -126,7 +133,10 @@ pub enum Outcome {
     /// apply_patch: every file, in the patch's order.
     Patch(Vec<FileChange>),
     /// Everything else: a listing, matches, a message.
-    Text { body: String, path: Option<VPath> },
+    Text {
+        body: String,
+        path: Option<VPath>,
+    },
 }
 
 impl Outcome {

@@ -179,7 +179,13 @@ pub fn rm(ctx: &mut Ctx<'_>, params: RmParams) -> ToolResult {
     refuse_boundary(ctx.access, &target, "remove")?;
     refuse_mixed_levels(ctx.access, &target, "remove")?;
     remove(ctx, &target)?;
-    Ok(Outcome::Changed(FileChange { given: target.given, path: target.path, sha: None, change: Change::Deleted, note: None }))
+    Ok(Outcome::Changed(FileChange {
+        given: target.given,
+        path: target.path,
+        sha: None,
+        change: Change::Deleted,
+        note: None,
+    }))
 }
 
 /// The node a path names: where its parent really is, plus its own name,

@@ -198,6 +198,9 @@ mod tests {
 
     #[test]
     fn words_split_identifiers() {
-        assert_eq!(words("retryFailedUpload snake_case HTTPServer"), ["retry", "failed", "upload", "snake", "case", "httpserver"]);
+        assert_eq!(
+            words("retryFailedUpload snake_case HTTPServer"),
+            ["retry", "failed", "upload", "snake", "case", "httpserver"]
+        );
     }
 }

@@ -108,7 +108,8 @@ fn discover(access: &Access, user_dir: Option<&Path>) -> (Vec<Found>, Vec<String
     if let Ok(target) = access.check(dir.as_str(), dir.clone(), Need::Look) {
         if target.is_dir() {
             if let Ok(entries) = access.fs().read_dir(&target.real) {
-                let mut names: Vec<String> = entries.into_iter().filter(|e| e.kind != Kind::File).map(|e| e.name).collect();
+                let mut names: Vec<String> =
+                    entries.into_iter().filter(|e| e.kind != Kind::File).map(|e| e.name).collect();
                 names.sort();
                 for name in names {
                     let path = dir.join(&name).join("SKILL.md");
@@ -117,7 +118,11 @@ fn discover(access: &Access, user_dir: Option<&Path>) -> (Vec<Found>, Vec<String
                         continue;
                     }
                     let shown = path.strip_prefix(access.fs().boundary()).unwrap_or(path.as_str()).to_string();
-                    let text = access.fs().read_file(&file.real, MAX_SKILL_BYTES as u64).ok().and_then(|b| TextFile::decode(&b).ok());
+                    let text = access
+                        .fs()
+                        .read_file(&file.real, MAX_SKILL_BYTES as u64)
+                        .ok()
+                        .and_then(|b| TextFile::decode(&b).ok());
                     match text.map(|t| parse_frontmatter(t.text())) {
                         Some(Ok(front)) => found.push(Found { front, shown, place: Place::Boundary(path) }),
                         Some(Err(why)) => notes.push(format!("{shown} was skipped: {why}")),
@@ -135,9 +140,15 @@ fn discover(access: &Access, user_dir: Option<&Path>) -> (Vec<Found>, Vec<String
         dirs.sort();
         for dir in dirs {
             let path = dir.join("SKILL.md");
-            let shown = format!("~/.config/ctxfs/skills/{}/SKILL.md", dir.file_name().map(|n| n.to_string_lossy()).unwrap_or_default());
+            let shown = format!(
+                "~/.config/ctxfs/skills/{}/SKILL.md",
+                dir.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
+            );
             let Ok(bytes) = std::fs::read(&path) else { continue };
-            match TextFile::decode(&bytes).map_err(|_| "it is not UTF-8 text.".to_string()).and_then(|t| parse_frontmatter(t.text())) {
+            match TextFile::decode(&bytes)
+                .map_err(|_| "it is not UTF-8 text.".to_string())
+                .and_then(|t| parse_frontmatter(t.text()))
+            {
                 Ok(front) if found.iter().any(|f| f.front.name == front.name) => {
                     notes.push(format!("{shown} was skipped: the workspace has a skill of the same name."))
                 }
@@ -167,20 +178,30 @@ pub fn skills_list(ctx: &mut Ctx<'_>, _params: SkillsListParams) -> ToolResult {
 pub fn skill_view(ctx: &mut Ctx<'_>, params: SkillViewParams) -> ToolResult {
     let (found, _) = discover(ctx.access, ctx.user_dir);
     let Some(skill) = found.into_iter().find(|s| s.front.name == params.name) else {
-        return Err(ToolError::Message(format!("No skill named {:?}. skills_list shows the skills there are.", params.name)));
+        return Err(ToolError::Message(format!(
+            "No skill named {:?}. skills_list shows the skills there are.",
+            params.name
+        )));
     };
     let (text, files) = match &skill.place {
         Place::Boundary(path) => {
             let target = ctx.access.check(path.as_str(), path.clone(), Need::Look)?;
-            let bytes = ctx.access.fs().read_file(&target.real, MAX_SKILL_BYTES as u64).map_err(|e| ToolError::from_fs(e, &target.path))?;
+            let bytes = ctx
+                .access
+                .fs()
+                .read_file(&target.real, MAX_SKILL_BYTES as u64)
+                .map_err(|e| ToolError::from_fs(e, &target.path))?;
             ctx.observed.record(&target.real, super::sha256(&bytes));
             let text = TextFile::decode(&bytes).map_err(|_| ToolError::Binary(target.path.clone()))?.into_text();
             let dir = path.parent().unwrap_or_else(VPath::root);
             (text, boundary_files(ctx.access, &dir)?)
         }
         Place::User(path) => {
-            let bytes = std::fs::read(path).map_err(|e| ToolError::Message(format!("Cannot read {}: {e}.", skill.shown)))?;
-            let text = TextFile::decode(&bytes).map_err(|_| ToolError::Message(format!("{} is not text.", skill.shown)))?.into_text();
+            let bytes =
+                std::fs::read(path).map_err(|e| ToolError::Message(format!("Cannot read {}: {e}.", skill.shown)))?;
+            let text = TextFile::decode(&bytes)
+                .map_err(|_| ToolError::Message(format!("{} is not text.", skill.shown)))?
+                .into_text();
             (text, user_files(path.parent().unwrap_or(path)))
         }
     };
@@ -243,7 +264,8 @@ pub fn skill_manage(ctx: &mut Ctx<'_>, params: SkillManageParams) -> ToolResult 
             MAX_SKILL_BYTES / 1024
         )));
     }
-    let front = parse_frontmatter(&params.content).map_err(|why| ToolError::Message(format!("Not saved: the SKILL.md is not valid: {why}")))?;
+    let front = parse_frontmatter(&params.content)
+        .map_err(|why| ToolError::Message(format!("Not saved: the SKILL.md is not valid: {why}")))?;
     if front.name != params.name {
         return Err(ToolError::Message(format!(
             "Not saved: the frontmatter names the skill {:?}, but name is {:?}; make them the same.",
@@ -284,7 +306,10 @@ mod tests {
             assert!(check_name(bad).is_err(), "{bad}");
         }
         let good = "---\nname: deploy\ndescription: How we deploy.\n---\nSteps.\n";
-        assert_eq!(parse_frontmatter(good).unwrap(), Frontmatter { name: "deploy".into(), description: "How we deploy.".into() });
+        assert_eq!(
+            parse_frontmatter(good).unwrap(),
+            Frontmatter { name: "deploy".into(), description: "How we deploy.".into() }
+        );
         assert!(parse_frontmatter("no frontmatter").unwrap_err().contains("no frontmatter"));
         assert!(parse_frontmatter("---\nname: x\n").unwrap_err().contains("not closed"));
         assert!(parse_frontmatter("---\nname: x\n---\n").unwrap_err().contains("description"));

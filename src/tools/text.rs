@@ -76,12 +76,12 @@ impl NotText {
     /// Renders the refusal as a sentence naming `path`.
     pub fn message(&self, path: &str) -> String {
         match self {
-            NotText::NulByte { offset } => format!(
-                "{path} is not a text file: it has a NUL byte at offset {offset}, so it is treated as binary."
-            ),
-            NotText::InvalidUtf8 { offset } => format!(
-                "{path} is not a UTF-8 text file: its bytes are not valid UTF-8 from offset {offset} on."
-            ),
+            NotText::NulByte { offset } => {
+                format!("{path} is not a text file: it has a NUL byte at offset {offset}, so it is treated as binary.")
+            }
+            NotText::InvalidUtf8 { offset } => {
+                format!("{path} is not a UTF-8 text file: its bytes are not valid UTF-8 from offset {offset} on.")
+            }
         }
     }
 }
@@ -127,9 +127,8 @@ impl TextFile {
             Some(rest) => (true, rest),
             None => (false, bytes),
         };
-        let raw = std::str::from_utf8(body).map_err(|e| NotText::InvalidUtf8 {
-            offset: e.valid_up_to() + if bom { UTF8_BOM.len() } else { 0 },
-        })?;
+        let raw = std::str::from_utf8(body)
+            .map_err(|e| NotText::InvalidUtf8 { offset: e.valid_up_to() + if bom { UTF8_BOM.len() } else { 0 } })?;
 
         let raw_bytes = raw.as_bytes();
         let mut crlf_at = Vec::new();
@@ -152,13 +151,7 @@ impl TextFile {
         if line_ending != LineEnding::Mixed {
             crlf_at.clear();
         }
-        Ok(TextFile {
-            final_newline: text.ends_with('\n'),
-            text,
-            bom,
-            line_ending,
-            crlf_at,
-        })
+        Ok(TextFile { final_newline: text.ends_with('\n'), text, bom, line_ending, crlf_at })
     }
 
     /// Returns the content with LF line breaks and without a BOM, the form
@@ -249,27 +242,17 @@ impl TextFile {
             return out;
         }
 
-        let diff = TextDiff::configure()
-            .timeout(DIFF_TIMEOUT)
-            .diff_slices(&old_lines, &new_lines);
+        let diff = TextDiff::configure().timeout(DIFF_TIMEOUT).diff_slices(&old_lines, &new_lines);
         for op in diff.ops() {
             match *op {
-                DiffOp::Equal {
-                    old_index,
-                    new_index,
-                    len,
-                } => {
+                DiffOp::Equal { old_index, new_index, len } => {
                     for k in 0..len {
                         let ending = old_ending(old_index + k).unwrap_or(majority_crlf);
                         push(new_lines[new_index + k], ending);
                     }
                 }
                 DiffOp::Delete { .. } => {}
-                DiffOp::Insert {
-                    old_index,
-                    new_index,
-                    new_len,
-                } => {
+                DiffOp::Insert { old_index, new_index, new_len } => {
                     let ending = old_index
                         .checked_sub(1)
                         .and_then(old_ending)
@@ -279,12 +262,7 @@ impl TextFile {
                         push(new_lines[new_index + k], ending);
                     }
                 }
-                DiffOp::Replace {
-                    old_index,
-                    old_len,
-                    new_index,
-                    new_len,
-                } => {
+                DiffOp::Replace { old_index, old_len, new_index, new_len } => {
                     for k in 0..new_len {
                         let source = old_index + k.min(old_len.saturating_sub(1));
                         let ending = old_ending(source).unwrap_or(majority_crlf);
@@ -429,12 +407,7 @@ impl std::error::Error for EditError {}
 /// line breaks. Without `replace_all`, `old` must occur exactly once; with it,
 /// every non-overlapping occurrence is replaced. Returns the new text and the
 /// number of replacements made.
-pub fn apply_edit(
-    text_lf: &str,
-    old: &str,
-    new: &str,
-    replace_all: bool,
-) -> Result<(String, usize), EditError> {
+pub fn apply_edit(text_lf: &str, old: &str, new: &str, replace_all: bool) -> Result<(String, usize), EditError> {
     let old = to_lf(old);
     let new = to_lf(new);
     if old.is_empty() {
@@ -443,14 +416,9 @@ pub fn apply_edit(
     if old == new {
         return Err(EditError::NoChange);
     }
-    let starts: Vec<usize> = text_lf
-        .match_indices(old.as_ref())
-        .map(|(i, _)| i)
-        .collect();
+    let starts: Vec<usize> = text_lf.match_indices(old.as_ref()).map(|(i, _)| i).collect();
     match starts.len() {
-        0 => Err(EditError::NotFound {
-            hint: not_found_hint(text_lf, &old),
-        }),
+        0 => Err(EditError::NotFound { hint: not_found_hint(text_lf, &old) }),
         1 => {
             let at = starts[0];
             let mut out = String::with_capacity(text_lf.len() - old.len() + new.len());
@@ -465,10 +433,7 @@ pub fn apply_edit(
             let mut more = false;
             let (mut line, mut scanned) = (1, 0);
             for &at in &starts {
-                line += text_lf.as_bytes()[scanned..at]
-                    .iter()
-                    .filter(|&&b| b == b'\n')
-                    .count();
+                line += text_lf.as_bytes()[scanned..at].iter().filter(|&&b| b == b'\n').count();
                 scanned = at;
                 if lines.last() == Some(&line) {
                     continue;
@@ -491,10 +456,7 @@ fn not_found_hint(text: &str, old: &str) -> Option<NotFoundHint> {
             return Some(NotFoundHint::LineNumbers);
         }
     }
-    whitespace_location(text, old).map(|(first_line, last_line)| NotFoundHint::Whitespace {
-        first_line,
-        last_line,
-    })
+    whitespace_location(text, old).map(|(first_line, last_line)| NotFoundHint::Whitespace { first_line, last_line })
 }
 
 /// Removes `N: ` (or `N<tab>`) prefixes from every non-empty line of `s`, if
@@ -513,10 +475,7 @@ fn strip_read_line_numbers(s: &str) -> Option<String> {
             return None;
         }
         let rest = &body[digits..];
-        let rest = rest
-            .strip_prefix(": ")
-            .or_else(|| rest.strip_prefix(':'))
-            .or_else(|| rest.strip_prefix('\t'))?;
+        let rest = rest.strip_prefix(": ").or_else(|| rest.strip_prefix(':')).or_else(|| rest.strip_prefix('\t'))?;
         out.push(rest);
         seen = true;
     }
@@ -564,10 +523,7 @@ fn whitespace_location(text: &str, old: &str) -> Option<(usize, usize)> {
 /// "Edit {index + 1} of {edits.len()} failed, so none was made: …". Line
 /// numbers in an ambiguity error count in the text as the earlier edits left
 /// it. An empty list returns the text unchanged.
-pub fn apply_multiedit<S: AsRef<str>>(
-    text_lf: &str,
-    edits: &[(S, S, bool)],
-) -> Result<String, (usize, EditError)> {
+pub fn apply_multiedit<S: AsRef<str>>(text_lf: &str, edits: &[(S, S, bool)]) -> Result<String, (usize, EditError)> {
     let mut text = text_lf.to_string();
     for (index, (old, new, replace_all)) in edits.iter().enumerate() {
         match apply_edit(&text, old.as_ref(), new.as_ref(), *replace_all) {
@@ -621,9 +577,7 @@ impl PatchOp {
     /// Returns the path the operation starts from (for a move, the source).
     pub fn path(&self) -> &str {
         match self {
-            PatchOp::Add { path, .. } | PatchOp::Delete { path } | PatchOp::Update { path, .. } => {
-                path
-            }
+            PatchOp::Add { path, .. } | PatchOp::Delete { path } | PatchOp::Update { path, .. } => path,
         }
     }
 }
@@ -688,10 +642,7 @@ pub struct PatchParseError {
 }
 
 fn parse_error(line: usize, detail: impl Into<String>) -> PatchParseError {
-    PatchParseError {
-        line,
-        detail: detail.into(),
-    }
+    PatchParseError { line, detail: detail.into() }
 }
 
 /// Parses a patch in the Codex `*** Begin Patch` grammar into its file
@@ -714,17 +665,11 @@ fn parse_error(line: usize, detail: impl Into<String>) -> PatchParseError {
 /// `@@`, blank lines inside an added file's content are kept as empty lines,
 /// and an update with `*** Move to:` but no chunks is a pure move.
 pub fn parse_patch(patch: &str) -> Result<Vec<PatchOp>, PatchParseError> {
-    let lines: Vec<&str> = patch
-        .split('\n')
-        .map(|l| l.strip_suffix('\r').unwrap_or(l))
-        .collect();
+    let lines: Vec<&str> = patch.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).collect();
     let non_blank = |i: &usize| !lines[*i].trim().is_empty();
 
     let Some(mut first) = (0..lines.len()).find(non_blank) else {
-        return Err(parse_error(
-            1,
-            format!("the patch is empty; expected '{BEGIN_PATCH}'."),
-        ));
+        return Err(parse_error(1, format!("the patch is empty; expected '{BEGIN_PATCH}'.")));
     };
     let mut last = (0..lines.len()).rev().find(non_blank).unwrap_or(first);
 
@@ -736,10 +681,7 @@ pub fn parse_patch(patch: &str) -> Result<Vec<PatchOp>, PatchParseError> {
         match (first..=last).find(non_blank) {
             Some(f) => first = f,
             None => {
-                return Err(parse_error(
-                    first + 1,
-                    format!("the heredoc holds no patch; expected '{BEGIN_PATCH}'."),
-                ))
+                return Err(parse_error(first + 1, format!("the heredoc holds no patch; expected '{BEGIN_PATCH}'.")))
             }
         }
         last = (first..=last).rev().find(non_blank).unwrap_or(first);
@@ -748,10 +690,7 @@ pub fn parse_patch(patch: &str) -> Result<Vec<PatchOp>, PatchParseError> {
     if lines[first].trim() != BEGIN_PATCH {
         return Err(parse_error(
             first + 1,
-            format!(
-                "expected '{BEGIN_PATCH}' as the first line, found '{}'.",
-                shorten(lines[first].trim())
-            ),
+            format!("expected '{BEGIN_PATCH}' as the first line, found '{}'.", shorten(lines[first].trim())),
         ));
     }
     if last == first {
@@ -763,18 +702,11 @@ pub fn parse_patch(patch: &str) -> Result<Vec<PatchOp>, PatchParseError> {
     if lines[last].trim() != END_PATCH {
         return Err(parse_error(
             last + 1,
-            format!(
-                "expected '{END_PATCH}' as the last line, found '{}'.",
-                shorten(lines[last].trim())
-            ),
+            format!("expected '{END_PATCH}' as the last line, found '{}'.", shorten(lines[last].trim())),
         ));
     }
 
-    let mut parser = Parser {
-        lines: &lines,
-        pos: first + 1,
-        end: last,
-    };
+    let mut parser = Parser { lines: &lines, pos: first + 1, end: last };
     let ops = parser.operations()?;
     if ops.is_empty() {
         return Err(parse_error(
@@ -790,10 +722,7 @@ pub fn parse_patch(patch: &str) -> Result<Vec<PatchOp>, PatchParseError> {
 /// Recognises a heredoc opening line such as `<<'EOF'`, `<<EOF`, `<<"EOF"`,
 /// `<<-EOF` or `apply_patch <<'PATCH'`, returning its delimiter.
 fn heredoc_delimiter(line: &str) -> Option<&str> {
-    let rest = line
-        .strip_prefix("apply_patch")
-        .map(str::trim_start)
-        .unwrap_or(line);
+    let rest = line.strip_prefix("apply_patch").map(str::trim_start).unwrap_or(line);
     let rest = rest.strip_prefix("<<")?;
     let rest = rest.strip_prefix('-').unwrap_or(rest).trim();
     let word = rest
@@ -933,24 +862,17 @@ impl Parser<'_> {
         if chunks.is_empty() && move_to.is_none() {
             return Err(parse_error(
                 header_line,
-                format!("'{UPDATE_FILE} {path}' has no changes; expected '@@' and lines starting with ' ', '-' or '+'."),
+                format!(
+                    "'{UPDATE_FILE} {path}' has no changes; expected '@@' and lines starting with ' ', '-' or '+'."
+                ),
             ));
         }
-        Ok(PatchOp::Update {
-            path,
-            move_to,
-            chunks,
-        })
+        Ok(PatchOp::Update { path, move_to, chunks })
     }
 
     /// Reads a chunk's lines, from the line after its `@@` (if any).
     fn chunk_body(&mut self, context: Option<String>, patch_line: usize) -> UpdateChunk {
-        let mut chunk = UpdateChunk {
-            context,
-            lines: Vec::new(),
-            end_of_file: false,
-            patch_line,
-        };
+        let mut chunk = UpdateChunk { context, lines: Vec::new(), end_of_file: false, patch_line };
         // Empty lines count as context only when more chunk lines follow.
         let mut pending_blank = 0;
         while self.pos < self.end {
@@ -993,10 +915,7 @@ impl Parser<'_> {
 fn header_path(rest: &str, line: usize, marker: &str) -> Result<String, PatchParseError> {
     let path = rest.trim();
     if path.is_empty() {
-        return Err(parse_error(
-            line,
-            format!("expected a path after '{marker}'."),
-        ));
+        return Err(parse_error(line, format!("expected a path after '{marker}'.")));
     }
     Ok(path.to_string())
 }
@@ -1013,10 +932,7 @@ fn at_at_context(rest: &str) -> Option<String> {
 fn unified_range_tail(s: &str) -> Option<&str> {
     fn range(s: &str, sign: char) -> Option<&str> {
         let s = s.strip_prefix(sign)?;
-        let n = s
-            .bytes()
-            .take_while(|b| b.is_ascii_digit() || *b == b',')
-            .count();
+        let n = s.bytes().take_while(|b| b.is_ascii_digit() || *b == b',').count();
         (n > 0).then(|| &s[n..])
     }
     let s = range(s, '-')?;
@@ -1113,13 +1029,7 @@ enum Fuzz {
 }
 
 const LINE_FUZZ: [Fuzz; 4] = [Fuzz::Exact, Fuzz::TrimEnd, Fuzz::Trim, Fuzz::Punctuation];
-const ANCHOR_FUZZ: [Fuzz; 5] = [
-    Fuzz::Exact,
-    Fuzz::TrimEnd,
-    Fuzz::Trim,
-    Fuzz::Punctuation,
-    Fuzz::Prefix,
-];
+const ANCHOR_FUZZ: [Fuzz; 5] = [Fuzz::Exact, Fuzz::TrimEnd, Fuzz::Trim, Fuzz::Punctuation, Fuzz::Prefix];
 
 fn ascii_punctuation(s: &str) -> String {
     s.trim()
@@ -1152,11 +1062,7 @@ fn lines_match(file: &str, patch: &str, fuzz: Fuzz) -> bool {
 fn seek(lines: &[&str], pattern: &[&str], candidates: &[usize], levels: &[Fuzz]) -> Option<usize> {
     levels.iter().find_map(|&fuzz| {
         candidates.iter().copied().find(|&at| {
-            at + pattern.len() <= lines.len()
-                && pattern
-                    .iter()
-                    .zip(&lines[at..])
-                    .all(|(p, l)| lines_match(l, p, fuzz))
+            at + pattern.len() <= lines.len() && pattern.iter().zip(&lines[at..]).all(|(p, l)| lines_match(l, p, fuzz))
         })
     })
 }
@@ -1205,18 +1111,11 @@ fn candidates(lines: &[&str], len: usize, from: usize, end_of_file: bool) -> Vec
 /// `@@ context` line, or, without one (or with `*** End of File`), at the end
 /// of the file. The result ends with a newline if the original did or was
 /// empty; otherwise its missing final newline stays missing.
-pub fn apply_update_chunks(
-    original_lf: &str,
-    chunks: &[UpdateChunk],
-) -> Result<String, PatchError> {
+pub fn apply_update_chunks(original_lf: &str, chunks: &[UpdateChunk]) -> Result<String, PatchError> {
     let lines: Vec<&str> = if original_lf.is_empty() {
         Vec::new()
     } else {
-        original_lf
-            .strip_suffix('\n')
-            .unwrap_or(original_lf)
-            .split('\n')
-            .collect()
+        original_lf.strip_suffix('\n').unwrap_or(original_lf).split('\n').collect()
     };
     let final_newline = original_lf.is_empty() || original_lf.ends_with('\n');
 
@@ -1355,10 +1254,7 @@ fn old_of(lines: &[ChunkLine]) -> Vec<&str> {
 pub fn unified_diff(old_lf: &str, new_lf: &str) -> String {
     let old_lines = split_lines_inclusive(old_lf);
     let new_lines = split_lines_inclusive(new_lf);
-    let diff = TextDiff::configure()
-        .newline_terminated(true)
-        .timeout(DIFF_TIMEOUT)
-        .diff_slices(&old_lines, &new_lines);
+    let diff = TextDiff::configure().newline_terminated(true).timeout(DIFF_TIMEOUT).diff_slices(&old_lines, &new_lines);
     let mut out = String::new();
     let mut udiff = diff.unified_diff();
     udiff.context_radius(3);
@@ -1427,23 +1323,12 @@ mod tests {
     #[test]
     fn crlf_file_edited_with_lf_old_string_stays_crlf_everywhere() {
         let f = decode(b"fn a() {\r\n    one();\r\n    two();\r\n}\r\n");
-        let (new, n) = apply_edit(
-            f.text(),
-            "    one();\n    two();\n",
-            "    uno();\n    dos();\n    tres();\n",
-            false,
-        )
-        .unwrap();
+        let (new, n) =
+            apply_edit(f.text(), "    one();\n    two();\n", "    uno();\n    dos();\n    tres();\n", false).unwrap();
         assert_eq!(n, 1);
         let bytes = f.encode(&new);
-        assert_eq!(
-            bytes,
-            b"fn a() {\r\n    uno();\r\n    dos();\r\n    tres();\r\n}\r\n"
-        );
-        let lone_lf = bytes
-            .windows(2)
-            .filter(|w| w[1] == b'\n' && w[0] != b'\r')
-            .count();
+        assert_eq!(bytes, b"fn a() {\r\n    uno();\r\n    dos();\r\n    tres();\r\n}\r\n");
+        let lone_lf = bytes.windows(2).filter(|w| w[1] == b'\n' && w[0] != b'\r').count();
         assert_eq!(lone_lf, 0);
     }
 
@@ -1509,10 +1394,7 @@ mod tests {
         let (new, _) = apply_edit(f.text(), "three", "THREE", false).unwrap();
         assert_eq!(f.encode(&new), b"one\r\ntwo\nTHREE\r\nfour\n");
         let (new, _) = apply_edit(f.text(), "two\n", "two\ntwo-and-a-half\n", false).unwrap();
-        assert_eq!(
-            f.encode(&new),
-            b"one\r\ntwo\ntwo-and-a-half\nthree\r\nfour\n"
-        );
+        assert_eq!(f.encode(&new), b"one\r\ntwo\ntwo-and-a-half\nthree\r\nfour\n");
         let (new, _) = apply_edit(f.text(), "four\n", "", false).unwrap();
         assert_eq!(f.encode(&new), b"one\r\ntwo\nthree\r\n");
     }
@@ -1528,30 +1410,16 @@ mod tests {
 
     #[test]
     fn binary_and_invalid_utf8_are_not_text() {
-        assert_eq!(
-            TextFile::decode(b"abc\0def"),
-            Err(NotText::NulByte { offset: 3 })
-        );
-        assert_eq!(
-            TextFile::decode(b"ok \xFF bad"),
-            Err(NotText::InvalidUtf8 { offset: 3 })
-        );
-        assert_eq!(
-            TextFile::decode(b"\xEF\xBB\xBFok\xC3"),
-            Err(NotText::InvalidUtf8 { offset: 5 })
-        );
+        assert_eq!(TextFile::decode(b"abc\0def"), Err(NotText::NulByte { offset: 3 }));
+        assert_eq!(TextFile::decode(b"ok \xFF bad"), Err(NotText::InvalidUtf8 { offset: 3 }));
+        assert_eq!(TextFile::decode(b"\xEF\xBB\xBFok\xC3"), Err(NotText::InvalidUtf8 { offset: 5 }));
         // UTF-16 has NUL bytes.
-        assert!(matches!(
-            TextFile::decode(b"\xFF\xFEa\0b\0"),
-            Err(NotText::NulByte { .. })
-        ));
+        assert!(matches!(TextFile::decode(b"\xFF\xFEa\0b\0"), Err(NotText::NulByte { .. })));
         // A NUL byte past the first 8 KiB does not make the file binary.
         let mut late = vec![b'a'; BINARY_SNIFF_LEN];
         late.push(0);
         assert!(TextFile::decode(&late).is_ok());
-        assert!(NotText::NulByte { offset: 3 }
-            .message(P)
-            .starts_with("/abs/path is not a text file"));
+        assert!(NotText::NulByte { offset: 3 }.message(P).starts_with("/abs/path is not a text file"));
     }
 
     proptest::proptest! {
@@ -1623,10 +1491,7 @@ mod tests {
     fn edit_errors_have_the_documented_wording() {
         assert_eq!(apply_edit("abc", "", "x", false), Err(EditError::EmptyOld));
         assert_eq!(apply_edit("abc", "b", "b", false), Err(EditError::NoChange));
-        assert_eq!(
-            apply_edit("abc", "b\r\n", "b\n", false),
-            Err(EditError::NoChange)
-        );
+        assert_eq!(apply_edit("abc", "b\r\n", "b\n", false), Err(EditError::NoChange));
         let err = apply_edit("abc", "zzz", "y", false).unwrap_err();
         assert_eq!(err, EditError::NotFound { hint: None });
         assert_eq!(err.message(P), "old_string was not found in /abs/path.");
@@ -1636,14 +1501,7 @@ mod tests {
     fn ambiguous_edit_lists_match_lines() {
         let text = "x\nx\nfoo\nx\nx\nx\nx\nx\nfoo\nx\nx\nx\nx\nx\nx\nx\nfoo\n";
         let err = apply_edit(text, "foo", "bar", false).unwrap_err();
-        assert_eq!(
-            err,
-            EditError::Ambiguous {
-                count: 3,
-                lines: vec![3, 9, 17],
-                more: false
-            }
-        );
+        assert_eq!(err, EditError::Ambiguous { count: 3, lines: vec![3, 9, 17], more: false });
         assert_eq!(
             err.message(P),
             "old_string matches 3 times in /abs/path (lines 3, 9, 17); give more context to make it unique, or set replace_all."
@@ -1654,36 +1512,18 @@ mod tests {
     fn ambiguous_edit_lists_at_most_ten_lines() {
         let text = "k\n".repeat(14);
         let err = apply_edit(&text, "k", "K", false).unwrap_err();
-        let EditError::Ambiguous {
-            count,
-            ref lines,
-            more,
-        } = err
-        else {
-            panic!("{err:?}")
-        };
+        let EditError::Ambiguous { count, ref lines, more } = err else { panic!("{err:?}") };
         assert_eq!(count, 14);
         assert_eq!(lines, &(1..=10).collect::<Vec<_>>());
         assert!(more);
-        assert!(err
-            .message(P)
-            .contains("(lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, …)"));
+        assert!(err.message(P).contains("(lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, …)"));
     }
 
     #[test]
     fn ambiguous_matches_on_one_line_are_listed_once() {
         let err = apply_edit("a a\nb\n", "a", "c", false).unwrap_err();
-        assert_eq!(
-            err,
-            EditError::Ambiguous {
-                count: 2,
-                lines: vec![1],
-                more: false
-            }
-        );
-        assert!(err
-            .message(P)
-            .contains("matches 2 times in /abs/path (line 1);"));
+        assert_eq!(err, EditError::Ambiguous { count: 2, lines: vec![1], more: false });
+        assert!(err.message(P).contains("matches 2 times in /abs/path (line 1);"));
     }
 
     #[test]
@@ -1699,43 +1539,22 @@ mod tests {
     fn not_found_hints_at_whitespace() {
         let text = "fn main() {\n    let a = 1;\n    let b = 2;\n}\n";
         let err = apply_edit(text, "let a = 1;\nlet b = 2;", "x", false).unwrap_err();
-        assert_eq!(
-            err,
-            EditError::NotFound {
-                hint: Some(NotFoundHint::Whitespace {
-                    first_line: 2,
-                    last_line: 3
-                })
-            }
-        );
-        assert!(err
-            .message(P)
-            .contains("lines 2-3 match it if leading and trailing whitespace is ignored"));
+        assert_eq!(err, EditError::NotFound { hint: Some(NotFoundHint::Whitespace { first_line: 2, last_line: 3 }) });
+        assert!(err.message(P).contains("lines 2-3 match it if leading and trailing whitespace is ignored"));
     }
 
     #[test]
     fn not_found_hints_at_read_line_numbers() {
         let text = "alpha\nbeta\ngamma\n";
         let err = apply_edit(text, "2: beta\n3: gamma", "x", false).unwrap_err();
-        assert_eq!(
-            err,
-            EditError::NotFound {
-                hint: Some(NotFoundHint::LineNumbers)
-            }
-        );
-        assert!(err
-            .message(P)
-            .contains("line numbers that read puts in front"));
+        assert_eq!(err, EditError::NotFound { hint: Some(NotFoundHint::LineNumbers) });
+        assert!(err.message(P).contains("line numbers that read puts in front"));
     }
 
     #[test]
     fn multiedit_applies_in_sequence() {
         let text = "a\nb\nc\n";
-        let out = apply_multiedit(
-            text,
-            &[("a", "A", false), ("A\nb", "AB", false), ("c", "C", true)],
-        )
-        .unwrap();
+        let out = apply_multiedit(text, &[("a", "A", false), ("A\nb", "AB", false), ("c", "C", true)]).unwrap();
         assert_eq!(out, "AB\nC\n");
         let owned = vec![(String::from("b"), String::from("B"), false)];
         assert_eq!(apply_multiedit(text, &owned).unwrap(), "a\nB\nc\n");
@@ -1746,37 +1565,15 @@ mod tests {
     #[test]
     fn multiedit_is_all_or_nothing_and_names_the_failed_edit() {
         let text = "a\nb\nc\n";
-        let err = apply_multiedit(
-            text,
-            &[("a", "A", false), ("zzz", "y", false), ("c", "C", false)],
-        )
-        .unwrap_err();
+        let err = apply_multiedit(text, &[("a", "A", false), ("zzz", "y", false), ("c", "C", false)]).unwrap_err();
         assert_eq!(err, (1, EditError::NotFound { hint: None }));
         // A later edit fails after an earlier one succeeded: nothing is returned but the error.
-        let err = apply_multiedit(
-            text,
-            &[
-                ("a", "A", false),
-                ("b", "B", false),
-                ("A", "x", false),
-                ("q", "r", false),
-            ],
-        )
-        .unwrap_err();
+        let err = apply_multiedit(text, &[("a", "A", false), ("b", "B", false), ("A", "x", false), ("q", "r", false)])
+            .unwrap_err();
         assert_eq!(err.0, 3);
         // An edit that makes a later one ambiguous; lines count in the intermediate text.
         let err = apply_multiedit(text, &[("a", "c", false), ("c", "d", false)]).unwrap_err();
-        assert_eq!(
-            err,
-            (
-                1,
-                EditError::Ambiguous {
-                    count: 2,
-                    lines: vec![1, 3],
-                    more: false
-                }
-            )
-        );
+        assert_eq!(err, (1, EditError::Ambiguous { count: 2, lines: vec![1, 3], more: false }));
         assert!(err.1.message(P).contains("(lines 1, 3)"));
     }
 
@@ -1800,22 +1597,14 @@ mod tests {
         assert_eq!(
             ops,
             vec![
-                PatchOp::Add {
-                    path: "docs/new.md".into(),
-                    content: "# Title\n\nbody\n".into()
-                },
-                PatchOp::Delete {
-                    path: "old.txt".into()
-                },
+                PatchOp::Add { path: "docs/new.md".into(), content: "# Title\n\nbody\n".into() },
+                PatchOp::Delete { path: "old.txt".into() },
                 PatchOp::Update {
                     path: "src/a.py".into(),
                     move_to: Some("src/b.py".into()),
                     chunks: vec![UpdateChunk {
                         context: Some("def f():".into()),
-                        lines: vec![
-                            ChunkLine::Remove("    pass".into()),
-                            ChunkLine::Add("    return 1".into()),
-                        ],
+                        lines: vec![ChunkLine::Remove("    pass".into()), ChunkLine::Add("    return 1".into()),],
                         end_of_file: false,
                         patch_line: 9,
                     }],
@@ -1842,9 +1631,7 @@ mod tests {
 
     #[test]
     fn empty_line_inside_a_chunk_is_context_but_trailing_ones_are_not() {
-        let chunks = update_chunks(
-            "*** Begin Patch\n*** Update File: f\n@@\n a\n\n-b\n+B\n\n\n*** End Patch",
-        );
+        let chunks = update_chunks("*** Begin Patch\n*** Update File: f\n@@\n a\n\n-b\n+B\n\n\n*** End Patch");
         assert_eq!(
             chunks[0].lines,
             vec![
@@ -1858,9 +1645,7 @@ mod tests {
 
     #[test]
     fn first_chunk_may_omit_the_at_at_line() {
-        let chunks = update_chunks(
-            "*** Begin Patch\n*** Update File: f\n import x\n+import y\n*** End Patch",
-        );
+        let chunks = update_chunks("*** Begin Patch\n*** Update File: f\n import x\n+import y\n*** End Patch");
         assert_eq!(chunks[0].context, None);
         assert_eq!(chunks[0].new_lines(), vec!["import x", "import y"]);
     }
@@ -1877,68 +1662,31 @@ mod tests {
         let body = "*** Begin Patch\n*** Delete File: x\n*** End Patch";
         let expected = vec![PatchOp::Delete { path: "x".into() }];
         assert_eq!(parse_patch(body).unwrap(), expected);
-        assert_eq!(
-            parse_patch(&format!("\n\n  {body}  \n\n")).unwrap(),
-            expected
-        );
+        assert_eq!(parse_patch(&format!("\n\n  {body}  \n\n")).unwrap(), expected);
         assert_eq!(parse_patch(&body.replace('\n', "\r\n")).unwrap(), expected);
-        assert_eq!(
-            parse_patch(&format!("<<'EOF'\n{body}\nEOF\n")).unwrap(),
-            expected
-        );
-        assert_eq!(
-            parse_patch(&format!("<<EOF\n{body}\nEOF")).unwrap(),
-            expected
-        );
-        assert_eq!(
-            parse_patch(&format!("apply_patch <<\"PATCH\"\n{body}\nPATCH\n")).unwrap(),
-            expected
-        );
-        assert_eq!(
-            parse_patch("*** Begin Patch\n   *** Delete File:   x  \n*** End Patch").unwrap(),
-            expected
-        );
+        assert_eq!(parse_patch(&format!("<<'EOF'\n{body}\nEOF\n")).unwrap(), expected);
+        assert_eq!(parse_patch(&format!("<<EOF\n{body}\nEOF")).unwrap(), expected);
+        assert_eq!(parse_patch(&format!("apply_patch <<\"PATCH\"\n{body}\nPATCH\n")).unwrap(), expected);
+        assert_eq!(parse_patch("*** Begin Patch\n   *** Delete File:   x  \n*** End Patch").unwrap(), expected);
     }
 
     #[test]
     fn pure_move_is_allowed() {
-        let ops = parse_patch("*** Begin Patch\n*** Update File: a\n*** Move to: b\n*** End Patch")
-            .unwrap();
-        assert_eq!(
-            ops,
-            vec![PatchOp::Update {
-                path: "a".into(),
-                move_to: Some("b".into()),
-                chunks: vec![]
-            }]
-        );
+        let ops = parse_patch("*** Begin Patch\n*** Update File: a\n*** Move to: b\n*** End Patch").unwrap();
+        assert_eq!(ops, vec![PatchOp::Update { path: "a".into(), move_to: Some("b".into()), chunks: vec![] }]);
     }
 
     #[test]
     fn add_file_may_be_empty() {
-        let ops = parse_patch(
-            "*** Begin Patch\n*** Add File: empty.txt\n*** Add File: b\n+x\n*** End Patch",
-        )
-        .unwrap();
-        assert_eq!(
-            ops[0],
-            PatchOp::Add {
-                path: "empty.txt".into(),
-                content: String::new()
-            }
-        );
-        assert_eq!(
-            ops[1],
-            PatchOp::Add {
-                path: "b".into(),
-                content: "x\n".into()
-            }
-        );
+        let ops = parse_patch("*** Begin Patch\n*** Add File: empty.txt\n*** Add File: b\n+x\n*** End Patch").unwrap();
+        assert_eq!(ops[0], PatchOp::Add { path: "empty.txt".into(), content: String::new() });
+        assert_eq!(ops[1], PatchOp::Add { path: "b".into(), content: "x\n".into() });
     }
 
     #[test]
     fn context_lines_that_look_like_markers_stay_context() {
-        let chunks = update_chunks("*** Begin Patch\n*** Update File: doc.md\n@@\n *** End Patch\n-old\n+new\n*** End Patch");
+        let chunks =
+            update_chunks("*** Begin Patch\n*** Update File: doc.md\n@@\n *** End Patch\n-old\n+new\n*** End Patch");
         assert_eq!(chunks[0].old_lines(), vec!["*** End Patch", "old"]);
     }
 
@@ -1960,10 +1708,7 @@ mod tests {
         let e = err("*** Begin Patch\n*** Delete File: x\nsome words\n*** End Patch");
         assert_eq!(e.line, 3);
         assert!(e.detail.contains("expected a file operation"), "{e}");
-        assert_eq!(
-            e.to_string(),
-            format!("The patch is malformed at line 3: {}", e.detail)
-        );
+        assert_eq!(e.to_string(), format!("The patch is malformed at line 3: {}", e.detail));
 
         let e = err("*** Begin Patch\n*** Update File: f\n*** End Patch");
         assert_eq!(e.line, 2);
@@ -1971,10 +1716,7 @@ mod tests {
 
         let e = err("*** Begin Patch\n*** Update File: f\n@@\n-a\n+b\nno prefix\n*** End Patch");
         assert_eq!(e.line, 6);
-        assert!(
-            e.detail.contains("expected a line starting with ' '"),
-            "{e}"
-        );
+        assert!(e.detail.contains("expected a line starting with ' '"), "{e}");
 
         let e = err("*** Begin Patch\n*** Update File: f\n@@\n@@\n-a\n*** End Patch");
         assert_eq!(e.line, 3);
@@ -1988,7 +1730,9 @@ mod tests {
         assert_eq!(e.line, 2);
         assert!(e.detail.contains("expected a file operation"), "{e}");
 
-        let e = err("*** Begin Patch\n*** Delete File: a\n*** End Patch\n*** Begin Patch\n*** Delete File: b\n*** End Patch");
+        let e = err(
+            "*** Begin Patch\n*** Delete File: a\n*** End Patch\n*** Begin Patch\n*** Delete File: b\n*** End Patch",
+        );
         assert_eq!(e.line, 3);
         assert!(e.detail.contains("before the end of the patch"), "{e}");
 
@@ -2000,11 +1744,8 @@ mod tests {
 
     #[test]
     fn applies_a_simple_update() {
-        let out = apply(
-            "foo\nbar\n",
-            "*** Begin Patch\n*** Update File: f\n@@\n foo\n-bar\n+baz\n*** End Patch",
-        )
-        .unwrap();
+        let out =
+            apply("foo\nbar\n", "*** Begin Patch\n*** Update File: f\n@@\n foo\n-bar\n+baz\n*** End Patch").unwrap();
         assert_eq!(out, "foo\nbaz\n");
     }
 
@@ -2019,25 +1760,17 @@ mod tests {
     fn context_anchor_selects_the_right_occurrence() {
         let original = "fn one() {\n    x = 1;\n}\nfn two() {\n    x = 1;\n}\n";
         let patch = "*** Begin Patch\n*** Update File: f\n@@ fn two() {\n-    x = 1;\n+    x = 2;\n*** End Patch";
-        assert_eq!(
-            apply(original, patch).unwrap(),
-            "fn one() {\n    x = 1;\n}\nfn two() {\n    x = 2;\n}\n"
-        );
+        assert_eq!(apply(original, patch).unwrap(), "fn one() {\n    x = 1;\n}\nfn two() {\n    x = 2;\n}\n");
         // An anchor may be the start of a line.
         let patch = "*** Begin Patch\n*** Update File: f\n@@ fn two\n-    x = 1;\n+    x = 3;\n*** End Patch";
-        assert!(apply(original, patch)
-            .unwrap()
-            .contains("fn two() {\n    x = 3;"));
+        assert!(apply(original, patch).unwrap().contains("fn two() {\n    x = 3;"));
     }
 
     #[test]
     fn pure_addition_after_an_anchor_goes_below_it() {
         let original = "class A:\n    pass\nclass B:\n    pass\n";
         let patch = "*** Begin Patch\n*** Update File: f\n@@ class B:\n+    x = 1\n*** End Patch";
-        assert_eq!(
-            apply(original, patch).unwrap(),
-            "class A:\n    pass\nclass B:\n    x = 1\n    pass\n"
-        );
+        assert_eq!(apply(original, patch).unwrap(), "class A:\n    pass\nclass B:\n    x = 1\n    pass\n");
     }
 
     #[test]
@@ -2052,10 +1785,7 @@ mod tests {
         let original = "if x:   \n\t  y = 1\nz = 2\n";
         let patch = "*** Begin Patch\n*** Update File: f\n@@\n if x:\n-y = 1\n+    y = 10\n z = 2\n*** End Patch";
         // The context line keeps its trailing spaces; only the changed line changes.
-        assert_eq!(
-            apply(original, patch).unwrap(),
-            "if x:   \n    y = 10\nz = 2\n"
-        );
+        assert_eq!(apply(original, patch).unwrap(), "if x:   \n    y = 10\nz = 2\n");
     }
 
     #[test]
@@ -2074,16 +1804,8 @@ mod tests {
         assert_eq!(apply("x\n}\n\n", patch).unwrap(), "x\n} // end\n\n");
         // Not at the end: an error, not a match elsewhere.
         let err = apply("}\nlast\n", patch).unwrap_err();
-        assert!(matches!(
-            err,
-            PatchError::LinesNotFound {
-                end_of_file: true,
-                ..
-            }
-        ));
-        assert!(err
-            .message(P)
-            .contains("were not found at the end of the file"));
+        assert!(matches!(err, PatchError::LinesNotFound { end_of_file: true, .. }));
+        assert!(err.message(P).contains("were not found at the end of the file"));
     }
 
     #[test]
@@ -2114,25 +1836,20 @@ mod tests {
             }
         );
         let msg = err.message(P);
-        assert!(msg.starts_with("Change 2 to /abs/path (patch line 6) did not apply: these lines were not found after line 3:\n  a\n"), "{msg}");
+        assert!(
+            msg.starts_with(
+                "Change 2 to /abs/path (patch line 6) did not apply: these lines were not found after line 3:\n  a\n"
+            ),
+            "{msg}"
+        );
     }
 
     #[test]
     fn missing_anchor_is_reported() {
-        let patch =
-            "*** Begin Patch\n*** Update File: f\n@@ nonexistent\n-bar\n+baz\n*** End Patch";
+        let patch = "*** Begin Patch\n*** Update File: f\n@@ nonexistent\n-bar\n+baz\n*** End Patch";
         let err = apply("foo\nbar\n", patch).unwrap_err();
-        assert!(matches!(
-            err,
-            PatchError::AnchorNotFound {
-                chunk: 1,
-                patch_line: 3,
-                ..
-            }
-        ));
-        assert!(err
-            .message(P)
-            .contains("no line matching '@@ nonexistent' was found"));
+        assert!(matches!(err, PatchError::AnchorNotFound { chunk: 1, patch_line: 3, .. }));
+        assert!(err.message(P).contains("no line matching '@@ nonexistent' was found"));
     }
 
     #[test]
@@ -2169,10 +1886,7 @@ mod tests {
         // 3 context + 3 changed + 3 context
         assert!(d.starts_with("@@ -9,9 +9,9 @@\n"), "{d}");
         // A change with no room for context at either end.
-        assert_eq!(
-            unified_diff("a\nb\nc\n", "a\nB\nc\n"),
-            "@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n"
-        );
+        assert_eq!(unified_diff("a\nb\nc\n", "a\nB\nc\n"), "@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n");
         let d = unified_diff("x\n", "y\n");
         assert_eq!(d, "@@ -1 +1 @@\n-x\n+y\n");
     }
@@ -2189,10 +1903,7 @@ mod tests {
             unified_diff("a\nb", "a\nc"),
             "@@ -1,2 +1,2 @@\n a\n-b\n\\ No newline at end of file\n+c\n\\ No newline at end of file\n"
         );
-        assert_eq!(
-            unified_diff("a", "a\n"),
-            "@@ -1 +1 @@\n-a\n\\ No newline at end of file\n+a\n"
-        );
+        assert_eq!(unified_diff("a", "a\n"), "@@ -1 +1 @@\n-a\n\\ No newline at end of file\n+a\n");
     }
 
     #[test]

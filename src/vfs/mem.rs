@@ -18,7 +18,9 @@
 //! misuse: they are for setting up tests.
 
 use super::resolve::{resolve_with, Child, Lookup};
-use super::{Descend, DirEntry, Fs, FsError, Kind, Meta, Readable, Resolution, Source, Visitor, WalkEntry, WalkOptions};
+use super::{
+    Descend, DirEntry, Fs, FsError, Kind, Meta, Readable, Resolution, Source, Visitor, WalkEntry, WalkOptions,
+};
 use crate::paths::VPath;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::Match;
@@ -428,7 +430,9 @@ impl MemFs {
     /// links, or `None` when it holds none (nor `.git`).
     fn ignore_level(&self, st: &State, dir: &VPath, readable: &Readable<'_>) -> Option<IgnoreLevel> {
         let read = |path: &VPath| match st.get(path) {
-            Some(Node::File { data, .. }) if data.len() as u64 <= MAX_IGNORE_FILE && readable(path) => matcher(dir, data),
+            Some(Node::File { data, .. }) if data.len() as u64 <= MAX_IGNORE_FILE && readable(path) => {
+                matcher(dir, data)
+            }
             _ => None,
         };
         let has = |name: &str| st.get(&dir.join(name)).map(Node::kind).filter(|_| readable(&dir.join(name)));

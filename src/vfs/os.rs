@@ -8,7 +8,7 @@
 //! This is not where access is decided; see `access`.
 
 use super::resolve::{resolve_with, Child, Lookup};
-use super::{DirEntry, FsError, Fs, Kind, Meta, Readable, Resolution, Visitor, WalkOptions};
+use super::{DirEntry, Fs, FsError, Kind, Meta, Readable, Resolution, Visitor, WalkOptions};
 use crate::paths::VPath;
 use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
@@ -24,11 +24,8 @@ const TRAVERSE: OFlags = OFlags::PATH.union(OFlags::DIRECTORY).union(OFlags::NOF
 /// Flags for listing a directory.
 const LIST: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
 /// Flags for reading a file: never follow, never block on a FIFO, never take a tty.
-const READ: OFlags = OFlags::RDONLY
-    .union(OFlags::NOFOLLOW)
-    .union(OFlags::NONBLOCK)
-    .union(OFlags::NOCTTY)
-    .union(OFlags::CLOEXEC);
+const READ: OFlags =
+    OFlags::RDONLY.union(OFlags::NOFOLLOW).union(OFlags::NONBLOCK).union(OFlags::NOCTTY).union(OFlags::CLOEXEC);
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -56,7 +53,14 @@ impl OsFs {
                 return Err(std::io::Error::other("the trash directory must lie outside the boundary"));
             }
         }
-        Ok(OsFs { host_root, host_root_text, vroot, root_fd: Arc::new(root_fd), trash_dir, watchers: Default::default() })
+        Ok(OsFs {
+            host_root,
+            host_root_text,
+            vroot,
+            root_fd: Arc::new(root_fd),
+            trash_dir,
+            watchers: Default::default(),
+        })
     }
 
     /// The canonical host directory of the boundary.
@@ -248,10 +252,12 @@ impl Fs for OsFs {
                 FileType::Directory => Kind::Dir,
                 FileType::RegularFile => Kind::File,
                 FileType::Symlink => Kind::Link,
-                FileType::Unknown => match rfs::statat(dir.fd().map_err(errno)?, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW) {
-                    Ok(st) => meta_of(&st).kind,
-                    Err(_) => continue,
-                },
+                FileType::Unknown => {
+                    match rfs::statat(dir.fd().map_err(errno)?, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW) {
+                        Ok(st) => meta_of(&st).kind,
+                        Err(_) => continue,
+                    }
+                }
                 _ => Kind::Special,
             };
             out.push(DirEntry { name: name.into_owned(), kind });
@@ -329,7 +335,8 @@ impl Fs for OsFs {
 
     fn trash(&self, real: &VPath) -> Result<String, FsError> {
         let _counted = Bump(&self.watchers);
-        let trash_root = self.trash_dir.as_ref().ok_or_else(|| FsError::Io(std::io::Error::other("no trash directory")))?;
+        let trash_root =
+            self.trash_dir.as_ref().ok_or_else(|| FsError::Io(std::io::Error::other("no trash directory")))?;
         let stamp = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
         let bin = trash_root.join(format!(
             "{}-{}-{}",

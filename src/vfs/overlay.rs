@@ -17,7 +17,7 @@
 //! negotiated unit ([`Encoding`]). Line breaks are `\n`, `\r\n` and `\r`.
 //! This module knows no protocol type.
 
-use super::{DirEntry, Descend, FsError, Fs, Kind, Meta, Resolution, Source, Visitor, WalkEntry, WalkOptions};
+use super::{Descend, DirEntry, Fs, FsError, Kind, Meta, Resolution, Source, Visitor, WalkEntry, WalkOptions};
 use crate::paths::VPath;
 use ropey::Rope;
 use std::cell::RefCell;
@@ -403,8 +403,9 @@ impl Overlay {
     /// A write to an open document: through the editor, or to disk and
     /// shown until the editor reports the reload.
     fn write_open(&self, real: &VPath, host: &Path, cell: DocCell, data: &[u8]) -> Result<(), FsError> {
-        let new = std::str::from_utf8(data)
-            .map_err(|_| refused("the file is open in the editor, which holds text, and the new content is not UTF-8 text"))?;
+        let new = std::str::from_utf8(data).map_err(|_| {
+            refused("the file is open in the editor, which holds text, and the new content is not UTF-8 text")
+        })?;
         let bridge = self.docs.bridge();
         let mut doc = lock(&cell);
         // An earlier change this server made is not reported back yet: its
@@ -544,7 +545,12 @@ impl Fs for Overlay {
                 if let Some((_, cell)) = self.doc(&entry.path) {
                     let open = move || -> Result<Source, FsError> { Ok(Source::Bytes(lock(&cell).current())) };
                     // The disk's stamp says nothing about an unsaved buffer: it is always read.
-                    return visit(&WalkEntry { path: entry.path.clone(), kind: entry.kind, open: &open, stamp: &|| None });
+                    return visit(&WalkEntry {
+                        path: entry.path.clone(),
+                        kind: entry.kind,
+                        open: &open,
+                        stamp: &|| None,
+                    });
                 }
             }
             visit(entry)
@@ -575,22 +581,28 @@ mod tests {
         let docs = Documents::new();
         docs.open("/h/a".into(), "file:///h/a".into(), 1, "a😀b\r\nline two\rthree\n");
         // UTF-16: the emoji is two units; 'b' is at column 3.
-        docs.change(Path::new("/h/a"), 2, vec![Edit { range: Some((pos(0, 3), pos(0, 4))), text: "B".into() }]).unwrap();
+        docs.change(Path::new("/h/a"), 2, vec![Edit { range: Some((pos(0, 3), pos(0, 4))), text: "B".into() }])
+            .unwrap();
         assert_eq!(text(&docs, "/h/a"), "a😀B\r\nline two\rthree\n");
         // A column past the line's end is the line's end (before the CRLF).
-        docs.change(Path::new("/h/a"), 3, vec![Edit { range: Some((pos(0, 99), pos(0, 99))), text: "!".into() }]).unwrap();
+        docs.change(Path::new("/h/a"), 3, vec![Edit { range: Some((pos(0, 99), pos(0, 99))), text: "!".into() }])
+            .unwrap();
         assert_eq!(text(&docs, "/h/a"), "a😀B!\r\nline two\rthree\n");
         // A lone CR breaks a line.
-        docs.change(Path::new("/h/a"), 4, vec![Edit { range: Some((pos(2, 0), pos(2, 5))), text: "3".into() }]).unwrap();
+        docs.change(Path::new("/h/a"), 4, vec![Edit { range: Some((pos(2, 0), pos(2, 5))), text: "3".into() }])
+            .unwrap();
         assert_eq!(text(&docs, "/h/a"), "a😀B!\r\nline two\r3\n");
         docs.set_encoding(Encoding::Utf8);
-        docs.change(Path::new("/h/a"), 5, vec![Edit { range: Some((pos(0, 5), pos(0, 6))), text: "b".into() }]).unwrap();
+        docs.change(Path::new("/h/a"), 5, vec![Edit { range: Some((pos(0, 5), pos(0, 6))), text: "b".into() }])
+            .unwrap();
         assert_eq!(text(&docs, "/h/a"), "a😀b!\r\nline two\r3\n");
         docs.set_encoding(Encoding::Utf32);
-        docs.change(Path::new("/h/a"), 6, vec![Edit { range: Some((pos(0, 1), pos(0, 2))), text: "-".into() }]).unwrap();
+        docs.change(Path::new("/h/a"), 6, vec![Edit { range: Some((pos(0, 1), pos(0, 2))), text: "-".into() }])
+            .unwrap();
         assert_eq!(text(&docs, "/h/a"), "a-b!\r\nline two\r3\n");
         // A line past the end is the end; a whole-text change replaces.
-        docs.change(Path::new("/h/a"), 7, vec![Edit { range: Some((pos(9, 0), pos(9, 0))), text: "end".into() }]).unwrap();
+        docs.change(Path::new("/h/a"), 7, vec![Edit { range: Some((pos(9, 0), pos(9, 0))), text: "end".into() }])
+            .unwrap();
         assert!(text(&docs, "/h/a").ends_with("3\nend"));
         docs.change(Path::new("/h/a"), 8, vec![Edit { range: None, text: "new".into() }]).unwrap();
         assert_eq!(text(&docs, "/h/a"), "new");
@@ -680,12 +692,19 @@ mod tests {
         overlay.read_file(&p("/a.txt"), 1 << 20).unwrap();
         overlay.write_file(&p("/a.txt"), b"buffer\nmore\n").unwrap();
         let seen = bridge.seen.lock().unwrap().clone();
-        assert_eq!(seen, vec![(DocRef { uri: "file:///host/a.txt".into(), version: 4 }, "buffer\n".into(), "buffer\nmore\n".into())]);
+        assert_eq!(
+            seen,
+            vec![(DocRef { uri: "file:///host/a.txt".into(), version: 4 }, "buffer\n".into(), "buffer\nmore\n".into())]
+        );
         // The disk is untouched; the overlay shows the accepted text until the editor reports.
         assert_eq!(mem.read_file(&p("/a.txt"), 1 << 20).unwrap(), b"disk\n");
         assert_eq!(overlay.read_file(&p("/a.txt"), 1 << 20).unwrap(), b"buffer\nmore\n");
-        docs.change(Path::new("/host/a.txt"), 5, vec![Edit { range: Some((pos(1, 0), pos(1, 0))), text: "more\n".into() }])
-            .unwrap();
+        docs.change(
+            Path::new("/host/a.txt"),
+            5,
+            vec![Edit { range: Some((pos(1, 0), pos(1, 0))), text: "more\n".into() }],
+        )
+        .unwrap();
         assert_eq!(overlay.read_file(&p("/a.txt"), 1 << 20).unwrap(), b"buffer\nmore\n");
         // Closed files go to disk.
         overlay.write_file(&p("/b.txt"), b"changed\n").unwrap();
@@ -696,7 +715,10 @@ mod tests {
     fn a_refused_edit_changes_nothing() {
         let (mem, docs, overlay) = setup();
         docs.open("/host/a.txt".into(), "file:///host/a.txt".into(), 1, "buffer\n");
-        docs.set_bridge(Some(Arc::new(Recorder { answer: Err("the user said no".into()), seen: Mutex::new(Vec::new()) })));
+        docs.set_bridge(Some(Arc::new(Recorder {
+            answer: Err("the user said no".into()),
+            seen: Mutex::new(Vec::new()),
+        })));
         begin_call();
         let error = overlay.write_file(&p("/a.txt"), b"new\n").unwrap_err();
         assert!(error.to_string().contains("the user said no"), "{error}");

@@ -573,8 +573,10 @@ fn open_file(dir: BorrowedFd<'_>, name: &str) -> Result<Source, FsError> {
 /// The stamp of a regular file of `dir`, from `fstatat` without following a link.
 fn file_stamp(dir: BorrowedFd<'_>, name: &str) -> Option<Stamp> {
     let st = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
-    (FileType::from_raw_mode(st.st_mode) == FileType::RegularFile)
-        .then(|| Stamp { len: st.st_size as u64, mtime_ns: st.st_mtime as i64 * 1_000_000_000 + st.st_mtime_nsec as i64 })
+    (FileType::from_raw_mode(st.st_mode) == FileType::RegularFile).then(|| Stamp {
+        len: st.st_size as u64,
+        mtime_ns: st.st_mtime as i64 * 1_000_000_000 + st.st_mtime_nsec as i64,
+    })
 }
 
 /// Visits some entries of a listing, collecting the directories to descend into.

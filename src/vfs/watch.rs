@@ -136,9 +136,7 @@ impl Changes {
 }
 
 fn start(changes: Weak<Changes>, host_root: PathBuf, vroot: VPath) {
-    let spawned = std::thread::Builder::new()
-        .name("ctxfs-watch".into())
-        .spawn(move || run(changes, host_root, vroot));
+    let spawned = std::thread::Builder::new().name("ctxfs-watch".into()).spawn(move || run(changes, host_root, vroot));
     if let Err(e) = spawned {
         tracing::info!(error = %e, "no file watcher: every search walks the tree");
     }
@@ -156,8 +154,18 @@ const REBUILD_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 /// (`statfs` magic numbers: ext2/3/4, xfs, btrfs, tmpfs, overlayfs, zfs,
 /// f2fs, bcachefs, reiserfs, jfs). On any other (NFS, SMB, FUSE, 9p, ...)
 /// another machine's changes are never reported, so nothing is watched.
-const LOCAL_FILE_SYSTEMS: [u64; 10] =
-    [0xEF53, 0x5846_5342, 0x9123_683E, 0x0102_1994, 0x794C_7630, 0x2FC1_2FC1, 0xF2F5_2010, 0xCA45_1A4E, 0x5265_4973, 0x3153_464A];
+const LOCAL_FILE_SYSTEMS: [u64; 10] = [
+    0xEF53,
+    0x5846_5342,
+    0x9123_683E,
+    0x0102_1994,
+    0x794C_7630,
+    0x2FC1_2FC1,
+    0xF2F5_2010,
+    0xCA45_1A4E,
+    0x5265_4973,
+    0x3153_464A,
+];
 
 /// Whether a directory can be watched here at all: it lies on a local file
 /// system and inotify works (for tests to say why they skip, and for logs).
@@ -252,8 +260,11 @@ fn run(changes: Weak<Changes>, host_root: PathBuf, vroot: VPath) {
 fn needs_rebuild(mask: ReadFlags, name: Option<&[u8]>) -> bool {
     // A directory's permissions decide whether it can be listed, and so watched.
     let dir_moved = mask.contains(ReadFlags::ISDIR)
-        && mask.intersects(ReadFlags::CREATE | ReadFlags::DELETE | ReadFlags::MOVED_FROM | ReadFlags::MOVED_TO | ReadFlags::ATTRIB);
-    let lost = mask.intersects(ReadFlags::QUEUE_OVERFLOW | ReadFlags::IGNORED | ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF);
+        && mask.intersects(
+            ReadFlags::CREATE | ReadFlags::DELETE | ReadFlags::MOVED_FROM | ReadFlags::MOVED_TO | ReadFlags::ATTRIB,
+        );
+    let lost =
+        mask.intersects(ReadFlags::QUEUE_OVERFLOW | ReadFlags::IGNORED | ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF);
     let ignore_file = matches!(name, Some(b".gitignore" | b".ignore"));
     dir_moved || lost || ignore_file
 }
@@ -298,8 +309,9 @@ fn add_watches(fd: &OwnedFd, host_root: &Path, vroot: &VPath) -> Result<usize, S
     if !with_git_info(host_root) {
         return Err(failed.into_inner().unwrap_or_else(|e| e.into_inner()).unwrap_or_default());
     }
-    let dir = rfs::open(host_root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
-        .map_err(|e| format!("cannot open the boundary: {e}"))?;
+    let dir =
+        rfs::open(host_root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+            .map_err(|e| format!("cannot open the boundary: {e}"))?;
     let options = WalkOptions { gitignore: false, skip_hidden: false, threads: 1 };
     let walked = walk_fd(dir, vroot.clone(), &options, &|entry: &WalkEntry<'_>| {
         if entry.kind != Kind::Dir {
@@ -358,8 +370,14 @@ mod tests {
         let steps: [Step<'_>; 5] = [
             ("a file changes deep down", Box::new(|| std::fs::write(root.join("a/b/f.txt"), "two").unwrap())),
             ("a directory appears", Box::new(|| std::fs::create_dir(root.join("a/new")).unwrap())),
-            ("a file appears in the new directory", Box::new(|| std::fs::write(root.join("a/new/g.txt"), "x").unwrap())),
-            ("a file is renamed", Box::new(|| std::fs::rename(root.join("a/new/g.txt"), root.join("a/new/h.txt")).unwrap())),
+            (
+                "a file appears in the new directory",
+                Box::new(|| std::fs::write(root.join("a/new/g.txt"), "x").unwrap()),
+            ),
+            (
+                "a file is renamed",
+                Box::new(|| std::fs::rename(root.join("a/new/g.txt"), root.join("a/new/h.txt")).unwrap()),
+            ),
             ("an ignore file is written", Box::new(|| std::fs::write(root.join(".gitignore"), "a/\n").unwrap())),
         ];
         for (what, step) in steps {
@@ -388,7 +406,9 @@ mod tests {
         assert_eq!(changes.watched(), 5, "the root, .git/info, .config, .config/tool and src");
         let before = changes.get(&root, &vroot).unwrap();
         std::fs::write(root.join(".git/info/exclude"), "*.log\n").unwrap();
-        eventually("an edit of .git/info/exclude is counted", || changes.get(&root, &vroot).is_some_and(|now| now != before));
+        eventually("an edit of .git/info/exclude is counted", || {
+            changes.get(&root, &vroot).is_some_and(|now| now != before)
+        });
         let before = changes.get(&root, &vroot).unwrap();
         changes.bump();
         assert_eq!(changes.get(&root, &vroot), Some(before + 1));
