@@ -111,4 +111,19 @@ H.test('vim.lsp.config overrides reach the server (init_options = {} included)',
   vim.lsp.config('ctxfs', { init_options = vim.empty_dict() })
 end)
 
+H.test('the help file has valid, unique tags (:helptags) and :help finds them', function()
+  local copy = H.tmp .. '/helpcopy'
+  vim.fn.mkdir(copy .. '/doc', 'p')
+  vim.uv.fs_copyfile(H.plugin .. '/doc/ctxfs.txt', copy .. '/doc/ctxfs.txt')
+  vim.v.errmsg = ''
+  vim.cmd('helptags ' .. vim.fn.fnameescape(copy .. '/doc'))
+  H.eq('', vim.v.errmsg, 'no helptags error (a duplicate tag would be E154)')
+  vim.opt.rtp:append(copy)
+  for _, tag in ipairs({ 'ctxfs', ':Ctxfs-results', 'ctxfs.call()', 'ctxfs-highlights', 'ctxfs-options' }) do
+    vim.cmd('help ' .. tag)
+    H.eq('help', vim.bo.buftype, tag)
+    vim.cmd('helpclose')
+  end
+end)
+
 H.finish()

@@ -27,10 +27,12 @@ local function press(keys)
 end
 
 local ids = {}
+local stub_text
 
 H.test('results: the buffer lists the ids, tools, paths and stub/capped flags', function()
   ids.read1 = H.call('read', { file_path = root .. '/a/b/code.txt' }).id
-  ids.read2 = H.call('read', { file_path = root .. '/a/b/code.txt' }).id -- unchanged: a stub
+  local stub = H.call('read', { file_path = root .. '/a/b/code.txt' }) -- unchanged: a stub
+  ids.read2, stub_text = stub.id, stub.text
   ids.big = H.call('grep', { pattern = 'line', path = root .. '/big.txt' }).id
   ids.edit = H.call('edit', { file_path = root .. '/a/b/code.txt', old_string = 'beta', new_string = 'BETA' }).id
   vim.cmd('Ctxfs results')
@@ -79,31 +81,28 @@ H.test('results: <CR> on a line opens the stored result in a scratch buffer', fu
   H.match(vim.api.nvim_buf_get_name(rbuf), ids.read1, 'named by the id')
 end)
 
-H.test('gd on an id inside a stored result (a stub naming an earlier one) opens that one', function()
-  vim.cmd('Ctxfs recall ' .. ids.read2)
-  H.wait(function()
-    local b = H.view_buf('recall')
-    return b and H.text(b):find('recall ' .. ids.read2, 1, true)
-  end, 'the stub recalled')
-  local rbuf = H.view_buf('recall')
-  local lines = H.lines(rbuf)
-  local row, col
-  for i, l in ipairs(lines) do
-    local s = l:find(ids.read1, 1, true)
-    if s and i > 1 then
-      row, col = i, s
-    end
-  end
-  H.ok(row, 'the stub names ' .. ids.read1 .. ': ' .. vim.inspect(lines))
-  H.ok(vim.iter(H.marks(rbuf)):any(function(m)
-    return m[4] == 'CtxfsStub'
+H.test('gd on an id in the model\'s text (a stub naming an earlier result) opens that one', function()
+  -- A chat plugin's buffer shows what the model read; the stub names the earlier result.
+  local stub = { text = stub_text }
+  H.match(stub.text, 'Unchanged since ' .. ids.read1, 'a stub: ' .. stub.text)
+  local chat = vim.api.nvim_create_buf(false, true)
+  vim.api.nvim_buf_set_lines(chat, 0, -1, false, { 'assistant: reading again', stub.text })
+  vim.cmd('tabnew')
+  vim.api.nvim_win_set_buf(0, chat)
+  vim.keymap.set('n', 'gd', '<Plug>(ctxfs-recall)', { buffer = chat })
+  require('ctxfs').highlight(chat)
+  H.ok(vim.iter(H.marks(chat)):any(function(m)
+    return m[4] == 'CtxfsStub' and m[1] == 1
   end), 'stub line highlighted')
-  vim.api.nvim_win_set_cursor(0, { row, col })
+  local col = stub.text:find(ids.read1, stub.text:find('Unchanged', 1, true), true)
+  vim.api.nvim_win_set_cursor(0, { 2, col })
   press('gd')
   H.wait(function()
     local b = H.view_buf('recall')
     return b and H.text(b):find('recall ' .. ids.read1, 1, true)
   end, 'gd to open the earlier result')
+  H.match(H.text(H.view_buf('recall')), 'alpha')
+  vim.cmd('tabclose')
 end)
 
 H.test('a capped result recalls in full, and its elision line is marked', function()

@@ -80,6 +80,8 @@ function M.open_float(req)
   for _, l in ipairs(lines) do
     widest = math.max(widest, vim.fn.strdisplaywidth(l))
   end
+  local title = ' ctxfs: ' .. (req.description or req.tool or 'change') .. ' '
+  widest = math.max(widest, vim.fn.strdisplaywidth(title) + 1)
   local width = math.max(20, math.min(widest + 1, math.floor(columns * 0.6)))
   local height = math.max(1, math.min(#lines, math.floor(rows * 0.6)))
   local footer = nil
@@ -94,7 +96,7 @@ function M.open_float(req)
     height = height,
     style = 'minimal',
     border = 'rounded',
-    title = ' ctxfs: ' .. (req.description or req.tool or 'change') .. ' ',
+    title = title,
     title_pos = 'left',
     footer = footer,
     footer_pos = footer and 'left' or nil,

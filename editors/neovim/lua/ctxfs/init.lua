@@ -244,6 +244,13 @@ function M.recall_under_cursor()
   return require('ctxfs.views').recall_under_cursor()
 end
 
+--- Marks result ids, stubs and elisions in any buffer (a chat buffer showing tool results)
+--- with the Ctxfs* highlight groups; call it again after the text changes.
+---@param bufnr integer?
+function M.highlight(bufnr)
+  require('ctxfs.highlight').apply(bufnr and bufnr ~= 0 and bufnr or vim.api.nvim_get_current_buf())
+end
+
 --- Restarts the server of a buffer's project; its session resumes.
 function M.restart(bufnr)
   return client.restart(bufnr)
