@@ -5,6 +5,7 @@ local H = dofile(vim.env.CTXFS_PLUGIN .. '/tests/helpers.lua')
 local root = H.project('proj', {
   ['todo.md'] = 'one\ntwo\nthree\n',
   ['closed.txt'] = 'on disk\n',
+  ['utf.txt'] = 'café ☕ naïve\n日本語 line\n',
 })
 
 H.setup({ mode = 'trust' })
@@ -62,6 +63,22 @@ H.test('typing after a read makes the next edit ask for a new read (stale guard 
   H.eq(true, r.isError, 'refused')
   H.match(r.text, '[Rr]ead')
   H.eq('ONE (typed again)', H.lines(buf)[1], 'buffer not overwritten')
+end)
+
+H.test('multi-byte text: typed changes and agent edits keep their columns', function()
+  local ubuf = H.edit(root .. '/utf.txt')
+  -- Typing in the middle of a line of wide characters (sent as incremental changes).
+  vim.api.nvim_buf_set_text(ubuf, 0, #'café ☕ ', 0, #'café ☕ ', { '→ ' })
+  vim.api.nvim_buf_set_text(ubuf, 1, 0, 1, #'日本語', { '中文' })
+  local r = H.call('read', { file_path = root .. '/utf.txt' })
+  H.has(r.text, 'café ☕ → naïve')
+  H.has(r.text, '中文 line')
+  r = H.call('edit', { file_path = root .. '/utf.txt', old_string = 'naïve', new_string = 'naïve 🎉 done' })
+  H.eq(false, r.isError, r.text)
+  H.eq({ 'café ☕ → naïve 🎉 done', '中文 line' }, H.lines(ubuf))
+  r = H.call('edit', { file_path = root .. '/utf.txt', old_string = '中文', new_string = 'zh' })
+  H.eq(false, r.isError, r.text)
+  H.eq({ 'café ☕ → naïve 🎉 done', 'zh line' }, H.lines(ubuf))
 end)
 
 H.finish()
