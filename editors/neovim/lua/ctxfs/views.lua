@@ -586,9 +586,15 @@ function M.instructions(bufnr, cb)
         '<CR>: open the file under the cursor · R: refresh · q: close',
         '',
       }
+      -- Paths as the results view shows them: relative to the root when inside it (the server
+      -- may send them relative to the boundary or absolute); labels such as "… (global)" as they are.
+      for _, f in ipairs(files) do
+        local p = tostring(f.path or '?')
+        f.shown = p:find(' %(%a+%)$') and p or shown_path(chain_file(p, st.root), st.root)
+      end
       local items = {}
       for i, f in ipairs(files) do
-        table.insert(lines, string.format('%d  %-10s  %s', i, f.origin or '?', f.path or '?'))
+        table.insert(lines, string.format('%d  %-10s  %s', i, f.origin or '?', f.shown))
         items[#lines] = f
       end
       if #files == 0 then
@@ -599,7 +605,7 @@ function M.instructions(bufnr, cb)
       end
       for i, f in ipairs(files) do
         table.insert(lines, '')
-        table.insert(lines, string.format('── %d · %s · %s ──', i, f.origin or '?', f.path or '?'))
+        table.insert(lines, string.format('── %d · %s · %s ──', i, f.origin or '?', f.shown))
         items[#lines] = f
         vim.list_extend(lines, text_lines(f.text))
       end
@@ -614,7 +620,7 @@ function M.instructions(bufnr, cb)
         if s then
           hl.mark(buf, row - 1, s - 1, e, 'CtxfsOrigin')
         end
-        local ps, pe = line:find(f.path or '?', (e or 0) + 1, true)
+        local ps, pe = line:find(f.shown, (e or 0) + 1, true)
         if ps then
           hl.mark(buf, row - 1, ps - 1, pe, 'CtxfsPath')
         end
