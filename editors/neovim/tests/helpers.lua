@@ -129,7 +129,8 @@ function H.read(path)
 end
 
 function H.lines(buf)
-  return vim.api.nvim_buf_get_lines(buf or 0, 0, -1, false)
+  assert(buf, 'no buffer (a view that is not shown?)')
+  return vim.api.nvim_buf_get_lines(buf, 0, -1, false)
 end
 
 function H.text(buf)

@@ -79,6 +79,16 @@ H.test('results: <CR> on a line opens the stored result in a scratch buffer', fu
   H.match(text, 'alpha', 'with the stored text')
   H.match(text, 'beta', 'as it was read (before the edit)')
   H.match(vim.api.nvim_buf_get_name(rbuf), ids.read1, 'named by the id')
+  -- That recall is a result of the session too; the list marks it as the user's own.
+  vim.cmd('Ctxfs results')
+  H.wait(function()
+    local b = H.view_buf('results')
+    return b and H.text(b):find('recall')
+  end, 'the refreshed list')
+  local line = vim.iter(H.lines(H.view_buf('results'))):find(function(l)
+    return l:find('recall ' .. ids.read1, 1, true)
+  end)
+  H.match(line, 'viewed', 'flagged as the user’s own recall: ' .. H.text(H.view_buf('results')))
 end)
 
 H.test('gd on an id in the model\'s text (a stub naming an earlier result) opens that one', function()

@@ -182,20 +182,21 @@ local function on_exit(code, signal, client_id)
     end
     local session = M.session_by_root[st.root]
     local msg = string.format(
-      'the server for %s stopped unexpectedly (%s).%s',
+      'the server for %s stopped unexpectedly (%s)%s',
       vim.fn.fnamemodify(st.root, ':~'),
       why,
-      session and (' Its session ' .. session .. ' is kept and resumes on restart.') or ''
+      session and ('; session ' .. session .. ' is kept') or ''
     )
     log.add('error', st.root, msg)
     local policy = config.options.restart
     if policy == 'always' then
-      notify(msg .. ' Restarting.', vim.log.levels.WARN)
+      notify(msg .. '; restarting.', vim.log.levels.WARN)
       restart_root(st.root)
     elseif policy == 'ask' then
-      notify(msg .. ' :Ctxfs restart starts it again.', vim.log.levels.ERROR)
+      -- Short, so the question below follows without a "Press ENTER".
+      notify(msg .. '.', vim.log.levels.ERROR)
       vim.ui.select(
-        { 'Restart ctxfs and resume the session', 'Leave it stopped' },
+        { 'Restart ctxfs and resume the session', 'Leave it stopped (:Ctxfs restart later)' },
         { prompt = 'ctxfs stopped for ' .. vim.fn.fnamemodify(st.root, ':~') .. ':', kind = 'ctxfs_restart' },
         function(_, idx)
           if idx == 1 then
@@ -204,7 +205,7 @@ local function on_exit(code, signal, client_id)
         end
       )
     else
-      notify(msg .. ' :Ctxfs restart starts it again.', vim.log.levels.ERROR)
+      notify(msg .. '; :Ctxfs restart starts it again.', vim.log.levels.ERROR)
     end
   end)
 end

@@ -134,6 +134,11 @@ end
 
 local RECALL_PAGE = 2000
 
+--- The results the views' own recalls added to a session (ctxfs/recall records a result like
+--- any call), so the results list can tell them from the agent's: session → id → true.
+---@type table<string, table<string, boolean>>
+M.own = {}
+
 --- Opens the stored result `id` (all of it, page by page) in a scratch buffer.
 ---@param id string like #000c (or 000c)
 ---@param bufnr integer? the buffer whose session it is in
@@ -162,6 +167,10 @@ function M.recall(id, bufnr, cb)
         if re then
           err(re)
           return cb(re)
+        end
+        if result.id then
+          M.own[session] = M.own[session] or {}
+          M.own[session][result.id] = true
         end
         local text = result.text or ''
         local head, body = text:match('^([^\n]*)\n?(.*)$')
@@ -269,7 +278,12 @@ function M.results(bufnr, cb)
           flags = table.concat(
             vim.tbl_filter(function(x)
               return x ~= ''
-            end, { r.stub and 'stub' or '', r.capped and 'capped' or '', r.isError and 'error' or '' }),
+            end, {
+              r.stub and 'stub' or '',
+              r.capped and 'capped' or '',
+              r.isError and 'error' or '',
+              (M.own[session] or {})[r.id] and 'viewed' or '',
+            }),
             ' '
           ),
           title = r.title or '',
@@ -288,7 +302,7 @@ function M.results(bufnr, cb)
           #entries,
           #entries == 1 and '' or 's'
         ),
-        '<CR>/gd: open the result (or the id) under the cursor · R: refresh · q: close',
+        '<CR>/gd: open the result (or the id) under the cursor · R: refresh · q: close · viewed: your own recalls',
         '',
       }
       local items = {}
@@ -325,7 +339,10 @@ function M.results(bufnr, cb)
         hl.mark(buf, r, off_tool, off_tool + #(entry.tool or ''), 'CtxfsTool')
         local p = shown_path(entry.path, st.root)
         hl.mark(buf, r, off_path, off_path + #p, 'CtxfsPath')
-        if entry.isError then
+        if (M.own[session] or {})[entry.id] then
+          -- A recall this view made, not the agent: dimmed.
+          hl.mark(buf, r, 0, #lines[row], 'CtxfsDim', 170)
+        elseif entry.isError then
           hl.mark(buf, r, off_flags, off_flags + 12, 'CtxfsError', 160)
         elseif entry.capped then
           hl.mark(buf, r, off_flags, off_flags + 12, 'CtxfsCapped', 160)
@@ -363,7 +380,7 @@ end
 ---@param entry table a ctxfs/changes entry
 ---@param buf integer the changes view (for the session)
 ---@return integer? win
-function M.diff_float(entry, buf)
+function M.diff_float(entry, buf, root)
   local text = entry.diff or ''
   if text == '' then
     text = string.format('(%s %s: no text diff)', entry.kind or 'changed', entry.path or '')
@@ -384,7 +401,7 @@ function M.diff_float(entry, buf)
     width = width,
     height = height,
     border = 'rounded',
-    title = string.format(' %s %s %s ', entry.id or '', entry.kind or '', entry.path or ''),
+    title = string.format(' %s %s %s ', entry.id or '', entry.kind or '', shown_path(entry.path, root)),
     title_pos = 'left',
     footer = ' s: side by side (:diffsplit before/after) · q: close ',
     footer_pos = 'left',
@@ -518,7 +535,7 @@ function M.changes(bufnr, cb)
         if not c then
           return notify('no change on this line', vim.log.levels.WARN)
         end
-        M.diff_float(c, buf)
+        M.diff_float(c, buf, st.root)
       end, 'diff of the change')
       map(buf, 'D', function()
         local c = current()
