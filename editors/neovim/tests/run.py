@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -71,8 +72,23 @@ def run_one(test, nvim, ctxfs, keep):
         str(test),
     ]
     started = time.monotonic()
-    proc = subprocess.Popen(cmd, env=env, cwd=tmp / "work", start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, env=env, cwd=tmp / "work", start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
     pgid = proc.pid
+    counts = {"passed": 0, "failed": 0}
+
+    def pump():
+        # The test's output, shown as it comes; its closing "N passed, N failed" is counted.
+        for raw in proc.stdout:
+            line = raw.decode(errors="replace").rstrip("\n")
+            print(line, flush=True)
+            found = re.match(r"^\s*(\d+) passed, (\d+) failed$", line)
+            if found:
+                counts["passed"], counts["failed"] = int(found[1]), int(found[2])
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
     timed_out = False
     try:
         code = proc.wait(timeout=TIMEOUT)
@@ -88,6 +104,7 @@ def run_one(test, nvim, ctxfs, keep):
         pass
     if timed_out:
         proc.wait()
+    reader.join(timeout=5)
     seconds = time.monotonic() - started
     ok = code == 0 and not left and not timed_out
     if timed_out:
@@ -104,7 +121,9 @@ def run_one(test, nvim, ctxfs, keep):
         shutil.rmtree(tmp, ignore_errors=True)
     else:
         print(f"     kept {tmp} (the LSP log is in state/nvim/lsp.log)")
-    return ok
+    # A file that failed without a failed test (a crash, a leftover process) counts as one failure.
+    failed = counts["failed"] + (0 if ok or counts["failed"] else 1)
+    return ok, counts["passed"], failed
 
 
 def main():
@@ -134,9 +153,15 @@ def main():
             print(f"FAIL: no test named {args.tests}")
             return 1
     print(f"Neovim plugin tests: {version}, ctxfs {ctxfs}")
-    failed = [t.stem for t in tests if not run_one(t, nvim, ctxfs, args.keep)]
-    print(f"{len(tests) - len(failed)} of {len(tests)} test files passed" + (f"; failed: {', '.join(failed)}" if failed else ""))
-    return 1 if failed else 0
+    failed_files, passed, failed = [], 0, 0
+    for test in tests:
+        ok, p, f = run_one(test, nvim, ctxfs, args.keep)
+        passed, failed = passed + p, failed + f
+        if not ok:
+            failed_files.append(test.stem)
+    print(f"{len(tests) - len(failed_files)} of {len(tests)} test files passed" + (f"; failed: {', '.join(failed_files)}" if failed_files else ""))
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed_files or failed else 0
 
 
 if __name__ == "__main__":

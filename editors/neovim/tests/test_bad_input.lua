@@ -181,6 +181,25 @@ H.test('a server that exits with restart = "never": said, with the command to re
   no_lua_errors()
 end)
 
+H.test('a server that exits with restart = "always": restarted without a question', function()
+  reset()
+  require('ctxfs').setup({ binary = H.bin, restart = 'always' })
+  local buf, client = H.edit(root .. '/a.txt')
+  H.call('read', { file_path = root .. '/a.txt' })
+  local asked = H.with_select(function()
+    error('no question with restart = always')
+  end, function()
+    vim.uv.kill(H.server_pids()[1], 'sigkill')
+    H.wait(function()
+      local c = vim.lsp.get_clients({ bufnr = buf, name = 'ctxfs' })[1]
+      return c and c.id ~= client.id and require('ctxfs.client').state[c.id] and require('ctxfs.client').state[c.id].ready
+    end, 'the new server')
+  end)
+  H.eq(0, #asked)
+  H.eq(1, #H.messages_matching('restarting'))
+  no_lua_errors()
+end)
+
 H.test('a server that cannot serve (data directory inside the project) says why', function()
   reset()
   require('ctxfs').setup({ binary = H.bin, data = root .. '/data' })
