@@ -472,22 +472,6 @@ function M.request(client, method, params, cb)
   end
 end
 
---- Sends a request and waits for it (for the synchronous parts of the API).
----@return string? err
----@return any result
-function M.request_sync(client, method, params, timeout_ms)
-  local done, err, result = false, nil, nil
-  M.request(client, method, params, function(e, r)
-    done, err, result = true, e, r
-  end)
-  if not vim.wait(timeout_ms or 10000, function()
-    return done
-  end, 10) then
-    return method .. ' got no answer in time'
-  end
-  return err, result
-end
-
 --- Opens (or resumes, after a restart) the client's session.
 ---@param client vim.lsp.Client
 ---@param cb fun(err: string?, session: string?, st: ctxfs.ClientState?)
