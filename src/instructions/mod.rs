@@ -89,6 +89,23 @@ impl UserConfig {
         config.get(key)?.as_str().map(str::to_owned)
     }
 
+    /// How long sessions are kept: `"retention": {"days": N, "megabytes": N}`
+    /// in `config.json`, each defaulting as `Retention::default`.
+    pub fn retention(&self) -> crate::hygiene::store::Retention {
+        let mut retention = crate::hygiene::store::Retention::default();
+        let text = self.dir.as_ref().and_then(|d| std::fs::read_to_string(d.join("config.json")).ok());
+        let config: Option<serde_json::Value> = text.and_then(|t| serde_json::from_str(&t).ok());
+        if let Some(section) = config.as_ref().and_then(|c| c.get("retention")) {
+            if let Some(days) = section.get("days").and_then(|v| v.as_u64()) {
+                retention.days = days;
+            }
+            if let Some(megabytes) = section.get("megabytes").and_then(|v| v.as_u64()) {
+                retention.megabytes = megabytes;
+            }
+        }
+        retention
+    }
+
     /// Instruction files named in `config.json` (`{"instructions": [...]}`),
     /// relative to the config directory unless absolute.
     fn configured(&self) -> (Vec<PathBuf>, Vec<String>) {
