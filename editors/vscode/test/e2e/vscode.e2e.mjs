@@ -1,0 +1,310 @@
+// End-to-end test of the extension in real VS Code: code-server 4.139.1 (VS Code 1.139) in
+// headless Debian Chromium, driven by playwright-core through the command palette, the views,
+// notifications and editors, with the real ctxfs binary. Only the "too old" server is a
+// stand-in (old-server.mjs): building an older ctxfs here would take minutes.
+// Needs (from scripts/test-vscode): CTXFS_BIN, CODE_SERVER, CTXFS_VSIX, NODE24_BIN. Fails, not
+// skips, when one is missing.
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import {
+  activeEditorText,
+  calls,
+  clickToastButton,
+  dismissToasts,
+  freePort,
+  groupMembers,
+  installVsix,
+  killGroups,
+  palette,
+  pick,
+  readSettings,
+  scratch,
+  shot,
+  startChromium,
+  startCodeServer,
+  toast,
+  viewRow,
+  viewRows,
+  waitFor,
+  writeSettings,
+} from './harness.mjs';
+
+const need = (name) => {
+  const value = process.env[name];
+  if (!value || !existsSync(value)) throw new Error(`${name} must name an existing file or directory (got ${value ?? 'nothing'}); run scripts/test-vscode`);
+  return value;
+};
+
+const ctxfs = need('CTXFS_BIN');
+const codeServer = need('CODE_SERVER');
+const vsix = need('CTXFS_VSIX');
+const node24 = need('NODE24_BIN');
+if (!existsSync('/usr/bin/chromium')) throw new Error('/usr/bin/chromium is missing; run scripts/test-vscode (it installs Debian chromium)');
+const oldServer = join(import.meta.dirname, 'old-server.mjs');
+
+const dirs = scratch();
+let page;
+let codeServerChild;
+let baseSettings;
+let n = 0;
+
+/** Starts a tool call through the extension's test command (vscode.lm.invokeTool); answers its tag. */
+async function startCall(tool, input) {
+  const tag = `call-${++n}`;
+  await palette(page, 'ctxfs: Test: Invoke Tool');
+  await page.locator('.quick-input-widget', { hasText: 'ctxfs test: tool call' }).waitFor({ state: 'visible', timeout: 20000 });
+  const box = page.locator('.quick-input-widget .quick-input-box input');
+  await box.fill(JSON.stringify({ tool, input, tag }));
+  await box.press('Enter');
+  return tag;
+}
+
+async function result(tag, timeoutMs = 60000) {
+  const found = await waitFor(`the answer of ${tag}`, () => calls(dirs).find((c) => c.tag === tag), timeoutMs);
+  assert.equal(found.error, undefined, `${tag} failed: ${found.error}`);
+  return found.text;
+}
+
+async function call(tool, input) {
+  return result(await startCall(tool, input));
+}
+
+function idOf(text) {
+  return /^\[(#[0-9a-f]{4,})/.exec(text)?.[1];
+}
+
+async function openFile(name) {
+  await palette(page, 'Go to File');
+  const box = page.locator('.quick-input-widget .quick-input-box input');
+  await box.fill(name);
+  await pick(page, name);
+  await page.locator('.tabs-container .tab.active', { hasText: name }).waitFor({ timeout: 20000 });
+}
+
+async function statusText() {
+  return page.locator('.statusbar-item', { hasText: 'ctxfs' }).first().innerText();
+}
+
+async function setSettings(extra) {
+  writeSettings(dirs, { ...baseSettings, ...extra });
+}
+
+before(async () => {
+  const ws = dirs.ws;
+  mkdirSync(join(ws, 'notes'), { recursive: true });
+  mkdirSync(join(ws, 'src'), { recursive: true });
+  writeFileSync(join(ws, 'AGENTS.md'), '# Project rules\n\nKeep notes short.\n');
+  writeFileSync(join(ws, 'notes', 'todo.md'), '# Todo\n\n- buy milk\n');
+  writeFileSync(join(ws, 'src', 'main.txt'), 'main\n');
+  const config = join(dirs.home, '.config', 'ctxfs');
+  mkdirSync(config, { recursive: true });
+  writeFileSync(join(config, 'AGENTS.md'), '# My global rules\n\nBe brief.\n');
+  baseSettings = {
+    'files.autoSave': 'off',
+    'workbench.startupEditor': 'none',
+    'workbench.tips.enabled': false,
+    'security.workspace.trust.enabled': false,
+    'telemetry.telemetryLevel': 'off',
+    'extensions.autoCheckUpdates': false,
+    'extensions.autoUpdate': false,
+    'update.mode': 'none',
+    'workbench.enableExperiments': false,
+    'chat.commandCenter.enabled': false,
+    'ctxfs.path': ctxfs,
+    'window.commandCenter': false,
+  };
+  writeSettings(dirs, baseSettings);
+  const env = {
+    PATH: `${node24}:/usr/local/bin:/usr/bin:/bin`,
+    HOME: dirs.home,
+    XDG_CONFIG_HOME: join(dirs.home, '.config'),
+    XDG_DATA_HOME: join(dirs.home, '.local', 'share'),
+    XDG_CACHE_HOME: join(dirs.home, '.cache'),
+    CTXFS_VSCODE_TEST: dirs.out,
+    CTXFS_LOG: 'info',
+    LANG: 'C.UTF-8',
+  };
+  installVsix({ codeServer, env, dirs, vsix });
+  const port = await freePort();
+  codeServerChild = (await startCodeServer({ codeServer, env, dirs, port })).child;
+  ({ page } = await startChromium({ dirs, env }));
+  await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(ws)}`);
+  await page.locator('.monaco-workbench').waitFor({ timeout: 120000 });
+  await waitFor('the ctxfs status item', async () => /ctxfs: ask/.test(await statusText()), 120000);
+});
+
+after(async () => {
+  try {
+    if (page) await shot(page, dirs, 'zz-last').catch(() => undefined);
+  } finally {
+    await killGroups();
+    const left = codeServerChild ? groupMembers(codeServerChild.pid) : [];
+    console.log(`screenshots: ${dirs.shots}; scratch: ${dirs.root}; processes left in code-server's group: ${left.length}`);
+  }
+});
+
+let readId;
+
+test('a tool call through vscode.lm.invokeTool reads the unsaved buffer', async () => {
+  await openFile('todo.md');
+  await page.locator('.editor-group-container.active .monaco-editor .view-lines').click();
+  await page.keyboard.press('Control+End');
+  await page.keyboard.type('- UNSAVED LINE 42');
+  await page.locator('.tabs-container .tab.active.dirty', { hasText: 'todo.md' }).waitFor({ timeout: 10000 });
+  assert.doesNotMatch(readFileSync(join(dirs.ws, 'notes', 'todo.md'), 'utf8'), /UNSAVED/);
+  const text = await call('ctxfs_read', { file_path: join(dirs.ws, 'notes', 'todo.md') });
+  assert.match(text, /UNSAVED LINE 42/, text);
+  readId = idOf(text);
+  assert.ok(readId, `no id in ${text}`);
+});
+
+test('an edit asks once (diff beside), lands in the open buffer, and undo reverts it', async () => {
+  const tag = await startCall('ctxfs_edit', { file_path: join(dirs.ws, 'notes', 'todo.md'), old_string: 'UNSAVED LINE 42', new_string: 'EDITED BY CTXFS' });
+  const prompt = toast(page, 'ctxfs: allow edit');
+  await prompt.waitFor({ state: 'visible', timeout: 30000 });
+  await page.locator('.tabs-container .tab', { hasText: 'ctxfs asks: edit todo.md' }).waitFor({ timeout: 20000 });
+  await page.locator('.monaco-diff-editor').first().waitFor({ state: 'visible', timeout: 20000 });
+  await shot(page, dirs, '01-approval-edit');
+  const buttons = await prompt.locator('.monaco-button').allInnerTexts();
+  assert.deepEqual(buttons.map((b) => b.trim()).filter(Boolean).slice(0, 2), ['Allow once', 'Allow for this session'], buttons.join('|'));
+  // VS Code asked nothing of its own: the only prompt is ctxfs's.
+  assert.equal(await page.locator('.chat-confirmation-widget, .monaco-dialog-box').count(), 0);
+  await clickToastButton(page, 'ctxfs: allow edit', 'Allow once');
+  const text = await result(tag);
+  assert.doesNotMatch(text, /Not changed/, text);
+  await openFile('todo.md');
+  await waitFor('the edit in the buffer', async () => /EDITED BY CTXFS/.test(await activeEditorText(page)), 20000);
+  assert.doesNotMatch(readFileSync(join(dirs.ws, 'notes', 'todo.md'), 'utf8'), /EDITED/, 'the disk is left to the editor');
+  await shot(page, dirs, '02-edit-in-buffer');
+  await page.locator('.editor-group-container.active .monaco-editor .view-lines').click();
+  await page.keyboard.press('Control+Z');
+  await waitFor('undo to revert the edit', async () => {
+    const t = await activeEditorText(page);
+    return /UNSAVED LINE 42/.test(t) && !/EDITED BY CTXFS/.test(t);
+  }, 20000);
+});
+
+test('an approval answered "Always allow notes/*" is remembered and listed in the grants', async () => {
+  const tag = await startCall('ctxfs_write', { file_path: join(dirs.ws, 'notes', 'new.md'), content: 'new note\n' });
+  await toast(page, 'ctxfs: allow write').waitFor({ state: 'visible', timeout: 30000 });
+  await shot(page, dirs, '03-approval-write');
+  await clickToastButton(page, 'ctxfs: allow write', 'Always allow notes/*');
+  const text = await result(tag);
+  assert.doesNotMatch(text, /Not changed/, text);
+  assert.equal(readFileSync(join(dirs.ws, 'notes', 'new.md'), 'utf8'), 'new note\n');
+  // The grant covers the next write in notes/: no prompt.
+  const second = await call('ctxfs_write', { file_path: join(dirs.ws, 'notes', 'other.md'), content: 'other\n' });
+  assert.doesNotMatch(second, /Not changed/, second);
+  assert.equal(await toast(page, 'ctxfs: allow write').count(), 0);
+  await palette(page, 'ctxfs: Grants: List and Revoke');
+  const row = page.locator('.quick-input-widget .quick-input-list .monaco-list-row', { hasText: 'notes/*' }).first();
+  await row.waitFor({ timeout: 20000 });
+  assert.match(await row.innerText(), /always/);
+  await shot(page, dirs, '04-grants');
+  await page.keyboard.press('Escape');
+});
+
+test('the mode switch changes what a write does', async () => {
+  await page.locator('.statusbar-item', { hasText: 'ctxfs: ask' }).first().click();
+  await pick(page, 'read-only');
+  await waitFor('the status item to say read-only', async () => /ctxfs: read-only/.test(await statusText()), 20000);
+  await shot(page, dirs, '05-mode-read-only');
+  const refused = await call('ctxfs_write', { file_path: join(dirs.ws, 'src', 'mode.txt'), content: 'x\n' });
+  assert.match(refused, /read-only/i, refused);
+  assert.equal(existsSync(join(dirs.ws, 'src', 'mode.txt')), false);
+  await palette(page, 'ctxfs: Set Permission Mode');
+  await pick(page, 'trust');
+  await waitFor('the status item to say trust', async () => /ctxfs: trust/.test(await statusText()), 20000);
+  const written = await call('ctxfs_write', { file_path: join(dirs.ws, 'src', 'mode.txt'), content: 'x\n' });
+  assert.doesNotMatch(written, /Not changed/, written);
+  assert.equal(readFileSync(join(dirs.ws, 'src', 'mode.txt'), 'utf8'), 'x\n');
+  assert.equal(await toast(page, 'ctxfs: allow').count(), 0, 'trust asks nothing');
+});
+
+test('the Results view lists ids newest first and opens the stored result with id links', async () => {
+  await palette(page, 'ctxfs: Focus on Results View');
+  const rows = await waitFor('result rows', async () => {
+    const r = await viewRows(page, 'Results');
+    return r.length >= 4 ? r : undefined;
+  }, 30000);
+  const ids = rows.map((r) => /#[0-9a-f]{4,}/.exec(r)?.[0]);
+  assert.ok(ids.every(Boolean), rows.join(' | '));
+  const numbers = ids.map((id) => parseInt(id.slice(1), 16));
+  assert.deepEqual(numbers, [...numbers].sort((a, b) => b - a), `newest first: ${ids.join(' ')}`);
+  assert.ok(ids.includes(readId), `${readId} in ${ids.join(' ')}`);
+  await shot(page, dirs, '06-results-view');
+  await viewRow(page, 'Results', readId).click();
+  await page.locator('.tabs-container .tab.active', { hasText: readId }).waitFor({ timeout: 20000 });
+  await waitFor('the stored result', async () => /UNSAVED LINE 42/.test(await activeEditorText(page)), 20000);
+  await waitFor('id links', async () => (await page.locator('.editor-group-container.active .monaco-editor .detected-link').count()) > 0, 20000);
+  await shot(page, dirs, '07-stored-result');
+});
+
+test('the Changes view opens a diff editor', async () => {
+  await palette(page, 'ctxfs: Focus on Changes View');
+  const row = viewRow(page, 'Changes', 'todo.md');
+  await row.waitFor({ timeout: 30000 });
+  assert.match(await row.innerText(), /edit/);
+  const rows = await viewRows(page, 'Changes');
+  assert.ok(rows.some((r) => /new\.md \(created\)/.test(r)), rows.join(' | '));
+  await row.click();
+  await page.locator('.tabs-container .tab.active', { hasText: 'before ↔ after' }).waitFor({ timeout: 20000 });
+  const diff = page.locator('.editor-group-container.active .monaco-diff-editor').first();
+  await diff.waitFor({ state: 'visible', timeout: 20000 });
+  await waitFor('both sides of the diff', async () => {
+    const t = await diff.innerText();
+    return /UNSAVED LINE 42/.test(t) && /EDITED BY CTXFS/.test(t);
+  }, 20000);
+  await shot(page, dirs, '08-change-diff');
+});
+
+test('the Instructions view lists the AGENTS.md chain in order with origins', async () => {
+  await palette(page, 'ctxfs: Focus on Instructions View');
+  const rows = await waitFor('instruction rows', async () => {
+    const r = await viewRows(page, 'Instructions');
+    return r.length >= 2 ? r : undefined;
+  }, 30000);
+  const flat = rows.map((r) => r.replace(/\s+/g, ' ').trim());
+  assert.match(flat[0], /^1\. AGENTS\.md global/, flat.join(' | '));
+  assert.match(flat[1], /^2\. AGENTS\.md chain/, flat.join(' | '));
+  await shot(page, dirs, '09-instructions');
+  await viewRow(page, 'Instructions', '2. AGENTS.md').click();
+  await waitFor('the chain file opened', async () => /Keep notes short/.test(await activeEditorText(page)), 20000);
+});
+
+test('a server that dies is restarted and its session resumed', async () => {
+  const before = groupMembers(codeServerChild.pid).filter(([, comm]) => comm === 'ctxfs');
+  assert.equal(before.length, 1, JSON.stringify(before));
+  process.kill(before[0][0], 'SIGKILL');
+  await toast(page, 'ctxfs stopped unexpectedly; it was restarted and resumed').waitFor({ state: 'visible', timeout: 60000 });
+  await shot(page, dirs, '10-restarted');
+  const now = groupMembers(codeServerChild.pid).filter(([, comm]) => comm === 'ctxfs');
+  assert.equal(now.length, 1);
+  assert.notEqual(now[0][0], before[0][0]);
+  const recalled = await call('ctxfs_recall', { id: readId });
+  assert.match(recalled, /UNSAVED LINE 42/, recalled);
+  await dismissToasts(page);
+});
+
+test('no binary, a missing path and a too-old server each get a clear message with a way out', async () => {
+  await setSettings({ 'ctxfs.path': '' });
+  const none = toast(page, 'ctxfs was not found');
+  await none.waitFor({ state: 'visible', timeout: 60000 });
+  assert.match(await none.innerText(), /Open Settings/);
+  await shot(page, dirs, '11-no-binary');
+  await dismissToasts(page);
+  await setSettings({ 'ctxfs.path': '/nonexistent/ctxfs' });
+  await toast(page, 'no executable file is there').waitFor({ state: 'visible', timeout: 60000 });
+  await dismissToasts(page);
+  await setSettings({ 'ctxfs.path': oldServer });
+  const old = toast(page, 'speaking protocol 1; this extension needs protocol 2');
+  await old.waitFor({ state: 'visible', timeout: 60000 });
+  await shot(page, dirs, '12-too-old');
+  await dismissToasts(page);
+  assert.match(await statusText(), /\$\(warning\)|ctxfs$|ctxfs\s*$/);
+  await setSettings({ 'ctxfs.path': ctxfs });
+  await waitFor('ctxfs running again', async () => /ctxfs: ask/.test(await statusText()), 60000);
+  assert.equal(readSettings(dirs)['ctxfs.path'], ctxfs);
+});
