@@ -227,14 +227,15 @@ export class Server implements vscode.Disposable {
     return done;
   }
 
-  private async openSession(resume: string | undefined): Promise<SessionInfo> {
+  /** Opens or resumes a session; `applyMode` puts it in the mode picked in this window. */
+  private async openSession(resume: string | undefined, applyMode = true): Promise<SessionInfo> {
     const client = this.need();
     const params: Record<string, unknown> = { clientName: 'VS Code' };
     if (resume) params.resume = resume;
     const answer = await client.sendRequest<OpenSessionAnswer>('ctxfs/openSession', params);
     const info = { id: answer.session, chain: answer.chain, instructions: answer.instructions };
     this.infos.set(info.id, info);
-    if (this.pickedMode) {
+    if (applyMode && this.pickedMode) {
       await client.sendRequest('ctxfs/setMode', { session: info.id, mode: this.pickedMode }).catch((e) => {
         this.log.warn(`setting mode on ${info.id}: ${message(e)}`);
       });
@@ -281,7 +282,7 @@ export class Server implements vscode.Disposable {
 
   /** Refreshes a session's chain (openSession answers an open session as is). */
   async refreshSession(session: string): Promise<SessionInfo> {
-    return this.openSession(session);
+    return this.openSession(session, false);
   }
 
   async call(session: string, tool: string, args: unknown, token?: vscode.CancellationToken): Promise<CallAnswer> {

@@ -250,10 +250,29 @@ export function registerViews(server: Server): { disposables: vscode.Disposable[
     );
   };
 
+  const trees = [
+    vscode.window.createTreeView('ctxfs.results', { treeDataProvider: results }),
+    vscode.window.createTreeView('ctxfs.changes', { treeDataProvider: changes }),
+    vscode.window.createTreeView('ctxfs.instructions', { treeDataProvider: instructions }),
+  ];
+  /** Each view says which session it shows, or why there is nothing to show. */
+  const describe = () => {
+    const session = server.current ?? server.sessionIds()[0];
+    const status = server.status;
+    const why =
+      status.kind === 'failed' || status.kind === 'stopped'
+        ? `ctxfs is not running${status.why ? `: ${status.why}` : ''}. See ctxfs: Show Log.`
+        : undefined;
+    for (const tree of trees) {
+      tree.description = session ? `session ${session}` : undefined;
+      tree.message = why;
+    }
+  };
+  describe();
+
   const disposables: vscode.Disposable[] = [
-    vscode.window.registerTreeDataProvider('ctxfs.results', results),
-    vscode.window.registerTreeDataProvider('ctxfs.changes', changes),
-    vscode.window.registerTreeDataProvider('ctxfs.instructions', instructions),
+    ...trees,
+    server.onDidChange(describe),
     vscode.workspace.registerTextDocumentContentProvider(RESULT_SCHEME, resultProvider),
     vscode.workspace.registerTextDocumentContentProvider(CHANGE_SCHEME, changeProvider),
     vscode.languages.registerDocumentLinkProvider(linkSelector, links),

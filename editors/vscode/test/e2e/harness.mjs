@@ -126,14 +126,26 @@ export function scratch() {
   return dirs;
 }
 
+/**
+ * Writes the settings: ctxfs's own into the machine settings (code-server's extension host is a
+ * remote one, and `machine`-scoped settings are read there, as in VS Code Remote), the rest into
+ * the user settings.
+ */
 export function writeSettings(dirs, settings) {
-  const dir = join(dirs.userData, 'User');
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, 'settings.json'), JSON.stringify(settings, null, 2));
+  const user = {};
+  const machine = {};
+  for (const [key, value] of Object.entries(settings)) (key.startsWith('ctxfs.') ? machine : user)[key] = value;
+  for (const [dir, values] of [[join(dirs.userData, 'User'), user], [join(dirs.userData, 'Machine'), machine]]) {
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'settings.json'), JSON.stringify(values, null, 2));
+  }
 }
 
 export function readSettings(dirs) {
-  return JSON.parse(readFileSync(join(dirs.userData, 'User', 'settings.json'), 'utf8'));
+  return {
+    ...JSON.parse(readFileSync(join(dirs.userData, 'User', 'settings.json'), 'utf8')),
+    ...JSON.parse(readFileSync(join(dirs.userData, 'Machine', 'settings.json'), 'utf8')),
+  };
 }
 
 /** Installs the .vsix with code-server's own CLI (as a user would). */
@@ -237,11 +249,8 @@ export async function clickToastButton(page, match, label) {
 }
 
 export async function dismissToasts(page) {
-  await page.evaluate(() => {
-    for (const b of document.querySelectorAll('.notifications-toasts .codicon-notifications-clear, .notifications-toasts .codicon-close')) {
-      b.click();
-    }
-  });
+  await palette(page, 'Notifications: Clear All Notifications');
+  await page.locator('.notifications-toasts .notification-list-item').first().waitFor({ state: 'hidden', timeout: 10000 }).catch(() => undefined);
 }
 
 /** The rows of a view pane (`Results`, `Changes`, `Instructions`) as their visible text. */
