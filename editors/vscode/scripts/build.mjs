@@ -28,7 +28,8 @@ if (process.argv.includes('--unit')) {
     outfile: join(root, 'dist', 'extension.js'),
     external: ['vscode'],
     sourcemap: false,
-    minify: false,
+    minify: true,
+    keepNames: true,
     logLevel: 'warning',
   });
 }

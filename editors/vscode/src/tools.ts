@@ -5,10 +5,20 @@
 import * as vscode from 'vscode';
 import type { Server } from './server';
 
+/** A chat session's resource as a string, whether VS Code passed a Uri or its plain JSON form. */
+function resourceKey(resource: unknown): string | undefined {
+  if (!resource) return undefined;
+  if (typeof resource === 'string') return resource;
+  if (resource instanceof vscode.Uri) return resource.toString();
+  const c = resource as { scheme?: unknown; authority?: string; path?: string; query?: string; fragment?: string };
+  if (typeof c.scheme !== 'string') return undefined;
+  return vscode.Uri.from({ scheme: c.scheme, authority: c.authority, path: c.path ?? '', query: c.query, fragment: c.fragment }).toString();
+}
+
 /** The chat a tool invocation belongs to, from VS Code's (opaque) invocation token. */
 export function chatKey(token: unknown): string {
-  const resource = (token as { sessionResource?: unknown } | undefined)?.sessionResource;
-  if (resource) return `chat:${String(resource)}`;
+  const resource = resourceKey((token as { sessionResource?: unknown } | undefined)?.sessionResource);
+  if (resource) return `chat:${resource}`;
   const sessionId = (token as { sessionId?: unknown } | undefined)?.sessionId;
   if (typeof sessionId === 'string') return `chat:${sessionId}`;
   return 'window';
