@@ -25,6 +25,40 @@ class ApprovalDocs implements vscode.TextDocumentContentProvider {
 
 let counter = 0;
 
+/** The lines of the change's summary shown in the prompt itself (the diff editor has it all). */
+const SUMMARY_LINES = 24;
+
+/** What each answer means, under its button's label. */
+const MEANING: Record<string, string> = {
+  allow_once: 'this change only',
+  allow_session: 'these paths, until the session ends',
+  always_file: 'these files, from now on (remembered for this project)',
+  always_directory: 'the files of this directory, from now on (remembered for this project)',
+  deny: 'refuse; nothing is changed',
+};
+
+/**
+ * Puts ctxfs's question to the user as a modal dialog (every choice readable in full, which a
+ * notification's buttons are not), with the diff editor already open beside it.
+ */
+async function ask(request: ApprovalRequest, titles: string[]): Promise<string | undefined> {
+  const lines = request.summary.split('\n');
+  const summary = lines.slice(0, SUMMARY_LINES).join('\n') + (lines.length > SUMMARY_LINES ? `\n… (${lines.length - SUMMARY_LINES} more lines in the diff editor)` : '');
+  const meanings = request.options
+    .filter((o) => titles.includes(o.label))
+    .map((o) => `${o.label}: ${MEANING[o.approval] ?? o.approval}`)
+    .join('\n');
+  const notes = request.notes.length ? `\n\n${request.notes.join('\n')}` : '';
+  const beside = (request.files ?? []).length ? ' The proposed change is open beside.' : '';
+  const items: vscode.MessageItem[] = titles.map((title) => ({ title, isCloseAffordance: title === 'Deny' }));
+  const picked = await vscode.window.showWarningMessage(
+    `ctxfs: allow ${request.tool}: ${request.description}?`,
+    { modal: true, detail: `${summary}${notes}\n\n${meanings}\n\nMode ${request.mode}.${beside}` },
+    ...items,
+  );
+  return picked?.title;
+}
+
 export function registerApprovals(server: Server): vscode.Disposable[] {
   const docs = new ApprovalDocs();
   /** Requests announced by the notification and not yet asked, by their message text. */
@@ -93,10 +127,7 @@ export function registerApprovals(server: Server): vscode.Disposable[] {
     }
     pending.delete(params.message);
     const { request } = entry;
-    const notes = request.notes.length ? ` ${request.notes.join(' ')}` : '';
-    const where = (request.files ?? []).length ? ' The proposed change is open beside.' : '';
-    const text = `ctxfs: allow ${request.tool}: ${request.description}?${notes}${where}`;
-    const picked = await vscode.window.showWarningMessage(text, ...titles);
+    const picked = await ask(request, titles);
     server.log.info(`approval answered: ${picked ?? '(closed)'} for ${request.description}`);
     void closeDiff(entry.uris);
     return picked ? { title: picked } : null;

@@ -73,7 +73,7 @@ export function registerMode(server: Server): vscode.Disposable[] {
       detail: 'Select to revoke',
       target: g.target,
     }));
-    if (items.length) items.push({ label: 'Revoke all grants', target: '*', description: `${items.length}` });
+    if (items.length) items.push({ label: 'Revoke all grants', target: '*', description: `${items.length} grant${items.length > 1 ? 's' : ''}` });
     const picked = await vscode.window.showQuickPick<Item>(items.length ? items : [{ label: 'No grants: every change in mode ask asks you.' }], {
       title: 'ctxfs grants',
       placeHolder: items.length ? 'Grants in force for this session; select one to revoke it' : undefined,

@@ -80,9 +80,9 @@ const ORIGIN_WORD: Record<string, string> = {
   nearby: 'nearby',
 };
 
-/** One row of the Instructions view: `1. AGENTS.md  chain · sub/dir`. */
-export function chainLabel(f: ChainFile, index: number, roots: string[]): Label {
-  const short = shortPath(f.path, roots);
+/** One row of the Instructions view: `1. AGENTS.md  chain · sub/dir` (`path`: the file's absolute path). */
+export function chainLabel(f: ChainFile, index: number, roots: string[], path = f.path): Label {
+  const short = shortPath(path, roots);
   const slash = short.lastIndexOf('/');
   const name = slash >= 0 ? short.slice(slash + 1) : short;
   const dir = slash >= 0 ? short.slice(0, slash) : '';
@@ -90,7 +90,7 @@ export function chainLabel(f: ChainFile, index: number, roots: string[]): Label 
   return {
     label: `${index + 1}. ${name}`,
     description: `${f.origin}${dir ? ' · ' + dir : ''}`,
-    tooltip: `${f.path}\norigin: ${origin}, order ${f.order}`,
+    tooltip: `${path}\norigin: ${origin}, order ${f.order}`,
   };
 }
 
@@ -99,8 +99,42 @@ export function orderedChain(files: ChainFile[]): ChainFile[] {
   return files.map((f, i) => ({ f, i })).sort((a, b) => a.f.order - b.f.order || a.i - b.i).map((x) => x.f);
 }
 
-/** The text of a stored result's read-only document: what the model read, under a header line. */
+/**
+ * The text of a stored result's read-only document: what the model read, under a header line.
+ * `text` is ctxfs/recall's answer; its own bracket line (`[#0007 recall #0001 lines 1-4 of 4]`)
+ * is folded into the header.
+ */
 export function resultDocument(entry: Pick<ResultEntry, 'id' | 'tool' | 'path'> | undefined, id: string, text: string): string {
   const what = entry ? `${entry.tool}${entry.path ? ' ' + entry.path : ''}` : 'result';
-  return `ctxfs result ${id} (${what}), as stored; ids like ${id} are links.\n\n${text}${text.endsWith('\n') ? '' : '\n'}`;
+  const recall = /^\[#[0-9a-f]+ recall #[0-9a-f]+ (lines [^\]]*)\]\n/.exec(text);
+  const body = recall ? text.slice(recall[0].length) : text;
+  const lines = recall ? `, ${recall[1]}` : '';
+  return `ctxfs result ${id} (${what}${lines}), as stored; ids like ${id} are links.\n\n${body}${body.endsWith('\n') ? '' : '\n'}`;
+}
+
+/** The longest directory every root is in (`/` at worst). */
+export function commonAncestor(roots: string[]): string | undefined {
+  if (!roots.length) return undefined;
+  const split = roots.map((r) => r.replace(/\/+$/, '').split('/'));
+  const first = split[0];
+  let n = 0;
+  while (n < first.length && split.every((parts) => parts[n] === first[n])) n++;
+  const joined = first.slice(0, n).join('/');
+  return joined === '' ? '/' : joined;
+}
+
+/**
+ * The file a chain entry names, as an absolute path. ctxfs (protocol 2) gives chain files
+ * relative to the boundary (the one folder, or the folders' common ancestor) and the user's own
+ * files as labels such as `~/.config/ctxfs/AGENTS.md (global)`; an absolute path is kept.
+ */
+export function chainFilePath(path: string, roots: string[], home: string): string | undefined {
+  const label = /^(.*) \((global|configured)\)$/.exec(path);
+  const bare = label ? label[1] : path;
+  if (bare.startsWith('/')) return bare;
+  if (bare === '~' || bare.startsWith('~/')) return home.replace(/\/+$/, '') + bare.slice(1);
+  const base = roots.length === 1 ? roots[0].replace(/\/+$/, '') : commonAncestor(roots);
+  if (!base) return undefined;
+  if (bare === '.' || bare === '') return base;
+  return `${base === '/' ? '' : base}/${bare}`;
 }

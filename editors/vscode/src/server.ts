@@ -176,11 +176,18 @@ export class Server implements vscode.Disposable {
     this.setStatus({ kind: 'stopped' });
   }
 
+  /** Restarts run one after another (two settings files changing fire two events). */
+  private restarting: Promise<void> = Promise.resolve();
+
   /** Stops and starts again, then resumes the sessions. */
-  async restart(): Promise<void> {
-    await this.stop();
-    this.exits = [];
-    if (await this.start()) await this.resumeAll();
+  restart(): Promise<void> {
+    const run = async () => {
+      await this.stop();
+      this.exits = [];
+      if (await this.start()) await this.resumeAll();
+    };
+    this.restarting = this.restarting.then(run, run);
+    return this.restarting;
   }
 
   /** The server ended without being asked: restart it unless it keeps dying. */

@@ -5,7 +5,8 @@
 import * as vscode from 'vscode';
 import { findIds } from './ids';
 import type { ChainFile, ChangeEntry, ChangeText, ResultEntry } from './protocol';
-import { chainLabel, changeLabel, orderedChain, resultDocument, resultLabel } from './render';
+import { homedir } from 'node:os';
+import { chainFilePath, chainLabel, changeLabel, orderedChain, resultDocument, resultLabel } from './render';
 import { message, type Server } from './server';
 
 export const RESULT_SCHEME = 'ctxfs-result';
@@ -136,13 +137,16 @@ class InstructionsView implements vscode.TreeDataProvider<ChainItem> {
       item.iconPath = new vscode.ThemeIcon('info');
       return item;
     }
-    const l = chainLabel(c.file, c.index, roots());
+    const path = chainFilePath(c.file.path, roots(), homedir());
+    const l = chainLabel(c.file, c.index, roots(), path);
     const item = new vscode.TreeItem(l.label);
     item.description = l.description;
     item.tooltip = l.tooltip;
-    item.resourceUri = vscode.Uri.file(c.file.path);
     item.iconPath = new vscode.ThemeIcon(c.file.origin === 'global' ? 'globe' : 'book');
-    item.command = { command: 'vscode.open', title: 'Open', arguments: [vscode.Uri.file(c.file.path)] };
+    if (path) {
+      item.resourceUri = vscode.Uri.file(path);
+      item.command = { command: 'vscode.open', title: 'Open', arguments: [vscode.Uri.file(path)] };
+    }
     return item;
   }
 }
@@ -235,7 +239,9 @@ export function registerViews(server: Server): { disposables: vscode.Disposable[
       return;
     }
     const entry = results.known.get(s)?.find((e) => e.id === id);
-    const doc = await vscode.workspace.openTextDocument(resultUri(s, id, entry));
+    let doc = await vscode.workspace.openTextDocument(resultUri(s, id, entry));
+    // Its own language: ids such as #0001 are not colours (no colour boxes), long lines wrap.
+    if (doc.languageId !== 'ctxfs-result') doc = await vscode.languages.setTextDocumentLanguage(doc, 'ctxfs-result');
     await vscode.window.showTextDocument(doc, { preview: true });
   };
   const openChange = async (change: ChangeEntry, session?: string) => {

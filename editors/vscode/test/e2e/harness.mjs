@@ -264,12 +264,42 @@ export function viewRow(page, name, text) {
   return pane.locator('.monaco-list-row', { hasText: text }).first();
 }
 
+/** Text as shown, with Monaco's no-break spaces made plain. */
+export function plain(text) {
+  return text.replace(/\u00a0/g, ' ');
+}
+
 /** The text of the active editor (what Monaco rendered; short documents only). */
 export async function activeEditorText(page) {
-  return page.locator('.editor-group-container.active .monaco-editor .view-lines').first().innerText();
+  return plain(await page.locator('.editor-group-container.active .monaco-editor .view-lines').first().innerText());
+}
+
+/** The rows of a view pane as {label, description}. */
+export async function viewItems(page, name) {
+  const pane = page.locator('.pane', { has: page.locator('.pane-header', { hasText: new RegExp(`^\\s*${name}`, 'i') }) }).first();
+  return pane.locator('.monaco-list-row').evaluateAll((rows) =>
+    rows.map((row) => ({
+      label: row.querySelector('.label-name')?.textContent ?? '',
+      description: row.querySelector('.label-description')?.textContent ?? '',
+    })),
+  );
+}
+
+/** The modal dialog whose message matches, and a click on one of its buttons. */
+export function dialog(page, match) {
+  return page.locator('.monaco-dialog-box', { hasText: match }).first();
+}
+
+export async function clickDialogButton(page, match, label) {
+  const box = dialog(page, match);
+  await box.waitFor({ state: 'visible', timeout: 30000 });
+  await box.locator('.dialog-buttons .monaco-button', { hasText: label }).first().click();
+  await box.waitFor({ state: 'hidden', timeout: 10000 });
 }
 
 export async function shot(page, dirs, name) {
+  // Notifications fade in: let them settle so the picture shows what a user reads.
+  await page.waitForTimeout(400);
   const path = join(dirs.shots, `${name}.png`);
   await page.screenshot({ path });
   appendFileSync(join(dirs.out, 'screenshots.txt'), path + '\n');

@@ -11,11 +11,13 @@ import { after, before, test } from 'node:test';
 import {
   activeEditorText,
   calls,
-  clickToastButton,
+  clickDialogButton,
+  dialog,
   dismissToasts,
   freePort,
   groupMembers,
   installVsix,
+  plain,
   killGroups,
   palette,
   pick,
@@ -25,8 +27,8 @@ import {
   startChromium,
   startCodeServer,
   toast,
+  viewItems,
   viewRow,
-  viewRows,
   waitFor,
   writeSettings,
 } from './harness.mjs';
@@ -160,53 +162,77 @@ test('a tool call through vscode.lm.invokeTool reads the unsaved buffer', async 
   assert.ok(readId, `no id in ${text}`);
 });
 
+/** Answers a prompt left open by a failed step, so later steps do not queue behind it. */
+async function denyLeftover() {
+  const box = page.locator('.monaco-dialog-box');
+  if (await box.count()) await box.locator('.dialog-buttons .monaco-button', { hasText: 'Deny' }).first().click().catch(() => undefined);
+}
+
 test('an edit asks once (diff beside), lands in the open buffer, and undo reverts it', async () => {
-  const tag = await startCall('ctxfs_edit', { file_path: join(dirs.ws, 'notes', 'todo.md'), old_string: 'UNSAVED LINE 42', new_string: 'EDITED BY CTXFS' });
-  const prompt = toast(page, 'ctxfs: allow edit');
-  await prompt.waitFor({ state: 'visible', timeout: 30000 });
-  await shot(page, dirs, '01-approval-edit');
-  await page.locator('.tabs-container .tab', { hasText: 'ctxfs asks: edit todo.md' }).waitFor({ timeout: 20000 });
-  const proposed = page.locator('.monaco-diff-editor').first();
-  await proposed.waitFor({ state: 'visible', timeout: 20000 });
-  await waitFor('the proposed change in the diff', async () => /EDITED BY CTXFS/.test(await proposed.innerText()), 20000);
-  await shot(page, dirs, '01-approval-edit');
-  const buttons = await prompt.locator('.monaco-button').allInnerTexts();
-  assert.deepEqual(buttons.map((b) => b.trim()).filter(Boolean).slice(0, 2), ['Allow once', 'Allow for this session'], buttons.join('|'));
-  // VS Code asked nothing of its own: the only prompt is ctxfs's.
-  assert.equal(await page.locator('.chat-confirmation-widget, .monaco-dialog-box').count(), 0);
-  await clickToastButton(page, 'ctxfs: allow edit', 'Allow once');
-  const text = await result(tag);
-  assert.doesNotMatch(text, /Not changed/, text);
-  await openFile('todo.md');
-  await waitFor('the edit in the buffer', async () => /EDITED BY CTXFS/.test(await activeEditorText(page)), 20000);
-  assert.doesNotMatch(readFileSync(join(dirs.ws, 'notes', 'todo.md'), 'utf8'), /EDITED/, 'the disk is left to the editor');
-  await shot(page, dirs, '02-edit-in-buffer');
-  await page.locator('.editor-group-container.active .monaco-editor .view-lines').click();
-  await page.keyboard.press('Control+Z');
-  await waitFor('undo to revert the edit', async () => {
-    const t = await activeEditorText(page);
-    return /UNSAVED LINE 42/.test(t) && !/EDITED BY CTXFS/.test(t);
-  }, 20000);
+  try {
+    const tag = await startCall('ctxfs_edit', { file_path: join(dirs.ws, 'notes', 'todo.md'), old_string: 'UNSAVED LINE 42', new_string: 'EDITED BY CTXFS' });
+    const prompt = dialog(page, 'ctxfs: allow edit');
+    await prompt.waitFor({ state: 'visible', timeout: 30000 });
+    await page.locator('.tabs-container .tab', { hasText: 'ctxfs asks: edit todo.md' }).waitFor({ timeout: 20000 });
+    const proposed = page.locator('.monaco-diff-editor').first();
+    await proposed.waitFor({ state: 'visible', timeout: 20000 });
+    await waitFor('the proposed change in the diff', async () => /EDITED BY CTXFS/.test(plain(await proposed.innerText())), 20000);
+    await shot(page, dirs, '01-approval-edit');
+    const buttons = (await prompt.locator('.dialog-buttons .monaco-button').allInnerTexts()).map((b) => b.trim());
+    for (const label of ['Allow once', 'Allow for this session', 'Always allow notes/todo.md', 'Always allow notes/*', 'Deny']) {
+      assert.ok(buttons.includes(label), `${label} in ${buttons.join(' | ')}`);
+    }
+    // One prompt: ctxfs's. VS Code showed no confirmation of its own.
+    assert.equal(await page.locator('.monaco-dialog-box').count(), 1);
+    assert.equal(await page.locator('.chat-confirmation-widget').count(), 0);
+    await clickDialogButton(page, 'ctxfs: allow edit', 'Allow once');
+    const text = await result(tag);
+    assert.doesNotMatch(text, /Not changed/, text);
+    await waitFor('the approval diff to close', async () => (await page.locator('.tabs-container .tab', { hasText: 'ctxfs asks:' }).count()) === 0, 20000);
+    await openFile('todo.md');
+    await waitFor('the edit in the buffer', async () => /EDITED BY CTXFS/.test(await activeEditorText(page)), 20000);
+    assert.doesNotMatch(readFileSync(join(dirs.ws, 'notes', 'todo.md'), 'utf8'), /EDITED/, 'the disk is left to the editor');
+    await shot(page, dirs, '02-edit-in-buffer');
+    await page.locator('.editor-group-container.active .monaco-editor .view-lines').click();
+    await page.keyboard.press('Control+Z');
+    await waitFor('undo to revert the edit', async () => {
+      const t = await activeEditorText(page);
+      return /UNSAVED LINE 42/.test(t) && !/EDITED BY CTXFS/.test(t);
+    }, 20000);
+  } finally {
+    await denyLeftover();
+  }
 });
 
 test('an approval answered "Always allow notes/*" is remembered and listed in the grants', async () => {
-  const tag = await startCall('ctxfs_write', { file_path: join(dirs.ws, 'notes', 'new.md'), content: 'new note\n' });
-  await toast(page, 'ctxfs: allow write').waitFor({ state: 'visible', timeout: 30000 });
-  await shot(page, dirs, '03-approval-write');
-  await clickToastButton(page, 'ctxfs: allow write', 'Always allow notes/*');
-  const text = await result(tag);
-  assert.doesNotMatch(text, /Not changed/, text);
-  assert.equal(readFileSync(join(dirs.ws, 'notes', 'new.md'), 'utf8'), 'new note\n');
-  // The grant covers the next write in notes/: no prompt.
-  const second = await call('ctxfs_write', { file_path: join(dirs.ws, 'notes', 'other.md'), content: 'other\n' });
-  assert.doesNotMatch(second, /Not changed/, second);
-  assert.equal(await toast(page, 'ctxfs: allow write').count(), 0);
-  await palette(page, 'ctxfs: Grants: List and Revoke');
-  const row = page.locator('.quick-input-widget .quick-input-list .monaco-list-row', { hasText: 'notes/*' }).first();
-  await row.waitFor({ timeout: 20000 });
-  assert.match(await row.innerText(), /always/);
-  await shot(page, dirs, '04-grants');
-  await page.keyboard.press('Escape');
+  try {
+    const tag = await startCall('ctxfs_write', { file_path: join(dirs.ws, 'notes', 'new.md'), content: 'new note\n' });
+    await dialog(page, 'ctxfs: allow write').waitFor({ state: 'visible', timeout: 30000 });
+    await page.locator('.tabs-container .tab', { hasText: 'ctxfs asks: write new.md' }).waitFor({ timeout: 20000 });
+    await shot(page, dirs, '03-approval-write');
+    await clickDialogButton(page, 'ctxfs: allow write', 'Always allow notes/*');
+    const text = await result(tag);
+    assert.doesNotMatch(text, /Not changed/, text);
+    assert.equal(readFileSync(join(dirs.ws, 'notes', 'new.md'), 'utf8'), 'new note\n');
+    // The grant covers the next write in notes/: no prompt.
+    const second = await call('ctxfs_write', { file_path: join(dirs.ws, 'notes', 'other.md'), content: 'other\n' });
+    assert.doesNotMatch(second, /Not changed/, second);
+    assert.equal(await page.locator('.monaco-dialog-box').count(), 0);
+    await palette(page, 'ctxfs: Grants: List and Revoke');
+    const row = page.locator('.quick-input-widget .quick-input-list .monaco-list-row', { hasText: 'notes/*' }).first();
+    await row.waitFor({ timeout: 20000 });
+    assert.match(await row.innerText(), /always/);
+    await shot(page, dirs, '04-grants');
+    // Revoking it: the next write in notes/ asks again, and Deny refuses it.
+    await row.click();
+    await toast(page, 'ctxfs revoked 1 grant(s) for notes/*').waitFor({ state: 'visible', timeout: 20000 });
+    const again = await startCall('ctxfs_write', { file_path: join(dirs.ws, 'notes', 'third.md'), content: 'third\n' });
+    await clickDialogButton(page, 'ctxfs: allow write', 'Deny');
+    assert.match(await result(again), /Not changed: the user declined/);
+    assert.equal(existsSync(join(dirs.ws, 'notes', 'third.md')), false);
+  } finally {
+    await denyLeftover();
+  }
 });
 
 test('the mode switch changes what a write does', async () => {
@@ -223,17 +249,19 @@ test('the mode switch changes what a write does', async () => {
   const written = await call('ctxfs_write', { file_path: join(dirs.ws, 'src', 'mode.txt'), content: 'x\n' });
   assert.doesNotMatch(written, /Not changed/, written);
   assert.equal(readFileSync(join(dirs.ws, 'src', 'mode.txt'), 'utf8'), 'x\n');
-  assert.equal(await toast(page, 'ctxfs: allow').count(), 0, 'trust asks nothing');
+  assert.equal(await page.locator('.monaco-dialog-box').count(), 0, 'trust asks nothing');
 });
 
 test('the Results view lists ids newest first and opens the stored result with id links', async () => {
   await palette(page, 'ctxfs: Focus on Results View');
   const rows = await waitFor('result rows', async () => {
-    const r = await viewRows(page, 'Results');
+    const r = await viewItems(page, 'Results');
     return r.length >= 4 ? r : undefined;
   }, 30000);
-  const ids = rows.map((r) => /#[0-9a-f]{4,}/.exec(r)?.[0]);
-  assert.ok(ids.every(Boolean), rows.join(' | '));
+  const ids = rows.map((r) => r.label);
+  assert.ok(ids.every((id) => /^#[0-9a-f]{4,}$/.test(id)), JSON.stringify(rows));
+  const readRow = rows.find((r) => r.label === readId);
+  assert.match(readRow?.description ?? '', /^read · notes\/todo\.md · 4 lines · \d+ B/, JSON.stringify(readRow));
   const numbers = ids.map((id) => parseInt(id.slice(1), 16));
   assert.deepEqual(numbers, [...numbers].sort((a, b) => b - a), `newest first: ${ids.join(' ')}`);
   assert.ok(ids.includes(readId), `${readId} in ${ids.join(' ')}`);
@@ -250,14 +278,14 @@ test('the Changes view opens a diff editor', async () => {
   const row = viewRow(page, 'Changes', 'todo.md');
   await row.waitFor({ timeout: 30000 });
   assert.match(await row.innerText(), /edit/);
-  const rows = await viewRows(page, 'Changes');
-  assert.ok(rows.some((r) => /new\.md \(created\)/.test(r)), rows.join(' | '));
+  const rows = await viewItems(page, 'Changes');
+  assert.ok(rows.some((r) => /^write · notes\/new\.md \(created\) \+1 −0$/.test(r.description)), JSON.stringify(rows));
   await row.click();
   await page.locator('.tabs-container .tab.active', { hasText: 'before ↔ after' }).waitFor({ timeout: 20000 });
   const diff = page.locator('.editor-group-container.active .monaco-diff-editor').first();
   await diff.waitFor({ state: 'visible', timeout: 20000 });
   await waitFor('both sides of the diff', async () => {
-    const t = await diff.innerText();
+    const t = plain(await diff.innerText());
     return /UNSAVED LINE 42/.test(t) && /EDITED BY CTXFS/.test(t);
   }, 20000);
   await shot(page, dirs, '08-change-diff');
@@ -266,15 +294,18 @@ test('the Changes view opens a diff editor', async () => {
 test('the Instructions view lists the AGENTS.md chain in order with origins', async () => {
   await palette(page, 'ctxfs: Focus on Instructions View');
   const rows = await waitFor('instruction rows', async () => {
-    const r = await viewRows(page, 'Instructions');
+    const r = await viewItems(page, 'Instructions');
     return r.length >= 2 ? r : undefined;
   }, 30000);
-  const flat = rows.map((r) => r.replace(/\s+/g, ' ').trim());
-  assert.match(flat[0], /^1\. AGENTS\.md\s*global/, flat.join(' | '));
-  assert.match(flat[1], /^2\. AGENTS\.md\s*chain/, flat.join(' | '));
+  assert.deepEqual(rows.slice(0, 2), [
+    { label: '1. AGENTS.md', description: `global · ${join(dirs.home, '.config', 'ctxfs')}` },
+    { label: '2. AGENTS.md', description: 'chain' },
+  ]);
   await shot(page, dirs, '09-instructions');
   await viewRow(page, 'Instructions', '2. AGENTS.md').click();
   await waitFor('the chain file opened', async () => /Keep notes short/.test(await activeEditorText(page)), 20000);
+  await viewRow(page, 'Instructions', '1. AGENTS.md').click();
+  await waitFor('the global file opened', async () => /My global rules/.test(await activeEditorText(page)), 20000);
 });
 
 test('a server that dies is restarted and its session resumed', async () => {

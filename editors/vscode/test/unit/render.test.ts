@@ -1,7 +1,7 @@
 // Unit tests of how results, changes and the instruction chain are labelled (src/render.ts).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { chainLabel, changeLabel, diffStat, formatSize, orderedChain, resultDocument, resultLabel, shortPath } from '../../src/render';
+import { chainFilePath, chainLabel, changeLabel, commonAncestor, diffStat, formatSize, orderedChain, resultDocument, resultLabel, shortPath } from '../../src/render';
 
 test('sizes and paths', () => {
   assert.equal(formatSize(0), '0 B');
@@ -49,4 +49,18 @@ test('the chain keeps ctxfs order and says each origin', () => {
 test('a stored result document keeps the text the model read', () => {
   const doc = resultDocument({ id: '#000c', tool: 'read', path: '/w/a.rs' }, '#000c', '[#000c read a.rs]\n1: x');
   assert.equal(doc, 'ctxfs result #000c (read /w/a.rs), as stored; ids like #000c are links.\n\n[#000c read a.rs]\n1: x\n');
+  const recalled = resultDocument(undefined, '#0001', '[#0007 recall #0001 lines 1-4 of 4]\n1: # Todo\n');
+  assert.equal(recalled, 'ctxfs result #0001 (result, lines 1-4 of 4), as stored; ids like #0001 are links.\n\n1: # Todo\n');
+});
+
+test('chain entries resolve to the files they name', () => {
+  assert.equal(chainFilePath('AGENTS.md', ['/w/p'], '/home/u'), '/w/p/AGENTS.md');
+  assert.equal(chainFilePath('sub/AGENTS.md', ['/w/p/'], '/home/u'), '/w/p/sub/AGENTS.md');
+  assert.equal(chainFilePath('p/AGENTS.md', ['/w/p', '/w/q'], '/home/u'), '/w/p/AGENTS.md');
+  assert.equal(chainFilePath('~/.config/ctxfs/AGENTS.md (global)', ['/w'], '/home/u/'), '/home/u/.config/ctxfs/AGENTS.md');
+  assert.equal(chainFilePath('/etc/team.md (configured)', ['/w'], '/home/u'), '/etc/team.md');
+  assert.equal(chainFilePath('/w/p/AGENTS.md', ['/w/p'], '/home/u'), '/w/p/AGENTS.md');
+  assert.equal(chainFilePath('AGENTS.md', [], '/home/u'), undefined);
+  assert.equal(commonAncestor(['/a/b/c', '/a/b/d', '/a/bx']), '/a');
+  assert.equal(commonAncestor(['/x', '/y']), '/');
 });
