@@ -65,7 +65,7 @@ export function startGroup(command, args, { env, log }) {
   return child;
 }
 
-/** The processes of a group, as [pid, command name]. */
+/** The processes of a group, as [pid, command name, command line]. */
 export function groupMembers(pgid) {
   const found = [];
   for (const entry of readdirSync('/proc')) {
@@ -75,7 +75,10 @@ export function groupMembers(pgid) {
       const close = stat.lastIndexOf(')');
       const comm = stat.slice(stat.indexOf('(') + 1, close);
       const fields = stat.slice(close + 2).split(' ');
-      if (Number(fields[2]) === pgid) found.push([Number(entry), comm]);
+      if (Number(fields[2]) === pgid) {
+        const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').join(' ').trim();
+        found.push([Number(entry), comm, cmdline]);
+      }
     } catch {
       // The process ended meanwhile.
     }

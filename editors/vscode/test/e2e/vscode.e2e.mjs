@@ -5,7 +5,7 @@
 // Needs (from scripts/test-vscode): CTXFS_BIN, CODE_SERVER, CTXFS_VSIX, NODE24_BIN. Fails, not
 // skips, when one is missing.
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import {
@@ -308,13 +308,35 @@ test('the Instructions view lists the AGENTS.md chain in order with origins', as
   await waitFor('the global file opened', async () => /My global rules/.test(await activeEditorText(page)), 20000);
 });
 
+test('ctxfs mcp is offered as an MCP server definition', async () => {
+  await palette(page, 'MCP: List Servers');
+  const row = page.locator('.quick-input-widget .quick-input-list .monaco-list-row', { hasText: 'ctxfs' }).first();
+  await row.waitFor({ state: 'visible', timeout: 30000 });
+  await shot(page, dirs, '09b-mcp-servers');
+  // Started from VS Code's own MCP UI, the definition runs a real `ctxfs mcp`.
+  await row.click();
+  await pick(page, 'Start Server');
+  const mcp = () => groupMembers(codeServerChild.pid).filter(([, comm, cmd]) => comm === 'ctxfs' && / mcp --root /.test(cmd));
+  await waitFor('ctxfs mcp running', () => mcp().length === 1, 30000);
+  const tools = readdirSync(join(import.meta.dirname, '..', '..', '..', '..', 'schemas', 'tools')).filter((f) => f.endsWith('.json')).length;
+  await waitFor(`VS Code to discover ${tools} tools`, async () => new RegExp(`Discovered ${tools} tools`).test(plain(await page.locator('.part.panel').innerText())), 30000);
+  await palette(page, 'MCP: List Servers');
+  const running = page.locator('.quick-input-widget .quick-input-list .monaco-list-row', { hasText: 'ctxfs' }).first();
+  await waitFor('the server listed as running', async () => /Running/i.test(await running.innerText()), 30000);
+  await shot(page, dirs, '09c-mcp-running');
+  await running.click();
+  await pick(page, 'Stop Server');
+  await waitFor('ctxfs mcp stopped', () => mcp().length === 0, 30000);
+});
+
 test('a server that dies is restarted and its session resumed', async () => {
-  const before = groupMembers(codeServerChild.pid).filter(([, comm]) => comm === 'ctxfs');
+  const lsp = () => groupMembers(codeServerChild.pid).filter(([, comm, cmd]) => comm === 'ctxfs' && / lsp --stdio$/.test(cmd));
+  const before = lsp();
   assert.equal(before.length, 1, JSON.stringify(before));
   process.kill(before[0][0], 'SIGKILL');
   await toast(page, 'ctxfs stopped unexpectedly; it was restarted and resumed').waitFor({ state: 'visible', timeout: 60000 });
   await shot(page, dirs, '10-restarted');
-  const now = groupMembers(codeServerChild.pid).filter(([, comm]) => comm === 'ctxfs');
+  const now = lsp();
   assert.equal(now.length, 1);
   assert.notEqual(now[0][0], before[0][0]);
   const recalled = await call('ctxfs_recall', { id: readId });
