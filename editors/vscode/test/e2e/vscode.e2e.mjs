@@ -235,6 +235,38 @@ test('an approval answered "Always allow notes/*" is remembered and listed in th
   }
 });
 
+test('a patch over two files asks once, with both diffs in one multi-file diff', async () => {
+  try {
+    for (const name of ['new.md', 'other.md']) await call('ctxfs_read', { file_path: join(dirs.ws, 'notes', name) });
+    const patch = [
+      '*** Begin Patch',
+      '*** Update File: notes/new.md',
+      '@@',
+      '-new note',
+      '+new note, patched',
+      '*** Update File: notes/other.md',
+      '@@',
+      '-other',
+      '+other, patched',
+      '*** End Patch',
+    ].join('\n');
+    const tag = await startCall('ctxfs_apply_patch', { patch });
+    await dialog(page, 'ctxfs: allow apply_patch').waitFor({ state: 'visible', timeout: 30000 });
+    await page.locator('.tabs-container .tab', { hasText: 'ctxfs asks:' }).waitFor({ timeout: 20000 });
+    await waitFor('both proposed files', async () => {
+      const t = plain(await page.locator('.editor-group-container.active').innerText());
+      return /new note, patched/.test(t) && /other, patched/.test(t);
+    }, 20000);
+    await shot(page, dirs, '04b-approval-patch');
+    await clickDialogButton(page, 'ctxfs: allow apply_patch', 'Allow once');
+    assert.doesNotMatch(await result(tag), /Not changed/);
+    assert.equal(readFileSync(join(dirs.ws, 'notes', 'new.md'), 'utf8'), 'new note, patched\n');
+    assert.equal(readFileSync(join(dirs.ws, 'notes', 'other.md'), 'utf8'), 'other, patched\n');
+  } finally {
+    await denyLeftover();
+  }
+});
+
 test('the mode switch changes what a write does', async () => {
   await page.locator('.statusbar-item', { hasText: 'ctxfs: ask' }).first().click();
   await pick(page, 'read-only');
@@ -280,6 +312,9 @@ test('the Changes view opens a diff editor', async () => {
   assert.match(await row.innerText(), /edit/);
   const rows = await viewItems(page, 'Changes');
   assert.ok(rows.some((r) => /^write · notes\/new\.md \(created\) \+1 −0$/.test(r.description)), JSON.stringify(rows));
+  const patched = rows.filter((r) => r.description.startsWith('apply_patch · '));
+  assert.deepEqual(patched.map((r) => r.description), ['apply_patch · notes/new.md (modified) +1 −1', 'apply_patch · notes/other.md (modified) +1 −1']);
+  assert.equal(patched[0].label, patched[1].label, 'one id for both files of the patch');
   await row.click();
   await page.locator('.tabs-container .tab.active', { hasText: 'before ↔ after' }).waitFor({ timeout: 20000 });
   const diff = page.locator('.editor-group-container.active .monaco-diff-editor').first();
