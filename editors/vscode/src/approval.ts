@@ -49,10 +49,10 @@ async function ask(request: ApprovalRequest, titles: string[]): Promise<string |
     .map((o) => `${o.label}: ${MEANING[o.approval] ?? o.approval}`)
     .join('\n');
   const notes = request.notes.length ? `\n\n${request.notes.join('\n')}` : '';
-  const beside = (request.files ?? []).length ? ' The proposed change is open beside.' : '';
+  const beside = (request.files ?? []).length ? ' The proposed change is open in a diff editor.' : '';
   const items: vscode.MessageItem[] = titles.map((title) => ({ title, isCloseAffordance: title === 'Deny' }));
   const picked = await vscode.window.showWarningMessage(
-    `ctxfs: allow ${request.tool}: ${request.description}?`,
+    `Allow ctxfs (${request.tool}) to ${request.description}?`,
     { modal: true, detail: `${summary}${notes}\n\n${meanings}\n\nMode ${request.mode}.${beside}` },
     ...items,
   );

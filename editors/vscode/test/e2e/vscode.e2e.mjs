@@ -171,7 +171,7 @@ async function denyLeftover() {
 test('an edit asks once (diff beside), lands in the open buffer, and undo reverts it', async () => {
   try {
     const tag = await startCall('ctxfs_edit', { file_path: join(dirs.ws, 'notes', 'todo.md'), old_string: 'UNSAVED LINE 42', new_string: 'EDITED BY CTXFS' });
-    const prompt = dialog(page, 'ctxfs: allow edit');
+    const prompt = dialog(page, 'Allow ctxfs (edit) to');
     await prompt.waitFor({ state: 'visible', timeout: 30000 });
     await page.locator('.tabs-container .tab', { hasText: 'ctxfs asks: edit todo.md' }).waitFor({ timeout: 20000 });
     const proposed = page.locator('.monaco-diff-editor').first();
@@ -185,7 +185,7 @@ test('an edit asks once (diff beside), lands in the open buffer, and undo revert
     // One prompt: ctxfs's. VS Code showed no confirmation of its own.
     assert.equal(await page.locator('.monaco-dialog-box').count(), 1);
     assert.equal(await page.locator('.chat-confirmation-widget').count(), 0);
-    await clickDialogButton(page, 'ctxfs: allow edit', 'Allow once');
+    await clickDialogButton(page, 'Allow ctxfs (edit) to', 'Allow once');
     const text = await result(tag);
     assert.doesNotMatch(text, /Not changed/, text);
     await waitFor('the approval diff to close', async () => (await page.locator('.tabs-container .tab', { hasText: 'ctxfs asks:' }).count()) === 0, 20000);
@@ -207,10 +207,10 @@ test('an edit asks once (diff beside), lands in the open buffer, and undo revert
 test('an approval answered "Always allow notes/*" is remembered and listed in the grants', async () => {
   try {
     const tag = await startCall('ctxfs_write', { file_path: join(dirs.ws, 'notes', 'new.md'), content: 'new note\n' });
-    await dialog(page, 'ctxfs: allow write').waitFor({ state: 'visible', timeout: 30000 });
+    await dialog(page, 'Allow ctxfs (write) to').waitFor({ state: 'visible', timeout: 30000 });
     await page.locator('.tabs-container .tab', { hasText: 'ctxfs asks: write new.md' }).waitFor({ timeout: 20000 });
     await shot(page, dirs, '03-approval-write');
-    await clickDialogButton(page, 'ctxfs: allow write', 'Always allow notes/*');
+    await clickDialogButton(page, 'Allow ctxfs (write) to', 'Always allow notes/*');
     const text = await result(tag);
     assert.doesNotMatch(text, /Not changed/, text);
     assert.equal(readFileSync(join(dirs.ws, 'notes', 'new.md'), 'utf8'), 'new note\n');
@@ -227,7 +227,7 @@ test('an approval answered "Always allow notes/*" is remembered and listed in th
     await row.click();
     await toast(page, 'ctxfs revoked 1 grant(s) for notes/*').waitFor({ state: 'visible', timeout: 20000 });
     const again = await startCall('ctxfs_write', { file_path: join(dirs.ws, 'notes', 'third.md'), content: 'third\n' });
-    await clickDialogButton(page, 'ctxfs: allow write', 'Deny');
+    await clickDialogButton(page, 'Allow ctxfs (write) to', 'Deny');
     assert.match(await result(again), /Not changed: the user declined/);
     assert.equal(existsSync(join(dirs.ws, 'notes', 'third.md')), false);
   } finally {
@@ -251,14 +251,14 @@ test('a patch over two files asks once, with both diffs in one multi-file diff',
       '*** End Patch',
     ].join('\n');
     const tag = await startCall('ctxfs_apply_patch', { patch });
-    await dialog(page, 'ctxfs: allow apply_patch').waitFor({ state: 'visible', timeout: 30000 });
+    await dialog(page, 'Allow ctxfs (apply_patch) to').waitFor({ state: 'visible', timeout: 30000 });
     await page.locator('.tabs-container .tab', { hasText: 'ctxfs asks:' }).waitFor({ timeout: 20000 });
     await waitFor('both proposed files', async () => {
       const t = plain(await page.locator('.editor-group-container.active').innerText());
       return /new note, patched/.test(t) && /other, patched/.test(t);
     }, 20000);
     await shot(page, dirs, '04b-approval-patch');
-    await clickDialogButton(page, 'ctxfs: allow apply_patch', 'Allow once');
+    await clickDialogButton(page, 'Allow ctxfs (apply_patch) to', 'Allow once');
     assert.doesNotMatch(await result(tag), /Not changed/);
     assert.equal(readFileSync(join(dirs.ws, 'notes', 'new.md'), 'utf8'), 'new note, patched\n');
     assert.equal(readFileSync(join(dirs.ws, 'notes', 'other.md'), 'utf8'), 'other, patched\n');
