@@ -267,7 +267,7 @@ export function registerViews(server: Server): { disposables: vscode.Disposable[
     const status = server.status;
     const why =
       status.kind === 'failed' || status.kind === 'stopped'
-        ? `ctxfs is not running${status.why ? `: ${status.why}` : ''}. See ctxfs: Show Log.`
+        ? `ctxfs is not running${status.why ? `: ${status.why.replace(/\.$/, '')}` : ''}. See ctxfs: Show Log.`
         : undefined;
     for (const tree of trees) {
       tree.description = session ? `session ${session}` : undefined;

@@ -12,6 +12,7 @@ import {
   activeEditorText,
   calls,
   clickDialogButton,
+  clickToastButton,
   dialog,
   dismissToasts,
   freePort,
@@ -364,6 +365,19 @@ test('ctxfs mcp is offered as an MCP server definition', async () => {
   await waitFor('ctxfs mcp stopped', () => mcp().length === 0, 30000);
 });
 
+test('ctxfs: Show Log shows the server log, with result ids as links', async () => {
+  await palette(page, 'ctxfs: Show Log');
+  const panel = page.locator('.part.panel');
+  // The extension's own lines: `<session> <tool>: [#000c …]`.
+  await waitFor('the ctxfs log', async () => /[0-9a-f]+-[0-9a-f]+-\d+ (read|write|edit|apply_patch|recall): \[#[0-9a-f]{4}/.test(plain(await panel.innerText())), 20000);
+  const linked = await waitFor('id links in the log', async () => {
+    const texts = await panel.locator('.detected-link').allInnerTexts();
+    return texts.some((t) => /[0-9a-f]{4}/.test(t)) ? texts : undefined;
+  }, 20000);
+  console.log(`links in the log: ${JSON.stringify(linked)}`);
+  await shot(page, dirs, '09d-log');
+});
+
 test('a server that dies is restarted and its session resumed', async () => {
   const lsp = () => groupMembers(codeServerChild.pid).filter(([, comm, cmd]) => comm === 'ctxfs' && / lsp --stdio$/.test(cmd));
   const before = lsp();
@@ -374,6 +388,24 @@ test('a server that dies is restarted and its session resumed', async () => {
   const now = lsp();
   assert.equal(now.length, 1);
   assert.notEqual(now[0][0], before[0][0]);
+  const recalled = await call('ctxfs_recall', { id: readId });
+  assert.match(recalled, /UNSAVED LINE 42/, recalled);
+  await dismissToasts(page);
+});
+
+test('a server that keeps dying is given up on, with a Restart button that resumes', async () => {
+  const lsp = () => groupMembers(codeServerChild.pid).filter(([, comm, cmd]) => comm === 'ctxfs' && / lsp --stdio$/.test(cmd));
+  const giveUp = toast(page, 'so it is not restarted again');
+  for (let kill = 0; kill < 6 && !(await giveUp.isVisible()); kill++) {
+    const [pid] = (await waitFor('a running ctxfs lsp', () => (lsp().length === 1 ? lsp()[0] : undefined), 30000));
+    process.kill(pid, 'SIGKILL');
+    await waitFor('a restart or the give-up', async () => (await giveUp.isVisible()) || (lsp().length === 1 && lsp()[0][0] !== pid), 30000);
+  }
+  await giveUp.waitFor({ state: 'visible', timeout: 10000 });
+  assert.equal(lsp().length, 0, 'not restarted after giving up');
+  await shot(page, dirs, '10b-given-up');
+  await clickToastButton(page, 'so it is not restarted again', 'Restart ctxfs');
+  await waitFor('ctxfs running again', async () => /ctxfs: /.test(await statusText()) && lsp().length === 1, 30000);
   const recalled = await call('ctxfs_recall', { id: readId });
   assert.match(recalled, /UNSAVED LINE 42/, recalled);
   await dismissToasts(page);
