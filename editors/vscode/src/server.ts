@@ -199,7 +199,10 @@ export class Server implements vscode.Disposable {
     this.infos.clear();
     if (this.exits.length > MAX_RESTARTS) {
       const why = `ctxfs stopped ${this.exits.length} times in 3 minutes, so it is not restarted again. The log says why.`;
+      const dead = this.client;
       this.client = undefined;
+      // Disposed once languageclient has finished with its close handling.
+      setTimeout(() => void dead?.dispose().catch(() => undefined), 0);
       this.fail(why, [
         ['Restart ctxfs', 'ctxfs.restart'],
         ['Show Log', 'ctxfs.showLog'],
