@@ -39,7 +39,7 @@ async function settle(marker, ms = 10_000) {
  * Runs one scripted session: the model reads notes.txt, then replaces "beta" with "gamma".
  * `adjust(plan)` may change the agent's plan (environment) before it starts.
  */
-async function runScenario(agent, mode, { adjust } = {}) {
+async function runScenario(agent, mode, { adjust, relativeRoot = false } = {}) {
   assert.ok(fs.existsSync(ctxfsBin), `the ctxfs binary is missing at ${ctxfsBin} (cargo build, or set CTXFS_BIN)`);
   const base = fs.mkdtempSync(path.join(os.tmpdir(), `ctxfs-agents-${agent}-`));
   const workspace = path.join(base, "workspace");
@@ -68,11 +68,13 @@ async function runScenario(agent, mode, { adjust } = {}) {
       command: ctxfsBin,
       // A short approval timeout: an agent that takes MCP elicitation but never shows it
       // (codex-acp) gets its refusal in seconds instead of two minutes.
-      args: ["mcp", "--root", workspace, "--mode", mode, "--data", path.join(base, "data"), "--approval-timeout", "5"],
+      args: ["mcp", "--root", relativeRoot ? "." : workspace, "--mode", mode, "--data", path.join(base, "data"), "--approval-timeout", "5"],
       env: [],
     };
     outcome = await withAgent(
-      { command: plan.command, args: plan.args, env: plan.env, cwd: workspace, logFile: path.join(base, "agent.log") },
+      // With a relative root the agent itself runs elsewhere: `--root .` then works only if the
+      // agent starts its MCP servers in the session's folder (all four do).
+      { command: plan.command, args: plan.args, env: plan.env, cwd: relativeRoot ? base : workspace, logFile: path.join(base, "agent.log") },
       async (s) => {
         if (plan.authenticate) await s.ctx.request("authenticate", plan.authenticate);
         const created = await s.ctx.request("session/new", {
@@ -104,7 +106,7 @@ function describeCalls(calls) {
 }
 
 function checkProcesses(run) {
-  const ctxfsServer = run.during.filter((p) => p.cmd.includes(ctxfsBin) && p.cmd.includes(" mcp ") && p.cmd.includes(run.workspace));
+  const ctxfsServer = run.during.filter((p) => p.cmd.includes(ctxfsBin) && p.cmd.includes(" mcp ") && p.cmd.includes(run.base));
   assert.ok(ctxfsServer.length >= 1, `the agent's ctxfs mcp server was not seen while the session ran: ${JSON.stringify(run.during)}`);
   assert.deepEqual(run.left, [], `processes outlived the test (killed now): ${JSON.stringify(run.left)}`);
 }
@@ -152,8 +154,8 @@ for (const agent of AGENT_NAMES) {
     checkProcesses(run);
   });
 
-  test(`${agent}: ctxfs mcp in ask mode refuses the edit, since nobody can be asked`, { timeout: TIMEOUT }, async (t) => {
-    const run = await runScenario(agent, "ask");
+  test(`${agent}: ctxfs mcp --root . in ask mode refuses the edit, since nobody can be asked`, { timeout: TIMEOUT }, async (t) => {
+    const run = await runScenario(agent, "ask", { relativeRoot: true });
     const calls = toolCalls(run.updates);
     t.diagnostic(`tool calls seen by the client:\n${describeCalls(calls)}`);
     const read = calls.find((c) => /\[#0001 /.test(c.text));
