@@ -60,6 +60,7 @@ async function runScenario(agent, mode, { adjust, relativeRoot = false } = {}) {
   });
   let outcome;
   let requests = [];
+  let left = [];
   try {
     const plan = prepareAgent(agent, { home: path.join(base, "home"), tmp: path.join(base, "tmp"), modelUrl: model.url });
     adjust?.(plan);
@@ -94,10 +95,11 @@ async function runScenario(agent, mode, { adjust, relativeRoot = false } = {}) {
       requests = await model.log();
     } finally {
       await model.close();
+      // Also when the session failed: whatever the agent left behind is found and ended here.
+      left = await settle(base);
+      killSurvivors(left);
     }
   }
-  const left = await settle(base);
-  killSurvivors(left);
   return { ...outcome, requests, left, file, workspace, base };
 }
 
