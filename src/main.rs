@@ -24,6 +24,11 @@ enum Command {
     Mcp {
         #[command(flatten)]
         posture: PostureArgs,
+        /// Go on with the session of this id (results stay recallable and ids go on after a
+        /// restart); a new session under that id when the data directory has none. Default: a
+        /// new session, whose id the instructions name.
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
     },
     /// Serve LSP on stdin/stdout (Content-Length framing), for editor extensions.
     /// The posture comes from initializationOptions, else these flags, else the
@@ -39,6 +44,10 @@ enum Command {
     Call {
         #[command(flatten)]
         posture: PostureArgs,
+        /// Run the call in the session of this id (as `mcp --session`), so `recall` finds
+        /// the results of earlier calls. Default: a new session.
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
         /// The tool's name, such as `read`.
         tool: String,
         /// The arguments, as a JSON object.
@@ -296,12 +305,12 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Mcp { posture } => {
+        Command::Mcp { posture, session } => {
             let engine = Arc::new(posture.engine(Mode::Ask)?);
             // One thread for the protocol: calls run one at a time in the
             // blocking pool anyway, and a second worker only costs wake-ups.
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            let served = runtime.block_on(ctxfs::mcp::serve_stdio(engine));
+            let served = runtime.block_on(ctxfs::mcp::serve_stdio(engine, session));
             // A call still running when the client left gets a moment to finish.
             runtime.shutdown_timeout(Duration::from_secs(10));
             served?;
@@ -317,11 +326,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             served?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Call { posture, tool, args } => {
+        Command::Call { posture, session, tool, args } => {
             let args: serde_json::Value = serde_json::from_str(&args)
                 .context("the arguments must be a JSON object, such as '{\"file_path\": \"a.txt\"}'")?;
             let engine = posture.engine(Mode::Trust)?;
-            let session = engine.open_session(SessionOptions { client_name: Some("ctxfs-cli".into()), roots: None })?;
+            let options = SessionOptions { client_name: Some("ctxfs-cli".into()), resume: session, roots: None };
+            let session = engine.open_session(options)?;
             let answer = session.call(&tool, args);
             if answer.text.ends_with('\n') {
                 print!("{}", answer.text);

@@ -40,30 +40,36 @@ pub use transport::MAX_MESSAGE;
 /// How long to wait for the client's answer to `roots/list`.
 const ROOTS_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Serves MCP on stdin/stdout until the client closes stdin.
-pub async fn serve_stdio(engine: Arc<Engine>) -> anyhow::Result<()> {
+/// Serves MCP on stdin/stdout until the client closes stdin. With `resume`
+/// (`--session ID`) the connection's session goes on with that id.
+pub async fn serve_stdio(engine: Arc<Engine>, resume: Option<String>) -> anyhow::Result<()> {
     let (read, write) = rmcp::transport::stdio_pipes();
-    serve(engine, read, write).await
+    serve(engine, read, write, resume).await
 }
 
 /// Serves one MCP connection over a byte stream pair.
-pub async fn serve<H, R, W>(host: Arc<H>, read: R, write: W) -> anyhow::Result<()>
+pub async fn serve<H, R, W>(host: Arc<H>, read: R, write: W, resume: Option<String>) -> anyhow::Result<()>
 where
     H: Host,
     R: AsyncRead + Send + Unpin + 'static,
     W: AsyncWrite + Send + Unpin + 'static,
 {
     let transport = transport::LineTransport::new(read, write, Sequencer::new());
-    serve_transport(host, transport).await
+    serve_transport(host, transport, resume).await
 }
 
-async fn serve_transport<H, R, W>(host: Arc<H>, transport: transport::LineTransport<R, W>) -> anyhow::Result<()>
+async fn serve_transport<H, R, W>(
+    host: Arc<H>,
+    transport: transport::LineTransport<R, W>,
+    resume: Option<String>,
+) -> anyhow::Result<()>
 where
     H: Host,
     R: AsyncRead + Send + Unpin + 'static,
     W: AsyncWrite + Send + Unpin + 'static,
 {
-    let server = McpServer::new(host);
+    let mut server = McpServer::new(host);
+    server.resume = resume;
     let running = match rmcp::serve_server(server, transport).await {
         Ok(running) => running,
         Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
@@ -139,6 +145,8 @@ pub struct McpServer<H: Host> {
     state: Mutex<State<H::Session>>,
     /// Held while a session is being opened, so two openers never race.
     opening: tokio::sync::Mutex<()>,
+    /// The session id to go on with (`--session`), also when roots reopen it.
+    resume: Option<String>,
 }
 
 struct State<S> {
@@ -158,6 +166,7 @@ impl<H: Host> McpServer<H> {
             tools,
             state: Mutex::new(State { client_name: None, session: None, instructions: String::new(), roots: None }),
             opening: tokio::sync::Mutex::new(()),
+            resume: None,
         }
     }
 
@@ -175,7 +184,7 @@ impl<H: Host> McpServer<H> {
     async fn open_locked(&self, roots: Option<Vec<PathBuf>>) {
         let client_name = self.state().client_name.clone();
         let host = self.host.clone();
-        let options = SessionOptions { client_name, roots: roots.clone() };
+        let options = SessionOptions { client_name, roots: roots.clone(), resume: self.resume.clone() };
         let opened = tokio::task::spawn_blocking(move || {
             host.open_session(options).map(|s| {
                 let instructions = s.instructions();
