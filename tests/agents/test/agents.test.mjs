@@ -19,7 +19,6 @@ import { prepareAgent } from "../lib/agents.mjs";
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const ctxfsBin = path.resolve(process.env.CTXFS_BIN ?? path.join(repo, "target", "debug", "ctxfs"));
-const ID = /\[#[0-9a-f]{4,}[ \]]/;
 const TIMEOUT = 240_000;
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
