@@ -102,6 +102,11 @@ async function runScenario(agent, mode, { adjust, relativeRoot = false } = {}) {
   return { ...outcome, requests, left, file, workspace, base };
 }
 
+/** Removes a passed test's scratch folder; a failed one keeps it (agent.log, model.log) for a look. */
+function cleanUp(run) {
+  fs.rmSync(run.base, { recursive: true, force: true });
+}
+
 function describeCalls(calls) {
   return calls.map((c) => `${c.title} [${c.status}] ${c.text.slice(0, 200)}`).join("\n---\n");
 }
@@ -153,6 +158,7 @@ for (const agent of AGENT_NAMES) {
     assert.ok(results.some((r) => /\[#0002 /.test(r.text) && r.text.includes("+gamma")), `the model never got the edit result: ${JSON.stringify(results)}`);
     assert.match(agentText(run.updates), /Done: beta is now gamma\./);
     checkProcesses(run);
+    cleanUp(run);
   });
 
   test(`${agent}: ctxfs mcp --root . in ask mode refuses the edit, since nobody can be asked`, { timeout: TIMEOUT }, async (t) => {
@@ -168,6 +174,7 @@ for (const agent of AGENT_NAMES) {
     const results = checkModelSaw(run, run.dialect);
     assert.ok(results.some((r) => r.text.includes("[#0002]") && r.text.includes("Not changed")), "the model never learnt why");
     checkProcesses(run);
+    cleanUp(run);
   });
 }
 
@@ -181,6 +188,7 @@ test("gemini: without a trusted folder Gemini CLI does not hand ctxfs to the mod
   assert.match(agentText(run.updates), /no tool for "read"/);
   assert.equal(fs.readFileSync(run.file, "utf8"), "alpha\nbeta\n");
   assert.deepEqual(run.left, []);
+  cleanUp(run);
 });
 
 /** Starts an agent and opens a session with no MCP servers; returns session/new's answer. */
@@ -197,6 +205,7 @@ async function openSession(agent, adjust) {
     const left = await settle(base);
     killSurvivors(left);
     assert.deepEqual(left, [], `processes outlived the test: ${JSON.stringify(left)}`);
+    fs.rmSync(base, { recursive: true, force: true });
   }
 }
 

@@ -140,4 +140,5 @@ test("the command-line form runs in its own process group and serves its record"
   assert.equal(log[0].answer.side, true);
   await model.close();
   assert.deepEqual(groupMembers(model.child.pid), []);
+  fs.rmSync(dir, { recursive: true, force: true });
 });
