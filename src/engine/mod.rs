@@ -650,6 +650,12 @@ impl Session {
         self.listing(|h| h.changes(limit))
     }
 
+    /// A stored result's full text, as recall would show it whole, but
+    /// without recording a result (an editor showing it to the user).
+    pub fn stored_result(&self, id: &str) -> Option<String> {
+        self.listing(|h| h.stored(id))
+    }
+
     /// The whole text before and after the change result `id` made to `path`.
     pub fn change_texts(&self, id: &str, path: &str) -> Option<crate::hygiene::Texts> {
         self.listing(|h| h.change_texts(id, path))

@@ -211,6 +211,11 @@ impl Hygiene {
             .collect()
     }
 
+    /// A stored result's full text, without recording anything (for editors).
+    pub fn stored(&self, id: &str) -> Option<String> {
+        self.store.get(parse_id(id)?).ok().flatten()
+    }
+
     /// The whole text before and after the change result `id` made to `path`.
     pub fn change_texts(&self, id: &str, path: &str) -> Option<Texts> {
         let id = parse_id(id)?;

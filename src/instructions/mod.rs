@@ -44,6 +44,20 @@ pub struct Instruction {
     pub origin: Origin,
     /// Its place in the chain, from 0.
     pub order: usize,
+    /// Where the file is, for an editor to open it.
+    #[serde(skip)]
+    pub location: Location,
+}
+
+/// Where an instruction file is.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Location {
+    /// A path of the session's world (in the view).
+    InView(VPath),
+    /// The user's own file, outside the view (a host path).
+    Host(PathBuf),
+    #[default]
+    Unknown,
 }
 
 /// The whole chain, with notes on files that were skipped.
@@ -185,7 +199,8 @@ fn directory_file(access: &Access, dir: &VPath, chain: &mut Chain, origin: Origi
         let path = dir.join(name);
         match load_in_view(access, &path) {
             Loaded::Text(text) => {
-                return Some(Instruction { path: relative(access, &path), text, origin, order: 0 });
+                let location = Location::InView(path.clone());
+                return Some(Instruction { path: relative(access, &path), text, origin, order: 0, location });
             }
             Loaded::Skipped(note) => {
                 chain.notes.push(note);
@@ -211,7 +226,13 @@ fn load_host(path: &Path, label: String, origin: Origin, chain: &mut Chain) {
         }
     };
     match decode(&label, &bytes) {
-        Loaded::Text(text) => chain.files.push(Instruction { path: label, text, origin, order: 0 }),
+        Loaded::Text(text) => chain.files.push(Instruction {
+            path: label,
+            text,
+            origin,
+            order: 0,
+            location: Location::Host(path.to_path_buf()),
+        }),
         Loaded::Skipped(note) => chain.notes.push(note),
         Loaded::Absent => {}
     }
