@@ -333,7 +333,8 @@ impl Backend {
     /// task (creating a token waits for the client), ended when the returned
     /// sender is dropped.
     fn progress(&self, setup: &Setup, tool: &str, token: Option<Token>) -> Option<tokio::sync::oneshot::Sender<()>> {
-        if !matches!(tool, "grep" | "glob" | "search") || (token.is_none() && !setup.progress) {
+        let reports = crate::tools::spec::find(tool).is_some_and(|t| t.traits.progress);
+        if !reports || (token.is_none() && !setup.progress) {
             return None;
         }
         let (done, mut finished) = tokio::sync::oneshot::channel::<()>();
