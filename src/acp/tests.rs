@@ -6,7 +6,7 @@
 use super::*;
 use crate::acp::link::{Choice, Texts};
 
-fn core() -> Core {
+fn fresh() -> Core {
     Core::new(Injection {
         exe: "/bin/ctxfs".into(),
         socket: "/tmp/x/link.sock".into(),
@@ -29,7 +29,7 @@ fn parsed(effect: &Effect) -> Value {
 
 /// A core with one session `s1` in `/w` whose server (token `t1`) is connected.
 fn with_session() -> Core {
-    let mut core = core();
+    let mut core = fresh();
     core.from_client(&bytes(
         json!({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/w", "mcpServers": []}}),
     ));
@@ -55,7 +55,7 @@ fn reported(id: &str, tool: &str, files: Vec<FileText>) -> Reported {
 
 #[test]
 fn session_requests_get_the_server_and_keep_everything_else() {
-    let mut core = core();
+    let mut core = fresh();
     let request = json!({"jsonrpc": "2.0", "id": 7, "method": "session/new", "params": {"cwd": "/w",
         "mcpServers": [{"name": "mine", "command": "m", "args": [], "env": []}], "_meta": {"app": {"x": [1, 2]}}}});
     let effects = core.from_client(&bytes(request));
@@ -98,7 +98,7 @@ fn what_the_relay_does_not_act_on_passes_as_the_same_bytes() {
 
 #[test]
 fn versions_are_negotiated_down_to_one_and_others_refused() {
-    let mut core = core();
+    let mut core = fresh();
     let effects = core.from_client(&bytes(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 3, "clientCapabilities": {}}})));
     assert_eq!(parsed(&effects[0])["params"]["protocolVersion"], 1);
     let effects = core.from_agent(&bytes(json!({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 2}})));
@@ -121,7 +121,7 @@ fn versions_are_negotiated_down_to_one_and_others_refused() {
 }
 
 fn core_initialized(result: Value) -> Core {
-    let mut core = core();
+    let mut core = fresh();
     core.from_client(&bytes(
         json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}),
     ));
@@ -307,7 +307,7 @@ fn the_gates_prompt_goes_to_the_app_on_the_agents_call() {
     assert_eq!(request["params"]["toolCall"]["toolCallId"], shown["params"]["update"]["toolCallId"]);
     assert!(request["params"]["toolCall"]["content"][0]["content"]["text"].as_str().unwrap().contains("+++ b/a.md"));
 
-    let mut unbound = core();
+    let mut unbound = fresh();
     assert!(unbound.ask(&asked("edit", vec![])).is_err());
 }
 
@@ -328,7 +328,7 @@ fn a_dead_agent_answers_every_waiting_and_later_request() {
 
 #[test]
 fn an_agent_writing_other_things_on_stdout_is_broken_after_a_while() {
-    let mut core = core();
+    let mut core = fresh();
     for _ in 0..MAX_GARBAGE_LINES {
         assert!(core.from_agent(b"Welcome to the agent!").is_empty());
     }
@@ -337,7 +337,7 @@ fn an_agent_writing_other_things_on_stdout_is_broken_after_a_while() {
 
 #[test]
 fn argument_paths_map_to_host_paths_in_each_posture() {
-    let mut injection = core().injection.clone();
+    let mut injection = fresh().injection.clone();
     assert_eq!(injection.host_path(Some("/w"), "a/../b.md").as_deref(), Some("/w/b.md"));
     assert_eq!(injection.host_path(Some("/w"), "/etc/x").as_deref(), Some("/etc/x"));
     injection.start = Some("sub".into());
