@@ -106,9 +106,18 @@ impl Agent {
         self.pid.and_then(Pid::from_raw)
     }
 
-    /// Whether anything of the agent's group still runs.
+    /// Whether anything of the agent's group still runs. A zombie does not
+    /// count (an orphan waits for the system's init to reap it), so on Linux
+    /// the group's members are looked up in /proc.
     fn group_alive(&self) -> bool {
-        self.group().is_some_and(|pid| rustix::process::test_kill_process_group(pid).is_ok())
+        let Some(group) = self.group() else { return false };
+        if rustix::process::test_kill_process_group(group).is_err() {
+            return false;
+        }
+        match running_members(group.as_raw_pid()) {
+            Some(n) => n > 0,
+            None => true,
+        }
     }
 
     async fn wait_exit(&self, within: Duration) -> bool {
@@ -133,6 +142,7 @@ impl Agent {
             if !self.group_alive() && self.state().status.is_some() {
                 break;
             }
+            tracing::debug!(?signal, "ending the agent's group");
             if let Err(e) = rustix::process::kill_process_group(group, signal) {
                 if e != rustix::io::Errno::SRCH {
                     tracing::warn!("could not signal the agent's group: {e}");
@@ -163,6 +173,26 @@ impl Agent {
         }
         text
     }
+}
+
+/// How many processes of group `pgid` run (zombies aside); `None` without /proc.
+fn running_members(pgid: i32) -> Option<usize> {
+    let entries = std::fs::read_dir("/proc").ok()?;
+    let mut count = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !name.to_str().is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit())) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        // `pid (comm) state ppid pgrp …`: comm may hold spaces and parentheses.
+        let Some(rest) = stat.rfind(')').map(|at| &stat[at + 1..]) else { continue };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.len() > 2 && fields[0] != "Z" && fields[2].parse::<i32>().ok() == Some(pgid) {
+            count += 1;
+        }
+    }
+    Some(count)
 }
 
 /// Copies the agent's stderr to ours, each line marked, keeping the last ones.

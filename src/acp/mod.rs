@@ -284,15 +284,21 @@ pub async fn run(options: Options) -> anyhow::Result<bool> {
     // Closing its stdin asks the agent to end; its group ends regardless.
     shell.to_agent.lock().unwrap_or_else(|e| e.into_inner()).take();
     shell.agent.end(Duration::from_secs(2)).await;
+    // An empty line tells the writer to stop once everything before it is out.
+    let _ = shell.to_client.send(Vec::new()).await;
     drop(shell);
     let _ = tokio::time::timeout(Duration::from_secs(2), client_writer).await;
     drop(private);
     Ok(healthy)
 }
 
-/// Writes each line, ending it with `\n` if it has none (lines as read have none).
+/// Writes each line, ending it with `\n` if it has none (lines as read have
+/// none), until an empty one.
 async fn write_lines<W: tokio::io::AsyncWrite + Unpin>(mut out: W, mut lines: mpsc::Receiver<Vec<u8>>) {
     while let Some(mut line) = lines.recv().await {
+        if line.is_empty() {
+            break;
+        }
         if line.last() != Some(&b'\n') {
             line.push(b'\n');
         }
@@ -309,7 +315,7 @@ async fn from_client(shell: Arc<Shell>) {
         match next_line(&mut reader, MAX_MESSAGE, true).await {
             Ok(Line::Full(line)) if line.iter().all(u8::is_ascii_whitespace) => {}
             Ok(Line::Full(line)) => {
-                let effects = shell.core().from_client(&line);
+                let effects = shell.core().on_client(&line);
                 shell.apply(effects).await;
             }
             Ok(Line::TooLong) => tracing::warn!("the app sent a message over {MAX_MESSAGE} bytes; it was dropped"),
@@ -328,7 +334,7 @@ async fn from_agent(shell: Arc<Shell>, stdout: tokio::process::ChildStdout) {
         match next_line(&mut reader, MAX_MESSAGE, false).await {
             Ok(Line::Full(line)) if line.iter().all(u8::is_ascii_whitespace) => {}
             Ok(Line::Full(line)) => {
-                let effects = shell.core().from_agent(&line);
+                let effects = shell.core().on_agent(&line);
                 shell.apply(effects).await;
                 if shell.core().is_dead() {
                     return;

@@ -246,7 +246,7 @@ impl Core {
 
     // ----- from the app -----
 
-    pub(crate) fn from_client(&mut self, raw: &[u8]) -> Vec<Effect> {
+    pub(crate) fn on_client(&mut self, raw: &[u8]) -> Vec<Effect> {
         let Ok(mut message) = serde_json::from_slice::<Value>(raw) else {
             // Not ours to judge: the agent answers a parse error.
             return if self.is_dead() { Vec::new() } else { vec![Effect::Agent(raw.to_vec())] };
@@ -342,7 +342,7 @@ impl Core {
 
     // ----- from the agent -----
 
-    pub(crate) fn from_agent(&mut self, raw: &[u8]) -> Vec<Effect> {
+    pub(crate) fn on_agent(&mut self, raw: &[u8]) -> Vec<Effect> {
         if self.is_dead() {
             return Vec::new();
         }

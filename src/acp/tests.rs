@@ -30,10 +30,10 @@ fn parsed(effect: &Effect) -> Value {
 /// A core with one session `s1` in `/w` whose server (token `t1`) is connected.
 fn with_session() -> Core {
     let mut core = fresh();
-    core.from_client(&bytes(
+    core.on_client(&bytes(
         json!({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/w", "mcpServers": []}}),
     ));
-    core.from_agent(&bytes(json!({"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s1"}})));
+    core.on_agent(&bytes(json!({"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s1"}})));
     assert!(core.link_up("t1"));
     core
 }
@@ -58,7 +58,7 @@ fn session_requests_get_the_server_and_keep_everything_else() {
     let mut core = fresh();
     let request = json!({"jsonrpc": "2.0", "id": 7, "method": "session/new", "params": {"cwd": "/w",
         "mcpServers": [{"name": "mine", "command": "m", "args": [], "env": []}], "_meta": {"app": {"x": [1, 2]}}}});
-    let effects = core.from_client(&bytes(request));
+    let effects = core.on_client(&bytes(request));
     let sent = parsed(&effects[0]);
     let servers = sent["params"]["mcpServers"].as_array().unwrap();
     assert_eq!(servers[0]["name"], "mine");
@@ -69,7 +69,7 @@ fn session_requests_get_the_server_and_keep_everything_else() {
     assert_eq!(sent["params"]["_meta"], json!({"app": {"x": [1, 2]}}));
     assert!(sent["params"]["_meta"].get("systemPrompt").is_none(), "only for an agent that takes it");
 
-    let effects = core.from_client(&bytes(
+    let effects = core.on_client(&bytes(
         json!({"jsonrpc": "2.0", "id": 8, "method": "session/load", "params": {"sessionId": "old", "cwd": "/v", "mcpServers": []}}),
     ));
     let args = &parsed(&effects[0])["params"]["mcpServers"][0]["args"];
@@ -83,37 +83,37 @@ fn session_requests_get_the_server_and_keep_everything_else() {
 fn what_the_relay_does_not_act_on_passes_as_the_same_bytes() {
     let mut core = with_session();
     let odd = br#"{"jsonrpc":"2.0", "id":"x-1","method":"_vendor/thing","params":{"_meta":{"k":"v"},"n":1.50}}"#;
-    assert_eq!(core.from_client(odd), vec![Effect::Agent(odd.to_vec())]);
+    assert_eq!(core.on_client(odd), vec![Effect::Agent(odd.to_vec())]);
     let answer = br#"{"jsonrpc":"2.0","id":"x-1","result":{"_meta":{"z":null},"weird":[1e3]}}"#;
-    assert_eq!(core.from_agent(answer), vec![Effect::Client(answer.to_vec())]);
+    assert_eq!(core.on_agent(answer), vec![Effect::Client(answer.to_vec())]);
     let note = br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"plan","entries":[],"_meta":{"a":1}}}}"#;
-    assert_eq!(core.from_agent(note), vec![Effect::Client(note.to_vec())]);
+    assert_eq!(core.on_agent(note), vec![Effect::Client(note.to_vec())]);
     let other_tool = update(json!({"sessionUpdate": "tool_call", "toolCallId": "c", "title": "Read", "kind": "read"}));
-    assert_eq!(core.from_agent(&other_tool), vec![Effect::Client(other_tool.clone())]);
+    assert_eq!(core.on_agent(&other_tool), vec![Effect::Client(other_tool.clone())]);
     let garbage = b"{not json";
-    assert_eq!(core.from_client(garbage), vec![Effect::Agent(garbage.to_vec())], "the agent answers its parse error");
+    assert_eq!(core.on_client(garbage), vec![Effect::Agent(garbage.to_vec())], "the agent answers its parse error");
     let cancel = br#"{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s1"}}"#;
-    assert_eq!(core.from_client(cancel), vec![Effect::Agent(cancel.to_vec())]);
+    assert_eq!(core.on_client(cancel), vec![Effect::Agent(cancel.to_vec())]);
 }
 
 #[test]
 fn versions_are_negotiated_down_to_one_and_others_refused() {
     let mut core = fresh();
-    let effects = core.from_client(&bytes(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 3, "clientCapabilities": {}}})));
+    let effects = core.on_client(&bytes(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 3, "clientCapabilities": {}}})));
     assert_eq!(parsed(&effects[0])["params"]["protocolVersion"], 1);
-    let effects = core.from_agent(&bytes(json!({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 2}})));
+    let effects = core.on_agent(&bytes(json!({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 2}})));
     let [Effect::Fatal(why)] = effects.as_slice() else { panic!("{effects:?}") };
     assert!(why.contains("version 2"), "{why}");
     let answers = core.agent_gone(why);
     let answer = parsed(&answers[0]);
     assert_eq!(answer["id"], 0);
     assert!(answer["error"]["message"].as_str().unwrap().contains("version 2"));
-    let later = core.from_client(&bytes(json!({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {}})));
+    let later = core.on_client(&bytes(json!({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {}})));
     assert!(parsed(&later[0])["error"]["message"].as_str().unwrap().contains("version 2"));
-    assert!(core.from_client(br#"{"jsonrpc":"2.0","method":"session/cancel","params":{}}"#).is_empty());
+    assert!(core.on_client(br#"{"jsonrpc":"2.0","method":"session/cancel","params":{}}"#).is_empty());
 
     let mut fine = core_initialized(json!({"protocolVersion": 1, "agentCapabilities": {"_meta": {"claudeCode": {}}}}));
-    let effects = fine.from_client(&bytes(
+    let effects = fine.on_client(&bytes(
         json!({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/w", "mcpServers": []}}),
     ));
     let sent = parsed(&effects[0]);
@@ -122,11 +122,11 @@ fn versions_are_negotiated_down_to_one_and_others_refused() {
 
 fn core_initialized(result: Value) -> Core {
     let mut core = fresh();
-    core.from_client(&bytes(
+    core.on_client(&bytes(
         json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}),
     ));
     let answer = bytes(json!({"jsonrpc": "2.0", "id": 0, "result": result}));
-    assert_eq!(core.from_agent(&answer), vec![Effect::Client(answer.clone())]);
+    assert_eq!(core.on_agent(&answer), vec![Effect::Client(answer.clone())]);
     core
 }
 
@@ -138,26 +138,26 @@ fn the_agents_own_prompt_for_a_ctxfs_tool_is_answered_by_the_relay() {
     let ours =
         bytes(json!({"jsonrpc": "2.0", "id": 5, "method": "session/request_permission", "params": {"sessionId": "s1",
         "toolCall": {"toolCallId": "c1", "title": "mcp__ctxfs__edit"}, "options": options}}));
-    let effects = core.from_agent(&ours);
+    let effects = core.on_agent(&ours);
     let answer = parsed(&effects[0]);
     assert!(matches!(effects[0], Effect::Agent(_)));
     assert_eq!(answer["result"]["outcome"], json!({"outcome": "selected", "optionId": "once"}));
     // Known by its earlier tool_call only.
-    core.from_agent(&update(json!({"sessionUpdate": "tool_call", "toolCallId": "c2", "title": "ctxfs_write"})));
+    core.on_agent(&update(json!({"sessionUpdate": "tool_call", "toolCallId": "c2", "title": "ctxfs_write"})));
     let by_id =
         bytes(json!({"jsonrpc": "2.0", "id": 6, "method": "session/request_permission", "params": {"sessionId": "s1",
         "toolCall": {"toolCallId": "c2"}, "options": options}}));
-    assert!(matches!(core.from_agent(&by_id)[0], Effect::Agent(_)));
+    assert!(matches!(core.on_agent(&by_id)[0], Effect::Agent(_)));
     let theirs =
         bytes(json!({"jsonrpc": "2.0", "id": 7, "method": "session/request_permission", "params": {"sessionId": "s1",
         "toolCall": {"toolCallId": "c3", "title": "Bash"}, "options": options}}));
-    assert_eq!(core.from_agent(&theirs), vec![Effect::Client(theirs.clone())]);
+    assert_eq!(core.on_agent(&theirs), vec![Effect::Client(theirs.clone())]);
 }
 
 #[test]
 fn a_ctxfs_call_gets_kind_locations_title_and_its_diff() {
     let mut core = with_session();
-    let started = core.from_agent(&update(json!({"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "mcp__ctxfs__edit",
+    let started = core.on_agent(&update(json!({"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "mcp__ctxfs__edit",
         "kind": "other", "status": "pending", "rawInput": {"file_path": "notes/a.md", "old_string": "a", "new_string": "b"},
         "_meta": {"claudeCode": {"toolName": "mcp__ctxfs__edit"}}})));
     let shown = parsed(&started[0])["params"]["update"].clone();
@@ -174,7 +174,7 @@ fn a_ctxfs_call_gets_kind_locations_title_and_its_diff() {
     assert!(!core.reported(reported("#0002", "edit", vec![file])));
     let text = "```\n[#0002 notes/a.md] edited\n@@ -1 +1 @@\n-a\n+b\n```";
     let done = core
-        .from_agent(&update(json!({"sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "completed",
+        .on_agent(&update(json!({"sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "completed",
         "title": "mcp__ctxfs__edit", "content": [{"type": "content", "content": {"type": "text", "text": text}}]})));
     let shown = parsed(&done[0])["params"]["update"].clone();
     assert_eq!(shown["kind"], "edit");
@@ -190,18 +190,18 @@ fn a_ctxfs_call_gets_kind_locations_title_and_its_diff() {
 fn results_match_their_calls_by_id_else_by_order() {
     let mut core = with_session();
     for (call, path) in [("c1", "a.md"), ("c2", "b.md")] {
-        core.from_agent(&update(json!({"sessionUpdate": "tool_call", "toolCallId": call, "title": "ctxfs_read", "rawInput": {"file_path": path}})));
+        core.on_agent(&update(json!({"sessionUpdate": "tool_call", "toolCallId": call, "title": "ctxfs_read", "rawInput": {"file_path": path}})));
     }
     core.reported(reported("#0001", "read", vec![]));
     core.reported(Reported { paths: vec!["/w/b.md".into()], ..reported("#0002", "read", vec![]) });
     // The second call finishes first and names its result.
     let done = core
-        .from_agent(&update(json!({"sessionUpdate": "tool_call_update", "toolCallId": "c2", "status": "completed",
+        .on_agent(&update(json!({"sessionUpdate": "tool_call_update", "toolCallId": "c2", "status": "completed",
         "rawOutput": [{"type": "text", "text": "[#0002 b.md lines 1-1 of 1 sha 00000000]\n1: x"}]})));
     assert_eq!(parsed(&done[0])["params"]["update"]["locations"], json!([{"path": "/w/b.md"}]));
     // The first shows no id: the oldest unmatched read is its result.
-    let done = core
-        .from_agent(&update(json!({"sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "completed"})));
+    let done =
+        core.on_agent(&update(json!({"sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "completed"})));
     assert_eq!(parsed(&done[0])["params"]["update"]["kind"], "read");
     assert!(core.take_result("s1", "read", "").is_none(), "both were used");
 }
@@ -210,9 +210,9 @@ fn results_match_their_calls_by_id_else_by_order() {
 fn a_cancelled_turn_forgets_late_results_until_the_next_prompt() {
     let mut core = with_session();
     assert!(!core.reported(reported("#0001", "read", vec![])));
-    core.from_client(br#"{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s1"}}"#);
+    core.on_client(br#"{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s1"}}"#);
     assert!(core.reported(reported("#0002", "read", vec![])));
-    core.from_client(&bytes(
+    core.on_client(&bytes(
         json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {"sessionId": "s1", "prompt": []}}),
     ));
     assert!(!core.reported(reported("#0003", "read", vec![])));
@@ -223,21 +223,21 @@ fn loads_reset_and_compactions_compact_the_live_servers() {
     let mut core = core_initialized(
         json!({"protocolVersion": 1, "agentCapabilities": {"_meta": {"claudeCode": {"promptQueueing": true}}}}),
     );
-    core.from_client(&bytes(
+    core.on_client(&bytes(
         json!({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/w", "mcpServers": []}}),
     ));
-    core.from_agent(&bytes(json!({"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s1"}})));
+    core.on_agent(&bytes(json!({"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s1"}})));
     core.link_up("t1");
     let chunk = update(
         json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "\n\nCompacting completed."}}),
     );
-    let effects = core.from_agent(&chunk);
+    let effects = core.on_agent(&chunk);
     assert_eq!(effects[0], Effect::Client(chunk.clone()));
     assert_eq!(
         effects[1],
         Effect::Link { token: "t1".into(), message: json!({"method": "context", "params": {"event": "compact"}}) }
     );
-    let effects = core.from_client(&bytes(json!({"jsonrpc": "2.0", "id": 2, "method": "session/load", "params": {"sessionId": "s1", "cwd": "/w", "mcpServers": []}})));
+    let effects = core.on_client(&bytes(json!({"jsonrpc": "2.0", "id": 2, "method": "session/load", "params": {"sessionId": "s1", "cwd": "/w", "mcpServers": []}})));
     assert_eq!(
         effects[0],
         Effect::Link { token: "t1".into(), message: json!({"method": "context", "params": {"event": "reset"}}) }
@@ -245,7 +245,7 @@ fn loads_reset_and_compactions_compact_the_live_servers() {
     assert!(matches!(effects[1], Effect::Agent(_)));
     core.link_down("t1");
     assert!(core
-        .from_client(&bytes(
+        .on_client(&bytes(
             json!({"jsonrpc": "2.0", "id": 3, "method": "session/resume", "params": {"sessionId": "s1", "cwd": "/w"}})
         ))
         .iter()
@@ -273,7 +273,7 @@ fn asked(tool: &str, files: Vec<FileText>) -> Asked {
 #[test]
 fn the_gates_prompt_goes_to_the_app_on_the_agents_call() {
     let mut core = with_session();
-    core.from_agent(&update(
+    core.on_agent(&update(
         json!({"sessionUpdate": "tool_call", "toolCallId": "c9", "title": "mcp__ctxfs__edit", "status": "pending"}),
     ));
     let file = FileText {
@@ -296,7 +296,7 @@ fn the_gates_prompt_goes_to_the_app_on_the_agents_call() {
     assert_eq!(content[1], json!({"type": "diff", "path": "/w/a.md", "oldText": "a\n", "newText": "b\n"}));
     let response =
         json!({"jsonrpc": "2.0", "id": id, "result": {"outcome": {"outcome": "selected", "optionId": "deny"}}});
-    assert_eq!(core.from_client(&bytes(response.clone())), vec![Effect::Answer { id: id.clone(), response }]);
+    assert_eq!(core.on_client(&bytes(response.clone())), vec![Effect::Answer { id: id.clone(), response }]);
 
     // No call to attach it to: the relay shows one first, and the text keeps the summary.
     let (_, effects) = core.ask(&asked("rm", vec![])).unwrap();
@@ -314,25 +314,25 @@ fn the_gates_prompt_goes_to_the_app_on_the_agents_call() {
 #[test]
 fn a_dead_agent_answers_every_waiting_and_later_request() {
     let mut core = with_session();
-    core.from_client(&bytes(
+    core.on_client(&bytes(
         json!({"jsonrpc": "2.0", "id": 4, "method": "session/prompt", "params": {"sessionId": "s1", "prompt": []}}),
     ));
-    core.from_client(&bytes(json!({"jsonrpc": "2.0", "id": "q", "method": "_x/y", "params": {}})));
+    core.on_client(&bytes(json!({"jsonrpc": "2.0", "id": "q", "method": "_x/y", "params": {}})));
     let effects = core.agent_gone("ctxfs acp: the agent closed its output");
     let ids: Vec<Value> = effects.iter().map(|e| parsed(e)["id"].clone()).collect();
     assert_eq!(ids, [json!("q"), json!(4)]);
     assert!(effects.iter().all(|e| matches!(e, Effect::Client(_))));
     assert!(core.agent_gone("again").is_empty());
-    assert!(core.from_agent(b"{}").is_empty());
+    assert!(core.on_agent(b"{}").is_empty());
 }
 
 #[test]
 fn an_agent_writing_other_things_on_stdout_is_broken_after_a_while() {
     let mut core = fresh();
     for _ in 0..MAX_GARBAGE_LINES {
-        assert!(core.from_agent(b"Welcome to the agent!").is_empty());
+        assert!(core.on_agent(b"Welcome to the agent!").is_empty());
     }
-    assert!(matches!(core.from_agent(b"[1, 2]").as_slice(), [Effect::Fatal(why)] if why.contains("not ACP")));
+    assert!(matches!(core.on_agent(b"[1, 2]").as_slice(), [Effect::Fatal(why)] if why.contains("not ACP")));
 }
 
 #[test]

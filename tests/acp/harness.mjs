@@ -79,7 +79,7 @@ export function startRelay({ flags = [], agent, agentArgs = [], env = {} } = {})
   const child = spawn(CTXFS, ["acp", ...flags, "--", ...command], {
     stdio: ["pipe", "pipe", "pipe"],
     detached: true,
-    env: { ...process.env, CTXFS_LOG: process.env.CTXFS_LOG ?? "info", ...env },
+    env: { ...process.env, CTXFS_LOG: process.env.CTXFS_LOG ?? "warn", ...env },
   });
   const relay = {
     child,
