@@ -185,10 +185,33 @@ fn engine(tree: &Path, view: &str, data: &Path, name: &str) -> Engine {
     .unwrap()
 }
 
+/// `text` with every result id written relative to the session's first
+/// (`#+0`, `#+1`, …). Ids are unique in a data directory, so sessions sharing
+/// one start at different ids; what they refer to must still be the same.
+fn relative_ids(text: &str, first: u64) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('#') {
+        out.push_str(&rest[..at]);
+        let digits: String = rest[at + 1..].chars().take_while(|c| c.is_ascii_hexdigit()).collect();
+        match u64::from_str_radix(&digits, 16) {
+            Ok(n) if digits.len() >= 4 => out.push_str(&format!("#+{}", n.saturating_sub(first))),
+            _ => {
+                out.push('#');
+                out.push_str(&digits);
+            }
+        }
+        rest = &rest[at + 1 + digits.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Every query, at a few roots and limits, in one fresh session: the answers' texts.
 fn answers(engine: &Engine) -> Vec<String> {
     let session = engine.open_session(SessionOptions::default()).unwrap();
     let mut out = Vec::new();
+    let mut first = None;
     for query in QUERIES {
         for args in [
             json!({"query": query, "path": "/pub"}),
@@ -196,7 +219,9 @@ fn answers(engine: &Engine) -> Vec<String> {
             json!({"query": query, "path": "/pub/d"}),
         ] {
             let answer = session.call("search", args.clone());
-            out.push(format!("{args} -> {}", answer.text));
+            let id = u64::from_str_radix(answer.id.trim_start_matches('#'), 16).unwrap();
+            let first = *first.get_or_insert(id);
+            out.push(format!("{args} -> {}", relative_ids(&answer.text, first)));
         }
     }
     out

@@ -388,8 +388,12 @@ impl Engine {
             view.restrict_to(mapped);
         }
         let access = Access::new(self.fs.clone(), view, self.start.clone());
+        let mut results_db = None;
         let store: Box<dyn ResultStore> = match SqliteStore::open(&self.sessions_db(), &id) {
-            Ok(store) => Box::new(store),
+            Ok(store) => {
+                results_db = Some(self.sessions_db());
+                Box::new(store)
+            }
             Err(e) => {
                 tracing::error!(error = %e, "cannot open the session store; results of this session live in memory only");
                 Box::new(MemoryStore::default())
@@ -399,6 +403,7 @@ impl Engine {
         Ok(Arc::new(Session {
             gate: Gate::new(self.project(), self.mode, self.approval_timeout),
             id,
+            results_db,
             client_name: options.client_name,
             user: self.user.clone(),
             index: self.index.clone(),
@@ -424,6 +429,8 @@ struct SessionState {
 /// One agent's session: its view, what it observed, its results.
 pub struct Session {
     id: String,
+    /// The database the session's results are kept in, when not in memory.
+    results_db: Option<PathBuf>,
     client_name: Option<String>,
     user: UserConfig,
     index: Arc<IndexSlot>,
@@ -559,6 +566,34 @@ impl Session {
     /// The instruction chain as structured data, for editors to render.
     pub fn instruction_chain(&self) -> Chain {
         instructions::chain(&self.state().access, &self.user)
+    }
+
+    /// Runs `list` over the session's stored results without waiting for a
+    /// running call (which may be waiting for the user): through a reader of
+    /// the database when the session has one, else its own store.
+    fn listing<T>(&self, list: impl FnOnce(&Hygiene) -> T) -> T {
+        if let Some(db) = &self.results_db {
+            match SqliteStore::reader(db, &self.id) {
+                Ok(reader) => return list(&Hygiene::new(HostKind::Resend, Box::new(reader))),
+                Err(e) => tracing::warn!(error = %e, "cannot open a reader of the results"),
+            }
+        }
+        list(&self.state().hygiene)
+    }
+
+    /// The session's results, newest first, for editors to list.
+    pub fn results(&self, limit: usize) -> Vec<crate::hygiene::ResultEntry> {
+        self.listing(|h| h.results(limit))
+    }
+
+    /// The session's changes, newest first, each with its unified diff.
+    pub fn changes(&self, limit: usize) -> Vec<(crate::hygiene::ChangeEntry, String)> {
+        self.listing(|h| h.changes(limit))
+    }
+
+    /// The whole text before and after the change result `id` made to `path`.
+    pub fn change_texts(&self, id: &str, path: &str) -> Option<crate::hygiene::Texts> {
+        self.listing(|h| h.change_texts(id, path))
     }
 
     /// A new request is being built; `carries_earlier` says whether it

@@ -213,6 +213,9 @@ pub struct ApprovalRequest {
     pub options: Vec<ApprovalOption>,
     /// Why it asks, and problems the user should know (a broken rules file).
     pub notes: Vec<String>,
+    /// Each changed file's whole text before and after, for an editor's diff view.
+    #[serde(skip)]
+    pub files: Vec<plan::FileTexts>,
     /// How long the gate waits for the answer.
     #[serde(skip)]
     pub timeout: Duration,
@@ -460,6 +463,7 @@ impl Gate {
                 summary: plan.summary.clone(),
                 options,
                 notes,
+                files: plan.files.clone(),
                 timeout: self.state().timeout,
             },
         }
@@ -648,6 +652,7 @@ mod tests {
                 sha: None,
                 change: Change::Created { lines: 1 },
                 note: None,
+                texts: Default::default(),
             }))
         }
     }

@@ -37,6 +37,36 @@ pub struct Plan {
     pub subjects: Vec<Subject>,
     pub description: String,
     pub summary: String,
+    /// Each changed file's whole text before and after, for an editor's diff view.
+    pub files: Vec<FileTexts>,
+}
+
+/// The most bytes of one text a prompt carries for a diff view.
+const FILE_TEXT_BYTES: usize = 2 * 1024 * 1024;
+
+/// A changed file's texts as a prompt carries them: `None` when left out
+/// (too large), `Some(None)` when there is none (a new file's before).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileTexts {
+    pub path: String,
+    pub before: Option<Option<String>>,
+    pub after: Option<Option<String>>,
+}
+
+fn file_texts(preview: &Outcome) -> Vec<FileTexts> {
+    let fit = |text: &Option<String>| match text {
+        Some(t) if t.len() > FILE_TEXT_BYTES => None,
+        other => Some(other.clone()),
+    };
+    let changes: &[FileChange] = match preview {
+        Outcome::Changed(change) => std::slice::from_ref(change),
+        Outcome::Patch(changes) => changes,
+        _ => return Vec::new(),
+    };
+    changes
+        .iter()
+        .map(|c| FileTexts { path: c.path.to_string(), before: fit(&c.texts.before), after: fit(&c.texts.after) })
+        .collect()
 }
 
 pub fn rel(boundary: &VPath, path: &VPath) -> String {
@@ -48,7 +78,7 @@ impl Plan {
         let boundary = fs.boundary().clone();
         let subjects = subjects(ops, &boundary);
         let (description, summary) = describe(tool, args, ops, preview, &subjects, fs, &boundary);
-        Plan { tool: tool.to_string(), subjects, description, summary: cap(summary) }
+        Plan { tool: tool.to_string(), subjects, description, summary: cap(summary), files: file_texts(preview) }
     }
 }
 

@@ -83,6 +83,12 @@ impl Body {
 
     /// The text the model sees under `head`, with the lines capped when `capped`.
     pub fn render(&self, head: &str, id: &str, capped: bool) -> String {
+        self.render_capped(head, id, capped).0
+    }
+
+    /// As `render`, and whether the cap cut the lines.
+    pub fn render_capped(&self, head: &str, id: &str, capped: bool) -> (String, bool) {
+        let mut cut = false;
         let mut out = head.to_string();
         if let Some(inline) = &self.inline {
             out.push(' ');
@@ -91,11 +97,14 @@ impl Body {
         if let Some(lines) = &self.lines {
             out.push('\n');
             match capped.then(|| cap(lines, id)).flatten() {
-                Some(short) => out.push_str(&short),
+                Some(short) => {
+                    cut = true;
+                    out.push_str(&short)
+                }
                 None => out.push_str(lines),
             }
         }
-        out
+        (out, cut)
     }
 }
 

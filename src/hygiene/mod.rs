@@ -15,7 +15,9 @@ use crate::paths::VPath;
 use crate::tools::{hex, Change, FileChange, Outcome, ReadOutcome, Sha};
 use format::*;
 use std::collections::{BTreeMap, HashMap};
-pub use store::{MemoryStore, ResultStore, SqliteStore};
+pub use store::{
+    ChangeEntry, ChangeKind, ChangeRecord, MemoryStore, ResultEntry, ResultMeta, ResultStore, SqliteStore, Texts,
+};
 
 /// Which results a host's next request carries, deciding what a stub may name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
@@ -49,6 +51,47 @@ struct SearchRecord {
     body_sha: Sha,
 }
 
+/// A result shaped for the model, with what is stored and listed of it.
+struct Shaped {
+    id: u64,
+    answer: ToolAnswer,
+    /// The full result, what recall shows.
+    stored: String,
+    stub: bool,
+    capped: bool,
+}
+
+/// The files an outcome changed, as kept for editors' change lists.
+fn change_records(outcome: &Outcome) -> Vec<ChangeRecord> {
+    let record = |change: &FileChange| {
+        let (kind, from) = match &change.change {
+            Change::Created { .. } => (ChangeKind::Created, None),
+            Change::Modified { .. } => (ChangeKind::Modified, None),
+            Change::Deleted => (ChangeKind::Deleted, None),
+            Change::Moved { from, .. } => (ChangeKind::Moved, Some(from.clone())),
+        };
+        ChangeRecord {
+            path: change.path.to_string(),
+            kind,
+            from,
+            before: change.texts.before.clone(),
+            after: change.texts.after.clone(),
+        }
+    };
+    match outcome {
+        Outcome::Changed(change) => vec![record(change)],
+        Outcome::Patch(changes) => changes.iter().map(record).collect(),
+        Outcome::Moved { from, to, .. } => vec![ChangeRecord {
+            path: to.to_string(),
+            kind: ChangeKind::Moved,
+            from: Some(from.to_string()),
+            before: None,
+            after: None,
+        }],
+        Outcome::Read(_) | Outcome::Text { .. } => Vec::new(),
+    }
+}
+
 /// One session's hygiene state.
 pub struct Hygiene {
     host: HostKind,
@@ -67,7 +110,7 @@ const DEDUPE_BY_RESULT: [&str; 4] = ["list", "glob", "grep", "search"];
 
 impl Hygiene {
     pub fn new(host: HostKind, store: Box<dyn ResultStore>) -> Hygiene {
-        let next_id = store.last_id().map_or(1, |id| id + 1);
+        let next_id = 1;
         Hygiene { host, next_id, store, table_reads: Vec::new(), table_searches: HashMap::new(), history: Vec::new() }
     }
 
@@ -76,20 +119,28 @@ impl Hygiene {
     }
 
     fn take_id(&mut self) -> (u64, String) {
-        let id = self.next_id;
-        self.next_id += 1;
+        let id = match self.store.next_id() {
+            Ok(id) => id,
+            Err(e) => {
+                // The store cannot hand out ids: go on past the last one given,
+                // in memory. Results of this session may then not be recallable.
+                tracing::error!(error = %e, "the result store gave no id");
+                self.next_id
+            }
+        };
+        self.next_id = id + 1;
         (id, id_text(id))
     }
 
-    fn keep(&mut self, id: u64, tool: &str, full: &str) {
-        if let Err(e) = self.store.put(id, tool, full) {
+    fn keep(&mut self, id: u64, meta: &ResultMeta, full: &str) {
+        if let Err(e) = self.store.put(id, meta, full) {
             tracing::error!(error = %e, "could not store result {}", id_text(id));
         }
     }
 
     /// Numbers, stores and shapes one tool result.
     /// `appendix` (nearby instructions) follows the result's text, in what is
-    /// shown and what is stored.
+    /// shown and what is stored. The result is stored before this returns.
     pub fn answer(
         &mut self,
         tool: &str,
@@ -97,38 +148,91 @@ impl Hygiene {
         result: Result<Outcome, ToolError>,
         appendix: Option<String>,
     ) -> ToolAnswer {
-        let mut answer = self.shape(tool, args, result);
+        let changes = match &result {
+            Ok(outcome) => change_records(outcome),
+            Err(_) => Vec::new(),
+        };
+        let Shaped { id, mut answer, mut stored, stub, capped } = self.shape(tool, args, result);
         if let Some(extra) = appendix {
             answer.text.push_str(&extra);
-            if let Ok(Some(mut stored)) = self.store.get(self.next_id - 1) {
-                stored.push_str(&extra);
-                self.keep(self.next_id - 1, tool, &stored);
+            stored.push_str(&extra);
+        }
+        let meta = ResultMeta {
+            tool: tool.to_string(),
+            path: answer.facts.path.clone().or_else(|| answer.facts.files.first().and_then(|f| f.path.clone())),
+            stub,
+            capped,
+            is_error: answer.is_error,
+            title: answer.text.lines().next().unwrap_or_default().to_string(),
+        };
+        if !changes.is_empty() {
+            if let Err(e) = self.store.put_changes(id, tool, &changes) {
+                tracing::error!(error = %e, "could not store the changes of result {}", id_text(id));
             }
         }
+        self.keep(id, &meta, &stored);
         answer
     }
 
-    fn shape(&mut self, tool: &str, args: &serde_json::Value, result: Result<Outcome, ToolError>) -> ToolAnswer {
+    /// The session's results, newest first, for editors to list.
+    pub fn results(&self, limit: usize) -> Vec<ResultEntry> {
+        self.store.list(limit).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "could not list the results");
+            Vec::new()
+        })
+    }
+
+    /// The session's changes, newest first, each with its unified diff.
+    pub fn changes(&self, limit: usize) -> Vec<(ChangeEntry, String)> {
+        let listed = self.store.changes(limit).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "could not list the changes");
+            Vec::new()
+        });
+        listed
+            .into_iter()
+            .map(|entry| {
+                let texts = self.store.change_texts(entry.id, &entry.change.path).ok().flatten();
+                let diff = match texts {
+                    Some((before, after)) => crate::tools::text::unified_diff(
+                        before.as_deref().unwrap_or(""),
+                        after.as_deref().unwrap_or(""),
+                    ),
+                    None => String::new(),
+                };
+                (entry, diff)
+            })
+            .collect()
+    }
+
+    /// The whole text before and after the change result `id` made to `path`.
+    pub fn change_texts(&self, id: &str, path: &str) -> Option<Texts> {
+        let id = parse_id(id)?;
+        self.store.change_texts(id, path).ok().flatten()
+    }
+
+    fn shape(&mut self, tool: &str, args: &serde_json::Value, result: Result<Outcome, ToolError>) -> Shaped {
         let (id, id_str) = self.take_id();
         let plain = format!("[{id_str}]");
         let outcome = match result {
             Ok(outcome) => outcome,
             Err(error) => {
                 let body = Body::lines(error.to_string());
-                self.keep(id, tool, &body.stored());
-                let text = body.render(&plain, &id_str, true);
-                return ToolAnswer { id: id_str, text, is_error: true, facts: Facts::default() };
+                let (text, capped) = body.render_capped(&plain, &id_str, true);
+                let answer = ToolAnswer { id: id_str, text, is_error: true, facts: Facts::default() };
+                return Shaped { id, answer, stored: body.stored(), stub: false, capped };
             }
         };
         let facts = facts_of(&outcome);
-        let (stored, shown) = match outcome {
+        let mut stub = false;
+        let (stored, (shown, capped)) = match outcome {
             Outcome::Read(read) => {
                 let head = read_bracket(&id_str, &read);
                 let body = read_body(&read);
                 match self.stub_for(&read) {
-                    Some(stub) => {
-                        let sentence = read_stub(&id_text(stub.id), stub.first, stub.last);
-                        (body.stored(), Body::inline(sentence).render(&head, &id_str, false))
+                    Some(earlier) => {
+                        stub = true;
+                        let sentence = read_stub(&id_text(earlier.id), earlier.first, earlier.last);
+                        (body.stored(), Body::inline(sentence).render_capped(&head, &id_str, false))
                     }
                     None => {
                         let record = ReadRecord {
@@ -143,11 +247,11 @@ impl Hygiene {
                         self.table_reads.push(record.clone());
                         self.history.push(record);
                         // Reads are not capped: they have their own window.
-                        (body.stored(), body.render(&head, &id_str, false))
+                        (body.stored(), body.render_capped(&head, &id_str, false))
                     }
                 }
             }
-            Outcome::Text { body: text, .. } => {
+            Outcome::Text { body: text, .. } | Outcome::Moved { body: text, .. } => {
                 let body = Body::lines(text);
                 if DEDUPE_BY_RESULT.contains(&tool) {
                     let key = format!("{tool} {}", canonical_json(args));
@@ -155,28 +259,28 @@ impl Hygiene {
                     match self.table_searches.get(&key) {
                         Some(earlier) if earlier.body_sha == body_sha => {
                             let shown = format!("{plain} Same result as {}.", id_text(earlier.id));
-                            self.keep(id, tool, &body.stored());
-                            return ToolAnswer { id: id_str, text: shown, is_error: false, facts };
+                            let answer = ToolAnswer { id: id_str, text: shown, is_error: false, facts };
+                            return Shaped { id, answer, stored: body.stored(), stub: true, capped: false };
                         }
                         _ => {
                             self.table_searches.insert(key, SearchRecord { id, body_sha });
                         }
                     }
                 }
-                (body.stored(), body.render(&plain, &id_str, true))
+                (body.stored(), body.render_capped(&plain, &id_str, true))
             }
             Outcome::Changed(change) => {
                 let (head, body) = change_parts(Some(&id_str), &change);
-                (body.stored(), body.render(&head, &id_str, true))
+                (body.stored(), body.render_capped(&head, &id_str, true))
             }
             Outcome::Patch(changes) => {
                 let texts: Vec<String> = changes.iter().map(|c| change_text(None, c)).collect();
                 let body = Body::lines(texts.join("\n"));
-                (body.stored(), body.render(&plain, &id_str, true))
+                (body.stored(), body.render_capped(&plain, &id_str, true))
             }
         };
-        self.keep(id, tool, &stored);
-        ToolAnswer { id: id_str, text: shown, is_error: false, facts }
+        let answer = ToolAnswer { id: id_str, text: shown, is_error: false, facts };
+        Shaped { id, answer, stored, stub, capped }
     }
 
     /// The earlier full read in the table that an unchanged re-read lies within.
@@ -203,7 +307,8 @@ impl Hygiene {
                 };
                 let (first, last, total, body) = window(&full, offset.unwrap_or(1) as usize, limit);
                 let text = format!("[{id_str} recall {} lines {first}-{last} of {total}]\n{body}", id_text(n));
-                self.keep(id, "recall", &body);
+                let title = text.lines().next().unwrap_or_default().to_string();
+                self.keep(id, &ResultMeta { tool: "recall".into(), title, ..ResultMeta::default() }, &body);
                 return ToolAnswer { id: id_str, text, is_error: false, facts: Facts::default() };
             }
             (Some(n), None) => (format!("No stored result {} in this session.", id_text(n)), true),
@@ -212,8 +317,10 @@ impl Hygiene {
                 (format!("No stored result #{shown} in this session."), true)
             }
         };
-        self.keep(id, "recall", &text);
-        let text = format!("[{id_str}] {text}");
+        let shown = format!("[{id_str}] {text}");
+        let meta = ResultMeta { tool: "recall".into(), is_error, title: shown.clone(), ..ResultMeta::default() };
+        self.keep(id, &meta, &text);
+        let text = shown;
         ToolAnswer { id: id_str, text, is_error, facts: Facts::default() }
     }
 
@@ -316,5 +423,6 @@ fn facts_of(outcome: &Outcome) -> Facts {
         Outcome::Changed(change) => change_facts(change),
         Outcome::Patch(changes) => Facts { files: changes.iter().map(change_facts).collect(), ..Facts::default() },
         Outcome::Text { path, .. } => Facts { path: path.as_ref().map(|p| p.to_string()), ..Facts::default() },
+        Outcome::Moved { to, .. } => Facts { path: Some(to.to_string()), ..Facts::default() },
     }
 }

@@ -1,69 +1,215 @@
-//! Where a session's results are kept in full.
+//! Where a session's results are kept in full, with what editors list of them.
 //!
 //! `ResultStore` is the seam: the in-memory store serves tests and one-shot
-//! calls; a durable store keeps results across restarts. Neither decides
-//! what the model sees.
+//! calls; the SQLite store keeps results across restarts and crashes. A store
+//! also hands out result ids, so that no id is ever given twice in one data
+//! directory. Neither decides what the model sees.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
-/// Keeps every result's full text by id.
+/// What an editor lists about a result, besides its text.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ResultMeta {
+    pub tool: String,
+    /// The path the result is about, when one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The model was shown a stub (an unchanged re-read, the same result again).
+    #[serde(default)]
+    pub stub: bool,
+    /// The model was shown the head and tail only.
+    #[serde(default)]
+    pub capped: bool,
+    #[serde(default)]
+    pub is_error: bool,
+    /// The first line the model saw.
+    #[serde(default)]
+    pub title: String,
+}
+
+/// A stored result as listed: its id, what it is about, and its full text's size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResultEntry {
+    pub id: u64,
+    pub meta: ResultMeta,
+    /// Lines of the full stored text.
+    pub lines: usize,
+    /// Bytes of the full stored text.
+    pub size: usize,
+}
+
+/// How a file changed, as listed for editors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeKind {
+    Created,
+    Modified,
+    Deleted,
+    Moved,
+}
+
+impl ChangeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeKind::Created => "created",
+            ChangeKind::Modified => "modified",
+            ChangeKind::Deleted => "deleted",
+            ChangeKind::Moved => "moved",
+        }
+    }
+
+    fn parse(text: &str) -> Option<ChangeKind> {
+        Some(match text {
+            "created" => ChangeKind::Created,
+            "modified" => ChangeKind::Modified,
+            "deleted" => ChangeKind::Deleted,
+            "moved" => ChangeKind::Moved,
+            _ => return None,
+        })
+    }
+}
+
+/// One file a result changed, with its whole text before and after.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeRecord {
+    pub path: String,
+    pub kind: ChangeKind,
+    /// Where a moved file was before.
+    pub from: Option<String>,
+    pub before: Option<String>,
+    pub after: Option<String>,
+}
+
+/// A change as listed: the result that made it and the file's record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeEntry {
+    pub id: u64,
+    pub tool: String,
+    pub change: ChangeRecord,
+}
+
+/// Keeps every result's full text by id, and the changes results made.
 pub trait ResultStore: Send {
-    fn put(&mut self, id: u64, tool: &str, text: &str) -> anyhow::Result<()>;
+    /// The next result id of this session; never one given before in this store.
+    fn next_id(&mut self) -> anyhow::Result<u64>;
+    /// Keeps a result; when this returns, the result survives the process.
+    fn put(&mut self, id: u64, meta: &ResultMeta, text: &str) -> anyhow::Result<()>;
     fn get(&self, id: u64) -> anyhow::Result<Option<String>>;
-    /// The highest id stored, so a reopened session goes on from there.
-    fn last_id(&self) -> Option<u64>;
+    /// The session's results, newest first, at most `limit`.
+    fn list(&self, limit: usize) -> anyhow::Result<Vec<ResultEntry>>;
+    /// Keeps the files result `id` changed, in order.
+    fn put_changes(&mut self, id: u64, tool: &str, changes: &[ChangeRecord]) -> anyhow::Result<()>;
+    /// The session's changes, newest first, at most `limit`, without their
+    /// texts (`before` and `after` are `None`; see `change_texts`).
+    fn changes(&self, limit: usize) -> anyhow::Result<Vec<ChangeEntry>>;
+    /// The texts before and after of the change result `id` made to `path`;
+    /// `None` when it made none there.
+    fn change_texts(&self, id: u64, path: &str) -> anyhow::Result<Option<Texts>>;
+}
+
+/// A file's text before and after a change (`None`: there was no text).
+pub type Texts = (Option<String>, Option<String>);
+
+fn count_lines(text: &str) -> usize {
+    if text.is_empty() {
+        0
+    } else {
+        text.lines().count()
+    }
 }
 
 /// Results in memory, for tests and one-shot calls.
 #[derive(Default)]
 pub struct MemoryStore {
-    results: HashMap<u64, String>,
+    last: u64,
+    results: BTreeMap<u64, (ResultMeta, String)>,
+    changes: Vec<ChangeEntry>,
 }
 
 impl ResultStore for MemoryStore {
-    fn put(&mut self, id: u64, _tool: &str, text: &str) -> anyhow::Result<()> {
-        self.results.insert(id, text.to_string());
+    fn next_id(&mut self) -> anyhow::Result<u64> {
+        self.last += 1;
+        Ok(self.last)
+    }
+
+    fn put(&mut self, id: u64, meta: &ResultMeta, text: &str) -> anyhow::Result<()> {
+        self.results.insert(id, (meta.clone(), text.to_string()));
         Ok(())
     }
 
     fn get(&self, id: u64) -> anyhow::Result<Option<String>> {
-        Ok(self.results.get(&id).cloned())
+        Ok(self.results.get(&id).map(|(_, text)| text.clone()))
     }
 
-    fn last_id(&self) -> Option<u64> {
-        self.results.keys().max().copied()
+    fn list(&self, limit: usize) -> anyhow::Result<Vec<ResultEntry>> {
+        Ok(self
+            .results
+            .iter()
+            .rev()
+            .take(limit)
+            .map(|(id, (meta, text))| ResultEntry {
+                id: *id,
+                meta: meta.clone(),
+                lines: count_lines(text),
+                size: text.len(),
+            })
+            .collect())
+    }
+
+    fn put_changes(&mut self, id: u64, tool: &str, changes: &[ChangeRecord]) -> anyhow::Result<()> {
+        for change in changes {
+            self.changes.push(ChangeEntry { id, tool: tool.to_string(), change: change.clone() });
+        }
+        Ok(())
+    }
+
+    fn changes(&self, limit: usize) -> anyhow::Result<Vec<ChangeEntry>> {
+        // Newest result first; a result's files keep their order.
+        let mut out: Vec<ChangeEntry> = Vec::new();
+        let mut ids: Vec<u64> = self.changes.iter().map(|c| c.id).collect();
+        ids.dedup();
+        for id in ids.into_iter().rev() {
+            out.extend(self.changes.iter().filter(|c| c.id == id).map(|c| {
+                let mut c = c.clone();
+                (c.change.before, c.change.after) = (None, None);
+                c
+            }));
+        }
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    fn change_texts(&self, id: u64, path: &str) -> anyhow::Result<Option<Texts>> {
+        Ok(self
+            .changes
+            .iter()
+            .find(|c| c.id == id && c.change.path == path)
+            .map(|c| (c.change.before.clone(), c.change.after.clone())))
     }
 }
 
-/// Results in an SQLite database under the data directory (WAL mode), so
-/// recall answers for as long as the session exists, across restarts.
+/// Results in an SQLite database under the data directory (WAL mode,
+/// `synchronous=NORMAL`), so recall answers for as long as the session
+/// exists, across restarts.
 ///
-/// Inserts go to a writer thread that commits them in batches (one
-/// transaction per burst instead of one per result); until a result is
-/// committed, `get` answers it from the small pending map. Dropping the store
-/// waits for every pending result to be written.
+/// Every `put` commits before it returns: an answer is sent only once its
+/// result is in the database's log, so a crash of the process right after an
+/// answer loses nothing the model holds (a power loss may lose the last
+/// commits, which `synchronous=NORMAL` trades for speed).
+///
+/// Ids are unique in the data directory, not just in the session: a session
+/// takes them in blocks from one counter, and gives the unused rest of its
+/// block back when it closes, so sessions one after another number on where
+/// the last one stopped, and a session that crashed keeps its block.
 pub struct SqliteStore {
-    reader: rusqlite::Connection,
+    db: rusqlite::Connection,
     session: String,
-    pending: std::sync::Arc<std::sync::Mutex<HashMap<u64, String>>>,
-    sender: Option<std::sync::mpsc::SyncSender<(u64, String, String)>>,
-    writer: Option<std::thread::JoinHandle<()>>,
-    /// The highest id put, so `last_id` needs no query while results are pending.
-    last_put: Option<u64>,
-    /// Ids up to this one are taken, recorded before use: after a crash that
-    /// lost pending results, a reopened session goes on past them, so no id
-    /// is ever given twice.
-    reserved: u64,
+    /// The next id to give and the last one of this session's block.
+    next: u64,
+    block_last: u64,
 }
 
-/// Ids reserved at a time (one synchronous write per block).
-const ID_BLOCK: u64 = 1024;
-
-/// How long the writer waits for more results to commit with the first one.
-const COALESCE: std::time::Duration = std::time::Duration::from_millis(2);
-
-/// How many results may wait for the writer before `put` waits too.
-const PENDING_LIMIT: usize = 1024;
+/// Ids a session takes from the counter at a time.
+const ID_BLOCK: u64 = 64;
 
 fn connect(path: &std::path::Path) -> anyhow::Result<rusqlite::Connection> {
     let db = rusqlite::Connection::open(path)?;
@@ -73,111 +219,123 @@ fn connect(path: &std::path::Path) -> anyhow::Result<rusqlite::Connection> {
     Ok(db)
 }
 
+fn optional<T>(result: rusqlite::Result<T>) -> rusqlite::Result<Option<T>> {
+    match result {
+        Ok(value) => Ok(Some(value)),
+        Err(rusqlite::Error::QueryReturnedNoRows) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn has_column(db: &rusqlite::Connection, table: &str, column: &str) -> rusqlite::Result<bool> {
+    let mut stmt = db.prepare(&format!("PRAGMA table_info({table})"))?;
+    let names: Vec<String> = stmt.query_map([], |row| row.get::<_, String>(1))?.collect::<Result<_, _>>()?;
+    Ok(names.iter().any(|n| n == column))
+}
+
+fn has_table(db: &rusqlite::Connection, table: &str) -> rusqlite::Result<bool> {
+    let found: Option<i64> =
+        optional(
+            db.query_row("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1", [table], |row| row.get(0)),
+        )?;
+    Ok(found.is_some())
+}
+
+/// Creates the tables, and brings a database of an earlier version up to date.
+fn prepare(db: &rusqlite::Connection) -> anyhow::Result<()> {
+    db.execute_batch(
+        "CREATE TABLE IF NOT EXISTS sessions (
+             id TEXT PRIMARY KEY,
+             created INTEGER NOT NULL
+         );
+         CREATE TABLE IF NOT EXISTS results (
+             session TEXT NOT NULL,
+             id INTEGER NOT NULL,
+             tool TEXT NOT NULL,
+             text TEXT NOT NULL,
+             meta TEXT,
+             PRIMARY KEY (session, id)
+         ) WITHOUT ROWID;
+         CREATE TABLE IF NOT EXISTS changes (
+             session TEXT NOT NULL,
+             id INTEGER NOT NULL,
+             seq INTEGER NOT NULL,
+             tool TEXT NOT NULL,
+             path TEXT NOT NULL,
+             kind TEXT NOT NULL,
+             from_path TEXT,
+             before_sha TEXT,
+             after_sha TEXT,
+             PRIMARY KEY (session, id, seq)
+         ) WITHOUT ROWID;
+         CREATE TABLE IF NOT EXISTS blobs (
+             sha TEXT PRIMARY KEY,
+             text TEXT NOT NULL
+         ) WITHOUT ROWID;",
+    )?;
+    if !has_column(db, "results", "meta")? {
+        db.execute_batch("ALTER TABLE results ADD COLUMN meta TEXT")?;
+    }
+    if !has_table(db, "id_counter")? {
+        // The counter starts past every id an earlier version gave or reserved.
+        let mut highest: i64 = db.query_row("SELECT COALESCE(MAX(id), 0) FROM results", [], |row| row.get(0))?;
+        if has_table(db, "reservations")? {
+            let reserved: i64 =
+                db.query_row("SELECT COALESCE(MAX(reserved), 0) FROM reservations", [], |row| row.get(0))?;
+            highest = highest.max(reserved);
+        }
+        db.execute_batch(
+            "CREATE TABLE IF NOT EXISTS id_counter (one INTEGER PRIMARY KEY CHECK (one = 1), last INTEGER NOT NULL);
+             CREATE TABLE IF NOT EXISTS id_blocks (session TEXT PRIMARY KEY, next INTEGER NOT NULL, last INTEGER NOT NULL);",
+        )?;
+        db.execute("INSERT OR IGNORE INTO id_counter (one, last) VALUES (1, ?1)", [highest])?;
+    }
+    Ok(())
+}
+
+fn text_sha(text: &str) -> String {
+    crate::tools::hex(&crate::tools::sha256(text.as_bytes()))
+}
+
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path` for `session`.
     pub fn open(path: &std::path::Path, session: &str) -> anyhow::Result<SqliteStore> {
         let db = connect(path)?;
-        db.execute_batch(
-            "CREATE TABLE IF NOT EXISTS sessions (
-                 id TEXT PRIMARY KEY,
-                 created INTEGER NOT NULL
-             );
-             CREATE TABLE IF NOT EXISTS reservations (
-                 session TEXT PRIMARY KEY,
-                 reserved INTEGER NOT NULL
-             );
-             CREATE TABLE IF NOT EXISTS results (
-                 session TEXT NOT NULL,
-                 id INTEGER NOT NULL,
-                 tool TEXT NOT NULL,
-                 text TEXT NOT NULL,
-                 PRIMARY KEY (session, id)
-             ) WITHOUT ROWID;",
-        )?;
+        prepare(&db)?;
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
         db.execute(
             "INSERT OR IGNORE INTO sessions (id, created) VALUES (?1, ?2)",
             rusqlite::params![session, now as i64],
         )?;
-        let pending: std::sync::Arc<std::sync::Mutex<HashMap<u64, String>>> = Default::default();
-        let (sender, receiver) = std::sync::mpsc::sync_channel::<(u64, String, String)>(PENDING_LIMIT);
-        let writer = {
-            let pending = pending.clone();
-            let session = session.to_string();
-            let mut db = connect(path)?;
-            std::thread::Builder::new().name("ctxfs-store".into()).spawn(move || {
-                while let Ok(first) = receiver.recv() {
-                    // Results that follow within `COALESCE` share one commit: an
-                    // agent's calls come a fraction of a millisecond apart, and a
-                    // commit costs more than an insert.
-                    // Sleeping instead of waiting on the channel also means the
-                    // results sent meanwhile wake nobody.
-                    std::thread::sleep(COALESCE);
-                    let mut batch = vec![first];
-                    batch.extend(receiver.try_iter().take(255));
-                    let mut write = || -> rusqlite::Result<()> {
-                        let tx = db.transaction()?;
-                        {
-                            let mut insert = tx.prepare_cached(
-                                "INSERT OR REPLACE INTO results (session, id, tool, text) VALUES (?1, ?2, ?3, ?4)",
-                            )?;
-                            for (id, tool, text) in &batch {
-                                insert.execute(rusqlite::params![session, *id as i64, tool, text])?;
-                            }
-                        }
-                        tx.commit()
-                    };
-                    // A busy or briefly failing database gets a few more tries.
-                    let mut written = write();
-                    for attempt in 1..=3 {
-                        if written.is_ok() {
-                            break;
-                        }
-                        std::thread::sleep(std::time::Duration::from_millis(50 * attempt));
-                        written = write();
-                    }
-                    if let Err(e) = written {
-                        tracing::error!(error = %e, "could not store {} results; they stay in memory", batch.len());
-                        continue;
-                    }
-                    let mut pending = pending.lock().unwrap_or_else(|e| e.into_inner());
-                    for (id, _, _) in &batch {
-                        pending.remove(id);
-                    }
-                }
-            })?
-        };
-        let reserved: Option<i64> = db
-            .query_row("SELECT reserved FROM reservations WHERE session = ?1", [session], |row| row.get(0))
-            .map(Some)
-            .or_else(|e| if e == rusqlite::Error::QueryReturnedNoRows { Ok(None) } else { Err(e) })?;
-        let mut store = SqliteStore {
-            reader: db,
-            session: session.to_string(),
-            pending,
-            sender: Some(sender),
-            writer: Some(writer),
-            last_put: None,
-            reserved: 0,
-        };
-        let stored = store.stored_last_id();
-        let reserved = reserved.map(|r| r as u64);
-        store.last_put = match (stored, reserved) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b).filter(|n| *n > 0),
-        };
-        store.reserved = store.last_put.unwrap_or(0);
-        Ok(store)
+        // A block this session held when it last stopped without closing is
+        // not handed out again: the ids in it may have been given.
+        db.execute("DELETE FROM id_blocks WHERE session = ?1", [session])?;
+        Ok(SqliteStore { db, session: session.to_string(), next: 1, block_last: 0 })
     }
 
-    fn stored_last_id(&self) -> Option<u64> {
-        self.reader
-            .query_row("SELECT MAX(id) FROM results WHERE session = ?1", [&self.session], |row| {
-                row.get::<_, Option<i64>>(0)
-            })
-            .ok()
-            .flatten()
-            .map(|id| id as u64)
+    /// Opens the database at `path` to list and read `session`'s results
+    /// beside the session's own store (a reader takes no ids).
+    pub fn reader(path: &std::path::Path, session: &str) -> anyhow::Result<SqliteStore> {
+        let db = connect(path)?;
+        Ok(SqliteStore { db, session: session.to_string(), next: 1, block_last: 0 })
+    }
+
+    /// Takes a new block of ids from the data directory's counter.
+    fn take_block(&mut self) -> anyhow::Result<()> {
+        let tx = self.db.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let last: i64 = tx.query_row("SELECT last FROM id_counter WHERE one = 1", [], |row| row.get(0))?;
+        let first = last as u64 + 1;
+        let block_last = last as u64 + ID_BLOCK;
+        tx.execute("UPDATE id_counter SET last = ?1 WHERE one = 1", [block_last as i64])?;
+        tx.execute(
+            "INSERT INTO id_blocks (session, next, last) VALUES (?1, ?2, ?3)
+             ON CONFLICT(session) DO UPDATE SET next = excluded.next, last = excluded.last",
+            rusqlite::params![self.session, first as i64, block_last as i64],
+        )?;
+        tx.commit()?;
+        self.next = first;
+        self.block_last = block_last;
+        Ok(())
     }
 
     /// Whether a session was ever opened in the database at `path`.
@@ -186,68 +344,157 @@ impl SqliteStore {
             return Ok(false);
         }
         let db = rusqlite::Connection::open(path)?;
-        let found: Option<i64> = db
-            .query_row("SELECT 1 FROM sessions WHERE id = ?1", [session], |row| row.get(0))
-            .map(Some)
-            .or_else(|e| if e == rusqlite::Error::QueryReturnedNoRows { Ok(None) } else { Err(e) })
-            .or_else(|e| if e.to_string().contains("no such table") { Ok(None) } else { Err(e) })?;
+        if !has_table(&db, "sessions")? {
+            return Ok(false);
+        }
+        let found: Option<i64> =
+            optional(db.query_row("SELECT 1 FROM sessions WHERE id = ?1", [session], |row| row.get(0)))?;
         Ok(found.is_some())
+    }
+
+    fn blob(&self, sha: Option<String>) -> anyhow::Result<Option<String>> {
+        let Some(sha) = sha else { return Ok(None) };
+        let mut stmt = self.db.prepare_cached("SELECT text FROM blobs WHERE sha = ?1")?;
+        Ok(optional(stmt.query_row([sha], |row| row.get(0)))?)
     }
 }
 
 impl Drop for SqliteStore {
     fn drop(&mut self) {
-        // Closing the channel lets the writer finish what is pending, then stop.
-        self.sender.take();
-        if let Some(writer) = self.writer.take() {
-            let _ = writer.join();
+        // The unused rest of the block goes back when nobody took ids after it,
+        // so the next session numbers on from this one's last id.
+        let give_back = || -> rusqlite::Result<()> {
+            let tx = self.db.unchecked_transaction()?;
+            tx.execute(
+                "UPDATE id_counter SET last = ?1 WHERE one = 1 AND last = ?2",
+                rusqlite::params![self.next as i64 - 1, self.block_last as i64],
+            )?;
+            tx.execute("DELETE FROM id_blocks WHERE session = ?1", [&self.session])?;
+            tx.commit()
+        };
+        if self.block_last > 0 {
+            if let Err(e) = give_back() {
+                tracing::warn!(error = %e, "could not give back unused result ids");
+            }
         }
-        // Everything is written: a reopened session goes on right after the last id.
-        if let Some(last) = self.last_put {
-            let _ = self.reserve(last);
-        }
-    }
-}
-
-impl SqliteStore {
-    fn reserve(&self, upto: u64) -> rusqlite::Result<usize> {
-        self.reader.execute(
-            "INSERT INTO reservations (session, reserved) VALUES (?1, ?2)
-             ON CONFLICT(session) DO UPDATE SET reserved = excluded.reserved",
-            rusqlite::params![self.session, upto as i64],
-        )
     }
 }
 
 impl ResultStore for SqliteStore {
-    fn put(&mut self, id: u64, tool: &str, text: &str) -> anyhow::Result<()> {
-        if id > self.reserved {
-            self.reserved = id + ID_BLOCK;
-            self.reserve(self.reserved)?;
+    fn next_id(&mut self) -> anyhow::Result<u64> {
+        if self.block_last == 0 || self.next > self.block_last {
+            self.take_block()?;
         }
-        self.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(id, text.to_string());
-        let sender = self.sender.as_ref().ok_or_else(|| anyhow::anyhow!("the store is closed"))?;
-        sender
-            .send((id, tool.to_string(), text.to_string()))
-            .map_err(|_| anyhow::anyhow!("the store's writer stopped"))?;
-        self.last_put = Some(self.last_put.map_or(id, |last| last.max(id)));
+        let id = self.next;
+        self.next += 1;
+        Ok(id)
+    }
+
+    fn put(&mut self, id: u64, meta: &ResultMeta, text: &str) -> anyhow::Result<()> {
+        let meta_json = serde_json::to_string(meta)?;
+        let mut insert = self.db.prepare_cached(
+            "INSERT OR REPLACE INTO results (session, id, tool, text, meta) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?;
+        insert.execute(rusqlite::params![self.session, id as i64, meta.tool, text, meta_json])?;
         Ok(())
     }
 
     fn get(&self, id: u64) -> anyhow::Result<Option<String>> {
-        if let Some(text) = self.pending.lock().unwrap_or_else(|e| e.into_inner()).get(&id) {
-            return Ok(Some(text.clone()));
-        }
-        let mut stmt = self.reader.prepare_cached("SELECT text FROM results WHERE session = ?1 AND id = ?2")?;
-        let mut rows = stmt.query(rusqlite::params![self.session, id as i64])?;
-        Ok(match rows.next()? {
-            Some(row) => Some(row.get(0)?),
-            None => None,
-        })
+        let mut stmt = self.db.prepare_cached("SELECT text FROM results WHERE session = ?1 AND id = ?2")?;
+        Ok(optional(stmt.query_row(rusqlite::params![self.session, id as i64], |row| row.get(0)))?)
     }
 
-    fn last_id(&self) -> Option<u64> {
-        self.last_put
+    fn list(&self, limit: usize) -> anyhow::Result<Vec<ResultEntry>> {
+        let mut stmt = self
+            .db
+            .prepare_cached("SELECT id, tool, meta, text FROM results WHERE session = ?1 ORDER BY id DESC LIMIT ?2")?;
+        let rows = stmt.query_map(rusqlite::params![self.session, limit.min(i64::MAX as usize) as i64], |row| {
+            let id: i64 = row.get(0)?;
+            let tool: String = row.get(1)?;
+            let meta: Option<String> = row.get(2)?;
+            let text: String = row.get(3)?;
+            Ok((id, tool, meta, text))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, tool, meta, text) = row?;
+            let meta = meta
+                .and_then(|m| serde_json::from_str::<ResultMeta>(&m).ok())
+                .unwrap_or_else(|| ResultMeta { tool: tool.clone(), ..ResultMeta::default() });
+            out.push(ResultEntry { id: id as u64, meta, lines: count_lines(&text), size: text.len() });
+        }
+        Ok(out)
+    }
+
+    fn put_changes(&mut self, id: u64, tool: &str, changes: &[ChangeRecord]) -> anyhow::Result<()> {
+        let tx = self.db.transaction()?;
+        {
+            let mut blob = tx.prepare_cached("INSERT OR IGNORE INTO blobs (sha, text) VALUES (?1, ?2)")?;
+            let mut row = tx.prepare_cached(
+                "INSERT OR REPLACE INTO changes (session, id, seq, tool, path, kind, from_path, before_sha, after_sha)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )?;
+            for (seq, change) in changes.iter().enumerate() {
+                let mut keep = |text: &Option<String>| -> rusqlite::Result<Option<String>> {
+                    match text {
+                        None => Ok(None),
+                        Some(text) => {
+                            let sha = text_sha(text);
+                            blob.execute(rusqlite::params![sha, text])?;
+                            Ok(Some(sha))
+                        }
+                    }
+                };
+                let before = keep(&change.before)?;
+                let after = keep(&change.after)?;
+                row.execute(rusqlite::params![
+                    self.session,
+                    id as i64,
+                    seq as i64,
+                    tool,
+                    change.path,
+                    change.kind.as_str(),
+                    change.from,
+                    before,
+                    after
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn changes(&self, limit: usize) -> anyhow::Result<Vec<ChangeEntry>> {
+        let mut stmt = self.db.prepare_cached(
+            "SELECT id, tool, path, kind, from_path FROM changes
+             WHERE session = ?1 ORDER BY id DESC, seq ASC LIMIT ?2",
+        )?;
+        type Row = (i64, String, String, String, Option<String>);
+        let rows: Vec<Row> = stmt
+            .query_map(rusqlite::params![self.session, limit.min(i64::MAX as usize) as i64], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?))
+            })?
+            .collect::<Result<_, _>>()?;
+        let mut out = Vec::with_capacity(rows.len());
+        for (id, tool, path, kind, from) in rows {
+            let Some(kind) = ChangeKind::parse(&kind) else { continue };
+            let change = ChangeRecord { path, kind, from, before: None, after: None };
+            out.push(ChangeEntry { id: id as u64, tool, change });
+        }
+        Ok(out)
+    }
+
+    fn change_texts(&self, id: u64, path: &str) -> anyhow::Result<Option<Texts>> {
+        let mut stmt = self.db.prepare_cached(
+            "SELECT before_sha, after_sha FROM changes WHERE session = ?1 AND id = ?2 AND path = ?3 ORDER BY seq LIMIT 1",
+        )?;
+        let shas: Option<(Option<String>, Option<String>)> = optional(
+            stmt.query_row(rusqlite::params![self.session, id as i64, path], |row| Ok((row.get(0)?, row.get(1)?))),
+        )?;
+        match shas {
+            None => Ok(None),
+            Some((before, after)) => Ok(Some((self.blob(before)?, self.blob(after)?))),
+        }
     }
 }
 
@@ -255,24 +502,36 @@ impl ResultStore for SqliteStore {
 mod tests {
     use super::*;
 
+    fn meta(tool: &str) -> ResultMeta {
+        ResultMeta { tool: tool.into(), title: format!("[{tool}]"), ..ResultMeta::default() }
+    }
+
+    fn put(store: &mut dyn ResultStore, tool: &str, text: &str) -> u64 {
+        let id = store.next_id().unwrap();
+        store.put(id, &meta(tool), text).unwrap();
+        id
+    }
+
     #[test]
     fn sqlite_keeps_results_across_reopen() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sessions.db");
         {
             let mut store = SqliteStore::open(&path, "s1").unwrap();
-            store.put(1, "read", "[#0001]\nhello").unwrap();
-            store.put(2, "grep", "[#0002]\nworld").unwrap();
+            assert_eq!(put(&mut store, "read", "[#0001]\nhello"), 1);
+            assert_eq!(put(&mut store, "grep", "[#0002]\nworld"), 2);
         }
         assert!(SqliteStore::exists(&path, "s1").unwrap());
         assert!(!SqliteStore::exists(&path, "s2").unwrap());
         let store = SqliteStore::open(&path, "s1").unwrap();
-        assert_eq!(store.last_id(), Some(2));
         assert_eq!(store.get(1).unwrap().as_deref(), Some("[#0001]\nhello"));
         assert_eq!(store.get(3).unwrap(), None);
+        let listed = store.list(10).unwrap();
+        assert_eq!(listed.iter().map(|e| e.id).collect::<Vec<_>>(), vec![2, 1], "newest first");
+        assert_eq!(listed[0].meta.tool, "grep");
+        assert_eq!((listed[0].lines, listed[0].size), (2, 13));
         let other = SqliteStore::open(&path, "s2").unwrap();
         assert_eq!(other.get(1).unwrap(), None);
-        assert_eq!(other.last_id(), None);
     }
 
     #[test]
@@ -280,25 +539,73 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sessions.db");
         let mut store = SqliteStore::open(&path, "s").unwrap();
-        for id in 1..=5 {
-            store.put(id, "read", "text").unwrap();
+        for _ in 1..=5 {
+            put(&mut store, "read", "text");
         }
-        // A crash: nothing is flushed or recorded on the way out.
+        // A crash: nothing is given back on the way out.
         std::mem::forget(store);
-        let reopened = SqliteStore::open(&path, "s").unwrap();
-        assert!(reopened.last_id().unwrap() >= 5, "ids up to 5 were given; the next must be past them");
+        let mut reopened = SqliteStore::open(&path, "s").unwrap();
+        assert!(reopened.next_id().unwrap() > 5, "ids up to 5 were given; the next must be past them");
+        let mut other = SqliteStore::open(&path, "t").unwrap();
+        assert!(other.next_id().unwrap() > 5, "another session never reuses them either");
     }
 
     #[test]
-    fn a_clean_close_goes_on_right_after_the_last_id() {
+    fn sessions_one_after_another_number_on_and_never_share_an_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions.db");
+        let mut first = SqliteStore::open(&path, "a").unwrap();
+        put(&mut first, "read", "one");
+        put(&mut first, "read", "two");
+        drop(first);
+        let mut second = SqliteStore::open(&path, "b").unwrap();
+        assert_eq!(put(&mut second, "read", "three"), 3, "the next session goes on after the last id");
+        // Two sessions at once take separate blocks.
+        let mut third = SqliteStore::open(&path, "c").unwrap();
+        let a: Vec<u64> = (0..100).map(|_| put(&mut second, "read", "x")).collect();
+        let b: Vec<u64> = (0..100).map(|_| put(&mut third, "read", "y")).collect();
+        assert!(a.iter().all(|id| !b.contains(id)), "concurrent sessions never share an id");
+        assert_eq!(second.get(a[50]).unwrap().as_deref(), Some("x"));
+        assert_eq!(third.get(a[50]).unwrap(), None, "a session never recalls another's result");
+    }
+
+    #[test]
+    fn changes_keep_texts_once_and_list_newest_first() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sessions.db");
         let mut store = SqliteStore::open(&path, "s").unwrap();
-        store.put(1, "read", "one").unwrap();
-        store.put(2, "read", "two").unwrap();
+        let record = |path: &str, kind, before: Option<&str>, after: Option<&str>| ChangeRecord {
+            path: path.into(),
+            kind,
+            from: None,
+            before: before.map(String::from),
+            after: after.map(String::from),
+        };
+        store.put_changes(1, "write", &[record("/a", ChangeKind::Created, None, Some("x\n"))]).unwrap();
+        store
+            .put_changes(
+                2,
+                "apply_patch",
+                &[
+                    record("/a", ChangeKind::Modified, Some("x\n"), Some("y\n")),
+                    record("/b", ChangeKind::Deleted, Some("b\n"), None),
+                ],
+            )
+            .unwrap();
         drop(store);
-        let reopened = SqliteStore::open(&path, "s").unwrap();
-        assert_eq!(reopened.last_id(), Some(2));
-        assert_eq!(reopened.get(2).unwrap().as_deref(), Some("two"));
+        let store = SqliteStore::open(&path, "s").unwrap();
+        let listed = store.changes(10).unwrap();
+        let shape: Vec<(u64, &str, ChangeKind)> =
+            listed.iter().map(|c| (c.id, c.change.path.as_str(), c.change.kind)).collect();
+        assert_eq!(
+            shape,
+            vec![(2, "/a", ChangeKind::Modified), (2, "/b", ChangeKind::Deleted), (1, "/a", ChangeKind::Created)]
+        );
+        assert_eq!(listed[0].change.before, None, "listing carries no texts");
+        assert_eq!(store.change_texts(2, "/a").unwrap(), Some((Some("x\n".into()), Some("y\n".into()))));
+        assert_eq!(store.change_texts(2, "/b").unwrap(), Some((Some("b\n".into()), None)));
+        assert_eq!(store.change_texts(1, "/b").unwrap(), None);
+        let blobs: i64 = store.db.query_row("SELECT COUNT(*) FROM blobs", [], |row| row.get(0)).unwrap();
+        assert_eq!(blobs, 3, "x, y and b, each once");
     }
 }

@@ -132,6 +132,7 @@ mod tests {
             paths: vec!["notes/a.md".into()],
             description: "create notes/a.md".into(),
             summary: String::new(),
+            files: Vec::new(),
             options: vec![
                 option(Approval::AllowOnce, "Allow once"),
                 option(Approval::AlwaysFile, "Always allow notes/a.md"),

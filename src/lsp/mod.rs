@@ -53,6 +53,11 @@ use tower_lsp_server::ls_types::{
 };
 use tower_lsp_server::{Client, LanguageServer, LspService, Server};
 
+/// How many results or changes a listing gives by default.
+const LIST_LIMIT: u64 = 200;
+/// The version of ctxfs's own LSP methods (`experimental.ctxfs.protocol`).
+/// 2: `ctxfs/results`, `ctxfs/changes`, `ctxfs/changeText`, texts in approval requests.
+pub const PROTOCOL_VERSION: u32 = 2;
 /// How long a write to an open document waits for `workspace/applyEdit` by default.
 const EDIT_TIMEOUT: Duration = Duration::from_secs(10);
 /// grep, glob and search calls running longer than this report progress by default.
@@ -88,6 +93,9 @@ where
         .custom_method("ctxfs/recall", Backend::recall)
         .custom_method("ctxfs/setMode", Backend::set_mode)
         .custom_method("ctxfs/grants", Backend::grants)
+        .custom_method("ctxfs/results", Backend::results)
+        .custom_method("ctxfs/changes", Backend::changes)
+        .custom_method("ctxfs/changeText", Backend::change_text)
         .custom_method(transport::INVALID, Backend::invalid)
         .finish();
     let report = Arc::new(Notable { client: service.inner().client.clone() });
@@ -434,6 +442,45 @@ impl Backend {
         done.map_err(|e| server_error(format!("nothing revoked: {e}")))
     }
 
+    /// Lists a session's results, newest first. Not queued behind its calls.
+    async fn results(&self, params: ResultsParams) -> Result<ResultsResult> {
+        self.engine()?;
+        let worker = self.worker(&params.session)?;
+        let limit = params.limit.unwrap_or(LIST_LIMIT).min(usize::MAX as u64) as usize;
+        let session = worker.session.clone();
+        let listed = tokio::task::spawn_blocking(move || session.results(limit))
+            .await
+            .map_err(|e| server_error(format!("listing the results failed: {e}")))?;
+        Ok(ResultsResult { results: listed.into_iter().map(ResultItem::from).collect() })
+    }
+
+    /// Lists a session's changes, newest first, with their diffs. Not queued behind its calls.
+    async fn changes(&self, params: ChangesParams) -> Result<ChangesResult> {
+        self.engine()?;
+        let worker = self.worker(&params.session)?;
+        let limit = params.limit.unwrap_or(LIST_LIMIT).min(usize::MAX as u64) as usize;
+        let session = worker.session.clone();
+        let listed = tokio::task::spawn_blocking(move || session.changes(limit))
+            .await
+            .map_err(|e| server_error(format!("listing the changes failed: {e}")))?;
+        Ok(ChangesResult { changes: listed.into_iter().map(ChangeItem::from).collect() })
+    }
+
+    /// A changed file's text before and after one change.
+    async fn change_text(&self, params: ChangeTextParams) -> Result<ChangeTextResult> {
+        self.engine()?;
+        let worker = self.worker(&params.session)?;
+        let session = worker.session.clone();
+        let (id, path) = (params.id.clone(), params.path.clone());
+        let texts = tokio::task::spawn_blocking(move || session.change_texts(&id, &path))
+            .await
+            .map_err(|e| server_error(format!("reading the change failed: {e}")))?;
+        match texts {
+            Some((before, after)) => Ok(ChangeTextResult { path: params.path, before, after }),
+            None => Err(Error::invalid_params(format!("result {} changed no file {}", params.id, params.path))),
+        }
+    }
+
     /// Answers a malformed request the input loop could still read an id from.
     async fn invalid(&self, params: serde_json::Value) -> Result<()> {
         let why = params.get("why").and_then(|w| w.as_str()).unwrap_or("not a JSON-RPC 2.0 request");
@@ -445,6 +492,8 @@ impl LanguageServer for Backend {
     async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
         let options: InitializationOptions = match params.initialization_options.clone() {
             None | Some(serde_json::Value::Null) => InitializationOptions::default(),
+            // A Lua `{}` (Neovim's `init_options = {}`) arrives as `[]`.
+            Some(serde_json::Value::Array(items)) if items.is_empty() => InitializationOptions::default(),
             Some(value) => serde_json::from_value(value)
                 .map_err(|e| Error::invalid_params(format!("initializationOptions: {e}")))?,
         };
@@ -523,9 +572,12 @@ impl LanguageServer for Backend {
                     change: Some(TextDocumentSyncKind::INCREMENTAL),
                     ..Default::default()
                 })),
-                experimental: Some(
-                    serde_json::json!({"ctxfs": {"protocol": 1, "methods": methods, "notifications": notifications}}),
-                ),
+                experimental: Some(serde_json::json!({"ctxfs": {
+                    "protocol": PROTOCOL_VERSION,
+                    "version": env!("CARGO_PKG_VERSION"),
+                    "methods": methods,
+                    "notifications": notifications
+                }})),
                 ..Default::default()
             },
             server_info: Some(ServerInfo { name: "ctxfs".into(), version: Some(env!("CARGO_PKG_VERSION").into()) }),

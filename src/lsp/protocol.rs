@@ -379,6 +379,143 @@ impl From<GrantInfo> for GrantEntry {
     }
 }
 
+/// `ctxfs/results`: the session's results, newest first, for an editor to list.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResultsParams {
+    /// The session's id, from `ctxfs/openSession`.
+    pub session: String,
+    /// How many results at most. Default 200.
+    pub limit: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ResultsResult {
+    /// Newest first.
+    pub results: Vec<ResultItem>,
+}
+
+/// One stored result, as listed.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResultItem {
+    /// Its id, such as `#000c`.
+    pub id: String,
+    pub tool: String,
+    /// The absolute path the result is about, when one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Lines of the full stored result.
+    pub lines: usize,
+    /// Bytes of the full stored result.
+    pub size: usize,
+    /// The model was shown a stub (an unchanged re-read, the same result again).
+    pub stub: bool,
+    /// The model was shown the head and tail only; recall shows the rest.
+    pub capped: bool,
+    pub is_error: bool,
+    /// The first line the model saw (its bracket).
+    pub title: String,
+}
+
+impl From<crate::hygiene::ResultEntry> for ResultItem {
+    fn from(e: crate::hygiene::ResultEntry) -> ResultItem {
+        ResultItem {
+            id: crate::hygiene::format::id_text(e.id),
+            tool: e.meta.tool,
+            path: e.meta.path,
+            lines: e.lines,
+            size: e.size,
+            stub: e.meta.stub,
+            capped: e.meta.capped,
+            is_error: e.meta.is_error,
+            title: e.meta.title,
+        }
+    }
+}
+
+/// `ctxfs/changes`: the files the session changed, newest first.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChangesParams {
+    /// The session's id, from `ctxfs/openSession`.
+    pub session: String,
+    /// How many changes at most. Default 200.
+    pub limit: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ChangesResult {
+    /// Newest first; the files of one result in the result's order.
+    pub changes: Vec<ChangeItem>,
+}
+
+/// What happened to a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeKindName {
+    Created,
+    Modified,
+    Deleted,
+    Moved,
+}
+
+/// One file one result changed.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ChangeItem {
+    /// The result that made the change, such as `#000c`.
+    pub id: String,
+    pub tool: String,
+    /// The file's absolute path (after a move: where it went).
+    pub path: String,
+    pub kind: ChangeKindName,
+    /// Where a moved file was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// The unified diff of the change (empty for a move of a directory).
+    pub diff: String,
+}
+
+impl From<(crate::hygiene::ChangeEntry, String)> for ChangeItem {
+    fn from((entry, diff): (crate::hygiene::ChangeEntry, String)) -> ChangeItem {
+        use crate::hygiene::ChangeKind;
+        ChangeItem {
+            id: crate::hygiene::format::id_text(entry.id),
+            tool: entry.tool,
+            path: entry.change.path,
+            kind: match entry.change.kind {
+                ChangeKind::Created => ChangeKindName::Created,
+                ChangeKind::Modified => ChangeKindName::Modified,
+                ChangeKind::Deleted => ChangeKindName::Deleted,
+                ChangeKind::Moved => ChangeKindName::Moved,
+            },
+            from: entry.change.from,
+            diff,
+        }
+    }
+}
+
+/// `ctxfs/changeText`: a changed file's whole text before and after one change.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChangeTextParams {
+    /// The session's id, from `ctxfs/openSession`.
+    pub session: String,
+    /// The result that made the change, such as `#000c`.
+    pub id: String,
+    /// The file's path as `ctxfs/changes` lists it.
+    pub path: String,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ChangeTextResult {
+    pub path: String,
+    /// The text before the change; `null` when the file did not exist.
+    pub before: Option<String>,
+    /// The text after the change; `null` when the file no longer exists.
+    pub after: Option<String>,
+}
+
 /// `ctxfs/approvalRequest` (a notification to the client): what the
 /// `window/showMessageRequest` that follows it asks, as data, so an editor
 /// extension can show the change (its diff) its own way. The answer is still
@@ -404,8 +541,24 @@ pub struct ApprovalRequestParams {
     pub notes: Vec<String>,
     /// The prompt's text, as `window/showMessageRequest` carries it.
     pub message: String,
+    /// Each changed file's whole text before and after, for a diff view.
+    #[serde(default)]
+    pub files: Vec<ApprovalFile>,
     /// How long the prompt waits for an answer before the change is refused.
     pub timeout_ms: u64,
+}
+
+/// A changed file's texts in an approval request.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ApprovalFile {
+    /// The file's absolute path.
+    pub path: String,
+    /// The text before; `null` for a new file; absent when over 2 MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<Option<String>>,
+    /// The text after; `null` for a removal; absent when over 2 MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<Option<String>>,
 }
 
 /// One answer a prompt offers.
@@ -469,6 +622,11 @@ impl ApprovalRequestParams {
                 .collect(),
             notes: request.notes.clone(),
             message: request.message(),
+            files: request
+                .files
+                .iter()
+                .map(|f| ApprovalFile { path: f.path.clone(), before: f.before.clone(), after: f.after.clone() })
+                .collect(),
             timeout_ms: request.timeout.as_millis().try_into().unwrap_or(u64::MAX),
         }
     }
@@ -500,6 +658,9 @@ pub fn methods() -> Vec<(&'static str, Option<schemars::Schema>, Option<schemars
         ("ctxfs/recall", Some(schema_for!(RecallParams)), Some(schema_for!(CallResult))),
         ("ctxfs/setMode", Some(schema_for!(SetModeParams)), Some(schema_for!(SetModeResult))),
         ("ctxfs/grants", Some(schema_for!(GrantsParams)), Some(schema_for!(GrantsResult))),
+        ("ctxfs/results", Some(schema_for!(ResultsParams)), Some(schema_for!(ResultsResult))),
+        ("ctxfs/changes", Some(schema_for!(ChangesParams)), Some(schema_for!(ChangesResult))),
+        ("ctxfs/changeText", Some(schema_for!(ChangeTextParams)), Some(schema_for!(ChangeTextResult))),
     ]
 }
 
@@ -601,6 +762,11 @@ mod tests {
                 ApprovalOption { approval: Approval::Deny, label: "Deny".into(), targets: vec![] },
             ],
             notes: vec!["a note".into()],
+            files: vec![crate::gate::plan::FileTexts {
+                path: "/ws/notes/a.md".into(),
+                before: Some(None),
+                after: Some(Some("x\n".into())),
+            }],
             timeout: std::time::Duration::from_millis(1500),
         };
         let gate = serde_json::to_value(&request).unwrap();
@@ -611,6 +777,7 @@ mod tests {
         assert_eq!(ours["session"], "s-1");
         assert_eq!(ours["timeoutMs"], 1500);
         assert_eq!(ours["message"], request.message());
+        assert_eq!(ours["files"], serde_json::json!([{"path": "/ws/notes/a.md", "before": null, "after": "x\n"}]));
         // It reads back, as a client would.
         let _: ApprovalRequestParams = serde_json::from_value(ours).unwrap();
     }

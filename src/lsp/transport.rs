@@ -90,6 +90,7 @@ async fn handle<W: AsyncWrite + Unpin>(
     };
     match classify(&body) {
         Kind::Forward => forward(output, &body).await,
+        Kind::Rewritten(body) => forward(output, &body).await,
         Kind::Document(method, params) => {
             if let Err(why) = documents.apply(&method, params) {
                 report.notable(format!("{method}: {why}"));
@@ -125,6 +126,8 @@ async fn forward<W: AsyncWrite + Unpin>(output: &mut W, body: &[u8]) -> bool {
 
 enum Kind {
     Forward,
+    /// A ctxfs request whose empty-array params (a Lua `{}`) were made objects.
+    Rewritten(Vec<u8>),
     Document(String, serde_json::Value),
     Invalid(serde_json::Value, String),
     Skip(String),
@@ -144,6 +147,11 @@ fn classify(body: &[u8]) -> Kind {
                 let (method, _, params) = request.into_parts();
                 return Kind::Document(method.into_owned(), params.unwrap_or_default());
             }
+            if request.method().starts_with("ctxfs/") {
+                if let Some(body) = lenient_params(body) {
+                    return Kind::Rewritten(body);
+                }
+            }
             return Kind::Forward;
         }
         Err(e) => e.to_string(),
@@ -156,6 +164,37 @@ fn classify(body: &[u8]) -> Kind {
         Ok(_) => Kind::Skip("not a JSON object".into()),
         Err(e) => Kind::Skip(format!("not JSON ({e})")),
     }
+}
+
+/// Clients whose empty tables are arrays (Neovim's Lua `{}` is sent as `[]`)
+/// send `[]` where an object is meant, and may leave out params whose fields
+/// are all optional. A ctxfs request's `[]` or missing params become `{}`
+/// (none at all for `ctxfs/tools`, which takes none), and so does `args: []`;
+/// `None` when nothing needs changing.
+fn lenient_params(body: &[u8]) -> Option<Vec<u8>> {
+    let mut message: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(body).ok()?;
+    let method = message.get("method")?.as_str()?.to_string();
+    let empty_array = |v: Option<&serde_json::Value>| matches!(v, Some(serde_json::Value::Array(a)) if a.is_empty());
+    let mut changed = false;
+    let params = message.get("params");
+    if method == "ctxfs/tools" {
+        if empty_array(params) || matches!(params, Some(serde_json::Value::Object(o)) if o.is_empty()) {
+            message.remove("params");
+            changed = true;
+        }
+    } else if params.is_none() || matches!(params, Some(serde_json::Value::Null)) || empty_array(params) {
+        message.insert("params".into(), serde_json::Value::Object(Default::default()));
+        changed = true;
+    }
+    if let Some(serde_json::Value::Object(params)) = message.get_mut("params") {
+        for key in ["args"] {
+            if empty_array(params.get(key)) {
+                params.insert(key.into(), serde_json::Value::Object(Default::default()));
+                changed = true;
+            }
+        }
+    }
+    changed.then(|| serde_json::to_vec(&message).unwrap_or_else(|_| body.to_vec()))
 }
 
 #[derive(Deserialize)]
@@ -335,5 +374,27 @@ mod tests {
         assert_eq!(notes.len(), 1, "{notes:?}");
         let real = file.canonicalize().unwrap();
         assert_eq!(&*docs.text(&real).unwrap().0, b"one\nTWO\n");
+    }
+
+    #[test]
+    fn empty_arrays_and_missing_params_of_ctxfs_requests_become_objects() {
+        let rewrite = |body: &str| -> Option<serde_json::Value> {
+            lenient_params(body.as_bytes()).map(|b| serde_json::from_slice(&b).unwrap())
+        };
+        let open = rewrite(r#"{"jsonrpc":"2.0","id":1,"method":"ctxfs/openSession","params":[]}"#).unwrap();
+        assert_eq!(open["params"], serde_json::json!({}));
+        let absent = rewrite(r#"{"jsonrpc":"2.0","id":1,"method":"ctxfs/openSession"}"#).unwrap();
+        assert_eq!(absent["params"], serde_json::json!({}));
+        let call = rewrite(
+            r#"{"jsonrpc":"2.0","id":2,"method":"ctxfs/call","params":{"session":"s","tool":"list","args":[]}}"#,
+        )
+        .unwrap();
+        assert_eq!(call["params"]["args"], serde_json::json!({}));
+        assert_eq!(call["params"]["tool"], "list");
+        let tools = rewrite(r#"{"jsonrpc":"2.0","id":3,"method":"ctxfs/tools","params":[]}"#).unwrap();
+        assert!(tools.get("params").is_none());
+        assert!(rewrite(r#"{"jsonrpc":"2.0","id":4,"method":"ctxfs/call","params":{"session":"s","tool":"list"}}"#)
+            .is_none());
+        assert!(rewrite(r#"{"jsonrpc":"2.0","id":5,"method":"ctxfs/tools"}"#).is_none());
     }
 }

@@ -8,7 +8,7 @@
 
 use super::params::{ApplyPatchParams, EditParams, MultiEditParams, ReadParams, WriteParams};
 use super::text::{self, PatchOp, TextFile};
-use super::{sha256, Change, Ctx, FileChange, Outcome, ReadOutcome, Sha, ToolResult};
+use super::{sha256, Change, ChangeTexts, Ctx, FileChange, Outcome, ReadOutcome, Sha, ToolResult};
 use crate::access::{Need, Target, ToolError, MAX_OPEN_BYTES};
 use crate::paths::VPath;
 use crate::vfs::Kind;
@@ -157,7 +157,15 @@ fn created(ctx: &mut Ctx<'_>, target: Target, content: &str) -> Result<FileChang
     let sha = store(ctx, &target, content.as_bytes())?;
     let note = super::skills::note_for(ctx.access, &target.path, content);
     let lines = text::count_lines(content);
-    Ok(FileChange { given: target.given, path: target.path, sha: Some(sha), change: Change::Created { lines }, note })
+    let texts = ChangeTexts { before: None, after: Some(to_lf(content.strip_prefix('\u{feff}').unwrap_or(content))) };
+    Ok(FileChange {
+        given: target.given,
+        path: target.path,
+        sha: Some(sha),
+        change: Change::Created { lines },
+        note,
+        texts,
+    })
 }
 
 /// Writes the new text of an existing file and answers its diff.
@@ -166,7 +174,15 @@ fn changed(ctx: &mut Ctx<'_>, target: Target, file: &TextFile, new_text: &str) -
     let sha = store(ctx, &target, &bytes)?;
     let diff = text::unified_diff(file.text(), new_text);
     let note = super::skills::note_for(ctx.access, &target.path, new_text);
-    Ok(FileChange { given: target.given, path: target.path, sha: Some(sha), change: Change::Modified { diff }, note })
+    let texts = ChangeTexts { before: Some(file.text().to_string()), after: Some(new_text.to_string()) };
+    Ok(FileChange {
+        given: target.given,
+        path: target.path,
+        sha: Some(sha),
+        change: Change::Modified { diff },
+        note,
+        texts,
+    })
 }
 
 /// Creates or replaces a checked target with `text`, keeping an existing
@@ -211,9 +227,24 @@ pub fn multiedit(ctx: &mut Ctx<'_>, params: MultiEditParams) -> ToolResult {
 
 /// One file's part of a checked patch, ready to commit.
 enum Step {
-    Create { target: Target, bytes: Vec<u8>, lines: usize, note: Option<String> },
-    Update { target: Target, bytes: Vec<u8>, diff: String, moved_to: Option<Target>, note: Option<String> },
-    Delete { target: Target },
+    Create {
+        target: Target,
+        bytes: Vec<u8>,
+        lines: usize,
+        note: Option<String>,
+    },
+    Update {
+        target: Target,
+        bytes: Vec<u8>,
+        diff: String,
+        moved_to: Option<Target>,
+        note: Option<String>,
+        texts: ChangeTexts,
+    },
+    Delete {
+        target: Target,
+        before: Option<String>,
+    },
 }
 
 /// A step that puts back one file a failed patch had already changed.
@@ -248,9 +279,10 @@ pub fn apply_patch(ctx: &mut Ctx<'_>, params: ApplyPatchParams) -> ToolResult {
             }
             PatchOp::Delete { path } => {
                 let target = ctx.access.target(&path, Need::Change)?;
-                load(ctx, &target)?;
+                let bytes = load(ctx, &target)?;
                 once(&target)?;
-                steps.push(Step::Delete { target });
+                let before = TextFile::decode(&bytes).ok().map(|file| file.text().to_string());
+                steps.push(Step::Delete { target, before });
             }
             PatchOp::Update { path, move_to, chunks } => {
                 let target = ctx.access.target(&path, Need::Change)?;
@@ -271,7 +303,9 @@ pub fn apply_patch(ctx: &mut Ctx<'_>, params: ApplyPatchParams) -> ToolResult {
                 };
                 let diff = text::unified_diff(file.text(), &new_text);
                 let note = super::skills::note_for(ctx.access, &moved_to.as_ref().unwrap_or(&target).path, &new_text);
-                steps.push(Step::Update { target, bytes: file.encode(&new_text), diff, moved_to, note });
+                let bytes = file.encode(&new_text);
+                let texts = ChangeTexts { before: Some(file.text().to_string()), after: Some(new_text) };
+                steps.push(Step::Update { target, bytes, diff, moved_to, note, texts });
             }
         }
     }
@@ -299,9 +333,10 @@ fn commit(ctx: &mut Ctx<'_>, steps: Vec<Step>) -> ToolResult {
                     sha: Some(sha),
                     change: Change::Created { lines: *lines },
                     note: note.clone(),
+                    texts: ChangeTexts { before: None, after: std::str::from_utf8(bytes).ok().map(to_lf) },
                 })
             }),
-            Step::Update { target, bytes, diff, moved_to, note } => {
+            Step::Update { target, bytes, diff, moved_to, note, texts } => {
                 let old = ctx
                     .access
                     .fs()
@@ -339,6 +374,7 @@ fn commit(ctx: &mut Ctx<'_>, steps: Vec<Step>) -> ToolResult {
                         sha: Some(sha),
                         change,
                         note: note.clone(),
+                        texts: texts.clone(),
                     }))
                 })
             }
@@ -354,7 +390,7 @@ fn commit(ctx: &mut Ctx<'_>, steps: Vec<Step>) -> ToolResult {
     }
     if failure.is_none() {
         for (index, step) in steps.iter().enumerate() {
-            if let Step::Delete { target } = step {
+            if let Step::Delete { target, before } = step {
                 match super::nodes::remove(ctx, target) {
                     Ok(()) => {
                         changes[index] = Some(FileChange {
@@ -363,6 +399,7 @@ fn commit(ctx: &mut Ctx<'_>, steps: Vec<Step>) -> ToolResult {
                             sha: None,
                             change: Change::Deleted,
                             note: None,
+                            texts: ChangeTexts { before: before.clone(), after: None },
                         })
                     }
                     Err(e) => {

@@ -122,6 +122,17 @@ pub struct FileChange {
     pub change: Change,
     /// A sentence the tool adds after the diff (a skill file written outside skill_manage).
     pub note: Option<String>,
+    /// The whole text before and after the change, for editors' diff views
+    /// (never shown to the model; `None` where there was no text: a new file,
+    /// a removal, a binary or unreadable file).
+    pub texts: ChangeTexts,
+}
+
+/// A changed file's text before and after, line breaks as `\n`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChangeTexts {
+    pub before: Option<String>,
+    pub after: Option<String>,
 }
 
 /// What a tool answers before hygiene.
@@ -132,6 +143,12 @@ pub enum Outcome {
     Changed(FileChange),
     /// apply_patch: every file, in the patch's order.
     Patch(Vec<FileChange>),
+    /// mv: a node moved (a file or a whole directory), shown as `body`.
+    Moved {
+        body: String,
+        from: VPath,
+        to: VPath,
+    },
     /// Everything else: a listing, matches, a message.
     Text {
         body: String,

@@ -4,8 +4,9 @@
 //! or writes a file's bytes (that is `files`).
 
 use super::params::{ListParams, MkdirParams, MvParams, RmParams, StatParams};
-use super::{Change, Ctx, FileChange, Outcome, ToolResult};
-use crate::access::{Access, Need, Target, ToolError};
+use super::text::TextFile;
+use super::{Change, ChangeTexts, Ctx, FileChange, Outcome, ToolResult};
+use crate::access::{Access, Need, Target, ToolError, MAX_OPEN_BYTES};
 use crate::paths::VPath;
 use crate::vfs::{FsError, Kind, Resolution};
 use std::time::UNIX_EPOCH;
@@ -168,7 +169,7 @@ pub fn mv(ctx: &mut Ctx<'_>, params: MvParams) -> ToolResult {
     }
     ctx.observed.moved(&from, &dest.real);
     ctx.observed.moved(&source.real, &dest.real);
-    Ok(Outcome::Text { body: format!("Moved {} to {}\n", source.path, dest.path), path: Some(dest.path) })
+    Ok(Outcome::Moved { body: format!("Moved {} to {}\n", source.path, dest.path), from: source.path, to: dest.path })
 }
 
 pub fn rm(ctx: &mut Ctx<'_>, params: RmParams) -> ToolResult {
@@ -178,6 +179,17 @@ pub fn rm(ctx: &mut Ctx<'_>, params: RmParams) -> ToolResult {
     }
     refuse_boundary(ctx.access, &target, "remove")?;
     refuse_mixed_levels(ctx.access, &target, "remove")?;
+    // The removed file's text, for editors' diff views: a regular text file only.
+    let before = match target.kind() {
+        Some(Kind::File) => ctx
+            .access
+            .fs()
+            .read_file(&target.real, MAX_OPEN_BYTES)
+            .ok()
+            .and_then(|bytes| TextFile::decode(&bytes).ok())
+            .map(|file| file.text().to_string()),
+        _ => None,
+    };
     remove(ctx, &target)?;
     Ok(Outcome::Changed(FileChange {
         given: target.given,
@@ -185,6 +197,7 @@ pub fn rm(ctx: &mut Ctx<'_>, params: RmParams) -> ToolResult {
         sha: None,
         change: Change::Deleted,
         note: None,
+        texts: ChangeTexts { before, after: None },
     }))
 }
 

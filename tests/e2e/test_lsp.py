@@ -609,6 +609,99 @@ def test_several_folders_are_several_grants(tmp_path):
     run(main())
 
 
+def test_results_changes_and_change_texts_for_editors(workspace):
+    ws, data = workspace
+
+    async def main():
+        async with editor([ws], data) as ed:
+            caps = ed.initialize_result.capabilities.experimental["ctxfs"]
+            assert caps["protocol"] >= 2 and caps["version"]
+            assert {"ctxfs/results", "ctxfs/changes", "ctxfs/changeText"} <= set(caps["methods"])
+            s = (await ed.open_session())["session"]
+            read = await ed.ok(s, "read", {"file_path": "hello.txt"})
+            again = await ed.ok(s, "read", {"file_path": "hello.txt"})
+            assert "Unchanged since" in again["text"]
+            await ed.ok(s, "write", {"file_path": "notes/a.md", "content": "one\n"})
+            await ed.ok(s, "edit", {"file_path": "hello.txt", "old_string": "world", "new_string": "there"})
+            big = "\n".join(f"line {i}" for i in range(1000)) + "\n"
+            (ws / "big.txt").write_text(big)
+            await ed.ok(s, "grep", {"pattern": "line", "path": "big.txt"})
+            await ed.ok(s, "read", {"file_path": "notes/a.md"})
+            await ed.ok(s, "apply_patch", {"patch": "*** Begin Patch\n*** Update File: notes/a.md\n@@\n-one\n+two\n*** Delete File: hello.txt\n*** End Patch\n"})
+            await ed.ok(s, "mv", {"source": "notes/a.md", "destination": "b.md"})
+            await ed.fails(s, "read", {"file_path": "missing.txt"})
+
+            results = (await ed.request("ctxfs/results", {"session": s}))["results"]
+            ids = [r["id"] for r in results]
+            assert ids == sorted(ids, reverse=True) and ids[-1] == read["id"], ids
+            by_id = {r["id"]: r for r in results}
+            first = by_id[read["id"]]
+            assert first["tool"] == "read" and first["path"] == str(ws.resolve() / "hello.txt")
+            assert first["lines"] == 2 and first["size"] > 0 and not first["stub"] and not first["capped"]
+            assert first["title"].startswith(f"[{read['id']} hello.txt lines 1-2 of 2")
+            assert by_id[again["id"]]["stub"] is True
+            assert any(r["tool"] == "grep" and r["capped"] for r in results), results
+            assert results[0]["isError"] is True and results[0]["tool"] == "read"
+            limited = (await ed.request("ctxfs/results", {"session": s, "limit": 2}))["results"]
+            assert [r["id"] for r in limited] == ids[:2]
+
+            changes = (await ed.request("ctxfs/changes", {"session": s}))["changes"]
+            shape = [(c["tool"], Path(c["path"]).name, c["kind"]) for c in changes]
+            assert shape == [
+                ("mv", "b.md", "moved"),
+                ("apply_patch", "a.md", "modified"),
+                ("apply_patch", "hello.txt", "deleted"),
+                ("edit", "hello.txt", "modified"),
+                ("write", "a.md", "created"),
+            ], shape
+            # pygls turns answers into namedtuples, which rename the keyword `from` to `_N`.
+            moved_from = [v for k, v in changes[0].items() if k == "from" or k.startswith("_")]
+            assert len(moved_from) == 1 and moved_from[0].endswith("notes/a.md"), changes[0]
+            assert "-world" in changes[3]["diff"] and "+there" in changes[3]["diff"]
+            edit = changes[3]
+            texts = await ed.request("ctxfs/changeText", {"session": s, "id": edit["id"], "path": edit["path"]})
+            assert texts == {"path": edit["path"], "before": "hello\nworld\n", "after": "hello\nthere\n"}
+            deleted = changes[2]
+            texts = await ed.request("ctxfs/changeText", {"session": s, "id": deleted["id"], "path": deleted["path"]})
+            assert texts["before"] == "hello\nthere\n" and texts["after"] is None
+            created = changes[4]
+            texts = await ed.request("ctxfs/changeText", {"session": s, "id": created["id"], "path": created["path"]})
+            assert texts["before"] is None and texts["after"] == "one\n"
+            with pytest.raises(Exception, match="changed no file"):
+                await ed.request("ctxfs/changeText", {"session": s, "id": read["id"], "path": edit["path"]})
+
+    run(main())
+
+
+def test_empty_arrays_and_missing_params_are_taken_as_empty_objects(workspace):
+    """Neovim sends a Lua `{}` as `[]`; params whose fields are all optional may be left out."""
+    ws, data = workspace
+    raw = Raw(["--stdio", "--data", str(data)])
+    try:
+        raw.send(request(1, "initialize", {"processId": None, "capabilities": {},
+                                           "workspaceFolders": [{"uri": uri(ws), "name": "ws"}],
+                                           "initializationOptions": []}))
+        assert "capabilities" in raw.answer(1)["result"]
+        raw.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+        raw.send(request(2, "ctxfs/tools", []))
+        assert raw.answer(2)["result"]["tools"]
+        raw.send(request(3, "ctxfs/openSession", []))
+        session = raw.answer(3)["result"]["session"]
+        raw.send(request(4, "ctxfs/openSession"))
+        assert raw.answer(4)["result"]["session"]
+        raw.send(request(5, "ctxfs/call", {"session": session, "tool": "list", "args": []}))
+        answer = raw.answer(5)["result"]
+        assert not answer["isError"] and "hello.txt" in answer["text"], answer
+        raw.send(request(6, "shutdown"))
+        assert raw.answer(6)["result"] is None
+        raw.send({"jsonrpc": "2.0", "method": "exit"})
+        assert raw.proc.wait(timeout=TIMEOUT) == 0
+    finally:
+        if raw.proc.poll() is None:
+            raw.proc.kill()
+            raw.proc.wait()
+
+
 def test_a_session_reopens_after_a_restart(workspace):
     ws, data = workspace
 
