@@ -324,9 +324,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             // blocking pool anyway, and a second worker only costs wake-ups.
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             let served = match (link.acp_link, link.acp_token) {
-                (Some(socket), Some(token)) => {
-                    runtime.block_on(ctxfs::acp::link::serve(engine, socket, token, posture.start.clone()))
-                }
+                (Some(socket), Some(token)) => runtime.block_on(ctxfs::acp::link::serve(engine, socket, token)),
                 _ => runtime.block_on(ctxfs::mcp::serve_stdio(engine)),
             };
             // A call still running when the client left gets a moment to finish.

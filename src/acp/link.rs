@@ -8,12 +8,14 @@
 //!
 //! - `hello {token}`: the server says which injection it is.
 //! - `result {Reported}` → `{forget}`: each call's id, tool, paths and the
-//!   whole files before and after each change, sent before the agent gets the
+//!   whole files before and after each change (as the engine keeps them for
+//!   editors, `Session::change_texts`), sent before the agent gets the
 //!   answer (so the relay knows it when the agent reports the call). `forget`
 //!   says the call finished after its turn was cancelled: the result is taken
 //!   out of the session's dedupe table, since the model never sees it.
-//! - `approve {Asked}` → `{decision}` or `{dismissed}`: the gate's prompt,
-//!   which the relay puts to the user through the app's own permission prompt.
+//! - `approve {Asked}` → `{decision}` or `{dismissed}`: the gate's prompt
+//!   with its files' texts, which the relay puts to the user through the
+//!   app's own permission prompt.
 //! - `context {event}` from the relay: `reset` or `compact` the dedupe table.
 //!
 //! This end uses plain threads and a blocking socket, so a call may wait for
@@ -25,8 +27,6 @@ use crate::engine::{Engine, ToolAnswer};
 use crate::gate::{Approval, ApprovalRequest, Approver};
 use crate::mcp::{Companion, ContextEvent, HostSession};
 use crate::paths::VPath;
-use crate::tools::text::TextFile;
-use crate::vfs::{Kind as NodeKind, Resolution};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -105,8 +105,6 @@ pub struct Link(Arc<Shared>);
 struct Shared {
     token: String,
     engine: Arc<Engine>,
-    /// The start directory as the posture gives it (relative paths in arguments start here).
-    start: Option<String>,
     writer: Mutex<UnixStream>,
     pending: Mutex<HashMap<u64, std::sync::mpsc::Sender<Value>>>,
     next: AtomicU64,
@@ -117,7 +115,7 @@ struct Shared {
 
 impl Link {
     /// Connects to the relay at `socket` and starts reading its messages.
-    pub fn connect(engine: Arc<Engine>, socket: &Path, token: String, start: Option<String>) -> anyhow::Result<Link> {
+    pub fn connect(engine: Arc<Engine>, socket: &Path, token: String) -> anyhow::Result<Link> {
         let stream = UnixStream::connect(socket).map_err(|e| {
             anyhow::anyhow!(
                 "could not reach the ACP relay at {} ({e}); is `ctxfs acp` still running?",
@@ -128,7 +126,6 @@ impl Link {
         let link = Arc::new(Shared {
             token,
             engine,
-            start,
             writer: Mutex::new(stream),
             pending: Mutex::new(HashMap::new()),
             next: AtomicU64::new(1),
@@ -181,80 +178,30 @@ impl Shared {
         }
     }
 
-    /// A path as a call's argument gives it, in the session's world.
-    fn given(&self, text: &str) -> Option<VPath> {
-        let boundary = self.boundary();
-        let start = self.start.as_deref().and_then(|s| VPath::resolve(&boundary, s).ok()).unwrap_or(boundary);
-        VPath::resolve(&start, text).ok()
-    }
-
-    /// A file's text (LF line breaks), when it is a text file small enough to show.
-    fn text_of(&self, path: &VPath) -> Option<(VPath, String)> {
-        let fs = self.engine.fs();
-        let Ok(Resolution::Found { real, meta }) = fs.resolve(path) else { return None };
-        if meta.kind != NodeKind::File {
-            return None;
-        }
-        let bytes = fs.read_file(&real, MAX_TEXT + 1).ok()?;
-        if bytes.len() as u64 > MAX_TEXT {
-            return None;
-        }
-        Some((real, TextFile::decode(&bytes).ok()?.into_text()))
-    }
-
-    /// The files a change call names, read before it runs, by real path.
-    fn snapshot(&self, tool: &str, args: &Value) -> HashMap<VPath, String> {
-        if !crate::gate::is_gated(tool) {
-            return HashMap::new();
-        }
-        super::rewrite::named_paths(tool, args)
-            .into_iter()
-            .filter_map(|(given, _)| self.given(&given))
-            .filter_map(|path| self.text_of(&path))
-            .collect()
-    }
-
-    /// What the relay is told of an answer.
-    fn report(&self, tool: &str, answer: &ToolAnswer, before: &HashMap<VPath, String>) -> Reported {
+    /// What the relay is told of an answer: its paths and each change's texts.
+    fn report(&self, tool: &str, answer: &ToolAnswer) -> Reported {
         let facts = &answer.facts;
         let each: Vec<&crate::engine::Facts> =
             if facts.files.is_empty() { vec![facts] } else { facts.files.iter().collect() };
+        let session = self.session();
         let mut paths = Vec::new();
         let mut files = Vec::new();
         for file in each {
-            let Some(path) = file.path.as_deref().and_then(|p| VPath::parse(p).ok()) else { continue };
-            paths.push(self.host(&path));
+            let Some(path) = file.path.as_deref() else { continue };
+            let host = VPath::parse(path).map(|p| self.host(&p)).unwrap_or_else(|_| path.to_string());
+            paths.push(host.clone());
             if answer.is_error {
                 continue;
             }
-            let change = if file.created {
-                "created"
-            } else if file.deleted {
-                "deleted"
-            } else if file.diff.is_some() {
-                "modified"
-            } else {
-                continue;
+            let change = match (file.created, file.deleted, tool) {
+                (true, _, _) => "created",
+                (_, true, _) => "deleted",
+                (_, _, "mv") => "moved",
+                _ if file.diff.is_some() => "modified",
+                _ => continue,
             };
-            let now = if file.deleted { None } else { self.text_of(&path) };
-            let real = now
-                .as_ref()
-                .map(|(real, _)| real.clone())
-                .or_else(|| self.engine.fs().resolve(&path).ok().map(|r| r.real().clone()));
-            let earlier = real.as_ref().and_then(|r| before.get(r)).cloned();
-            let texts = match (change, now, earlier) {
-                ("created", Some((_, after)), _) => Some(Texts { before: None, after }),
-                ("deleted", _, Some(before)) => Some(Texts { before: Some(before), after: String::new() }),
-                ("modified", Some((_, after)), Some(before)) => Some(Texts { before: Some(before), after }),
-                // No snapshot (a link moved, say): the hunks lead back from the file as it is now.
-                ("modified", Some((_, after)), None) => file
-                    .diff
-                    .as_deref()
-                    .and_then(|diff| super::diff::apply(&after, diff, true))
-                    .map(|before| Texts { before: Some(before), after }),
-                _ => None,
-            };
-            files.push(FileText { path: self.host(&path), change: change.into(), texts });
+            let texts = session.as_ref().and_then(|s| s.change_texts(&answer.id, path)).and_then(shown);
+            files.push(FileText { path: host, change: change.into(), texts });
         }
         Reported {
             token: self.token.clone(),
@@ -265,39 +212,19 @@ impl Shared {
             files,
         }
     }
+}
 
-    /// The files of a prompt, with their texts before and after, from its summary.
-    fn prompt_files(&self, request: &ApprovalRequest) -> Vec<FileText> {
-        let boundary = self.boundary();
-        let sections = super::diff::sections(&request.summary);
-        let mut files = Vec::new();
-        for rel in &request.paths {
-            let path = boundary.join_rel(rel);
-            let section = sections.iter().find(|s| {
-                s.to.as_deref() == Some(rel.as_str()) || (s.to.is_none() && s.from.as_deref() == Some(rel.as_str()))
-            });
-            let now = self.text_of(&path).map(|(_, text)| text);
-            let (change, texts) = match (request.tool.as_str(), section) {
-                ("rm", _) => ("deleted", now.map(|before| Texts { before: Some(before), after: String::new() })),
-                ("mv", _) | ("mkdir", _) => ("moved", None),
-                (_, Some(section)) if section.to.is_none() => {
-                    ("deleted", now.map(|before| Texts { before: Some(before), after: String::new() }))
-                }
-                (_, Some(section)) if section.from.is_none() => {
-                    ("created", super::diff::apply("", &section.body, false).map(|after| Texts { before: None, after }))
-                }
-                (_, Some(section)) => {
-                    let from = section.from.as_deref().map(|f| boundary.join_rel(f)).unwrap_or_else(|| path.clone());
-                    let old = if from == path { now } else { self.text_of(&from).map(|(_, text)| text) };
-                    let after = old.as_deref().and_then(|old| super::diff::apply(old, &section.body, false));
-                    ("modified", old.zip(after).map(|(before, after)| Texts { before: Some(before), after }))
-                }
-                (_, None) => ("modified", None),
-            };
-            files.push(FileText { path: self.host(&path), change: change.into(), texts });
-        }
-        files
+/// A change's texts as a diff shows them: a file that is gone is empty
+/// after; none when neither text is known, or one is too large.
+fn shown((before, after): (Option<String>, Option<String>)) -> Option<Texts> {
+    if before.is_none() && after.is_none() {
+        return None;
     }
+    let large = |t: &Option<String>| t.as_ref().is_some_and(|t| t.len() as u64 > MAX_TEXT);
+    if large(&before) || large(&after) {
+        return None;
+    }
+    Some(Texts { before, after: after.unwrap_or_default() })
 }
 
 fn read_loop(link: std::sync::Weak<Shared>, stream: UnixStream) {
@@ -362,9 +289,8 @@ impl Companion for Link {
     fn call(&self, tool: &str, args: Value, run: &mut dyn FnMut(Value) -> ToolAnswer) -> ToolAnswer {
         let this = &self.0;
         let _busy = this.busy.lock().unwrap_or_else(|e| e.into_inner());
-        let before = this.snapshot(tool, &args);
         let answer = run(args);
-        let report = this.report(tool, &answer, &before);
+        let report = this.report(tool, &answer);
         let reply = this.request("result", serde_json::to_value(&report).unwrap_or(Value::Null), REPORT_TIMEOUT);
         if reply.as_ref().and_then(|r| r.get("forget")).and_then(Value::as_bool) == Some(true) {
             tracing::info!(id = answer.id, "the turn was cancelled: the result is forgotten");
@@ -394,7 +320,23 @@ impl Approver for LinkApprover {
                 .filter_map(|o| o.approval.id().map(|id| Choice { id: id.into(), label: o.label.clone() }))
                 .collect(),
             paths: request.paths.iter().map(|rel| link.host(&link.boundary().join_rel(rel))).collect(),
-            files: link.prompt_files(request),
+            files: request
+                .files
+                .iter()
+                .map(|file| {
+                    let host = VPath::parse(&file.path).map(|p| link.host(&p)).unwrap_or_else(|_| file.path.clone());
+                    let change = match (&file.before, &file.after) {
+                        (Some(None), _) => "created",
+                        (_, Some(None)) => "deleted",
+                        _ => "modified",
+                    };
+                    let texts = match (&file.before, &file.after) {
+                        (Some(before), Some(after)) => shown((before.clone(), after.clone())),
+                        _ => None,
+                    };
+                    FileText { path: host, change: change.into(), texts }
+                })
+                .collect(),
             timeout: request.timeout.as_secs_f64(),
         };
         let params = serde_json::to_value(&asked).unwrap_or(Value::Null);
@@ -413,8 +355,8 @@ impl Approver for LinkApprover {
 
 /// `ctxfs mcp --acp-link SOCKET --acp-token TOKEN`: serves MCP on stdio with
 /// the link to the relay as the connection's companion.
-pub async fn serve(engine: Arc<Engine>, socket: PathBuf, token: String, start: Option<String>) -> anyhow::Result<()> {
-    let link = Link::connect(engine.clone(), &socket, token, start)?;
+pub async fn serve(engine: Arc<Engine>, socket: PathBuf, token: String) -> anyhow::Result<()> {
+    let link = Link::connect(engine.clone(), &socket, token)?;
     let (read, write) = rmcp::transport::stdio_pipes();
     crate::mcp::serve_with(engine, Some(Arc::new(link) as Arc<dyn Companion>), read, write).await
 }

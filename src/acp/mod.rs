@@ -25,12 +25,11 @@
 //! Protocol shapes stay in this module (the door layer).
 //!
 //! Files: `relay` (the state machine), `rewrite` (message edits), `link`
-//! (the side channel and the MCP server's end of it), `diff` (hunks to whole
-//! files), `agent` (the child process group). Not here: the tools, the gate
-//! (the injected `ctxfs mcp` runs them) and the MCP protocol (`crate::mcp`).
+//! (the side channel and the MCP server's end of it), `agent` (the child
+//! process group). Not here: the tools, the gate (the injected `ctxfs mcp`
+//! runs them) and the MCP protocol (`crate::mcp`).
 
 mod agent;
-mod diff;
 pub mod link;
 mod relay;
 mod rewrite;

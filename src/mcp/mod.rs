@@ -129,6 +129,10 @@ pub trait HostSession: Send + Sync + 'static {
     }
     /// Something outside the MCP connection changed what the model holds.
     fn context(&self, _event: &ContextEvent) {}
+    /// The whole text before and after the change result `id` made to `path`.
+    fn change_texts(&self, _id: &str, _path: &str) -> Option<crate::hygiene::Texts> {
+        None
+    }
 }
 
 /// An event about the model's context that MCP itself never carries (the
@@ -207,6 +211,9 @@ impl HostSession for Session {
                 }
             }
         }
+    }
+    fn change_texts(&self, id: &str, path: &str) -> Option<crate::hygiene::Texts> {
+        Session::change_texts(self, id, path)
     }
 }
 

@@ -5,7 +5,7 @@
 // its end, that no process of the relay or the agent survives.
 import * as acp from "@agentclientprotocol/sdk";
 import assert from "node:assert/strict";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, realpathSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 import {
@@ -81,7 +81,7 @@ test("injection: every session gets ctxfs, and the app's servers, fields and _me
     assert.deepEqual(params.mcpServers[0], mine);
     const ours = params.mcpServers[1];
     assert.equal(ours.name, "ctxfs");
-    assert.equal(ours.command, CTXFS.startsWith("/") ? CTXFS : join(process.cwd(), CTXFS));
+    assert.equal(ours.command, realpathSync(CTXFS), "this very binary");
     assert.deepEqual(ours.args.slice(0, 3), ["mcp", "--root", ws.root], "the session's cwd is the root");
     assert.deepEqual(ours.args.slice(ours.args.indexOf("--mode"), ours.args.indexOf("--mode") + 2), ["--mode", "ask"]);
     assert.ok(ours.args.includes("--acp-link") && ours.args.includes("--acp-token"));
