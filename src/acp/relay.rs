@@ -501,19 +501,23 @@ impl Core {
     }
 
     /// The reported result a finished call shows: the one whose id its text
-    /// names, else the oldest of that tool not yet shown.
+    /// names, else the oldest of that tool not yet shown. An agent that keeps
+    /// one MCP server per directory (opencode) runs every session's calls on
+    /// the server injected last, so an id is looked for in every server's
+    /// results too (ids are unique in a data directory).
     fn take_result(&mut self, session: &str, tool: &str, text: &str) -> Option<Reported> {
-        let mut tokens: Vec<&String> =
-            self.tokens.iter().filter(|(_, t)| t.session.as_deref() == Some(session)).map(|(k, _)| k).collect();
-        tokens.sort();
-        let tokens: Vec<String> = tokens.into_iter().cloned().collect();
-        for token in &tokens {
+        let mut own: Vec<String> =
+            self.tokens.iter().filter(|(_, t)| t.session.as_deref() == Some(session)).map(|(k, _)| k.clone()).collect();
+        own.sort();
+        let mut all: Vec<String> = self.tokens.keys().cloned().collect();
+        all.sort();
+        for token in own.iter().chain(&all) {
             let results = &mut self.tokens.get_mut(token)?.results;
             if let Some(at) = results.iter().position(|r| rewrite::mentions(text, &r.id)) {
                 return results.remove(at);
             }
         }
-        for token in &tokens {
+        for token in &own {
             let results = &mut self.tokens.get_mut(token)?.results;
             if let Some(at) = results.iter().position(|r| r.tool == tool) {
                 return results.remove(at);
@@ -558,21 +562,33 @@ impl Core {
         if let Some(why) = &self.dead {
             return Err(why.clone());
         }
-        let session = self
-            .tokens
-            .get(&asked.token)
-            .and_then(|t| t.session.clone())
-            .ok_or_else(|| "the relay knows no session for this server".to_string())?;
-        let id = format!("{RELAY_ID_PREFIX}{}", self.next_request);
-        self.next_request += 1;
-        let mut effects = Vec::new();
-        let waiting = self.sessions.get(&session).and_then(|s| {
-            s.calls
+        let own = self.tokens.get(&asked.token).and_then(|t| t.session.clone());
+        let waiting_in = |session: &Session| {
+            session
+                .calls
                 .iter()
                 .filter(|(_, c)| !c.done && c.tool == asked.tool)
                 .min_by_key(|(_, c)| c.seq)
-                .map(|(k, _)| k.clone())
+                .map(|(k, c)| (k.clone(), c.seq))
+        };
+        // The server's own session first; else (one server for many sessions)
+        // the session with the newest call of that tool still waiting.
+        let found = own.as_ref().and_then(|s| self.sessions.get(s).and_then(waiting_in).map(|(k, _)| (s.clone(), k)));
+        let found = found.or_else(|| {
+            self.sessions
+                .iter()
+                .filter_map(|(name, s)| waiting_in(s).map(|(k, seq)| (seq, name.clone(), k)))
+                .max_by_key(|(seq, _, _)| *seq)
+                .map(|(_, name, k)| (name, k))
         });
+        let (session, waiting) = match (found, own) {
+            (Some((session, call)), _) => (session, Some(call)),
+            (None, Some(session)) => (session, None),
+            (None, None) => return Err("the relay knows no session for this server".to_string()),
+        };
+        let id = format!("{RELAY_ID_PREFIX}{}", self.next_request);
+        self.next_request += 1;
+        let mut effects = Vec::new();
         let locations: Vec<Value> = asked.paths.iter().map(|p| rewrite::location(p, None)).collect();
         let kind = rewrite::kind(&asked.tool);
         let call_id = match waiting {

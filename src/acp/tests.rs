@@ -349,3 +349,28 @@ fn argument_paths_map_to_host_paths_in_each_posture() {
     assert_eq!(&args[..5], ["mcp", "--tree", "/srv/tree", "--view", "/srv/view.json"]);
     assert!(args.windows(2).any(|w| w == ["--start", "sub"]));
 }
+
+#[test]
+fn one_server_for_many_sessions_still_finds_calls_and_results() {
+    // opencode keeps one MCP server per directory: the second session's server serves both.
+    let mut core = with_session();
+    core.on_client(&bytes(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": "/w", "mcpServers": []}}),
+    ));
+    core.on_agent(&bytes(json!({"jsonrpc": "2.0", "id": 2, "result": {"sessionId": "s2"}})));
+    core.link_down("t1");
+    core.link_up("t2");
+    core.on_agent(&update(json!({"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "ctxfs_write", "rawInput": {"file_path": "a.md"}})));
+    let mut second = asked("write", vec![]);
+    second.token = "t2".into();
+    let (_, effects) = core.ask(&second).unwrap();
+    let request = parsed(&effects[0]);
+    assert_eq!(request["params"]["sessionId"], "s1", "asked where the call waits");
+    assert_eq!(request["params"]["toolCall"]["toolCallId"], "c1");
+    core.reported(Reported { token: "t2".into(), ..reported("#0007", "write", vec![]) });
+    let done = core
+        .on_agent(&update(json!({"sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "completed",
+        "content": [{"type": "content", "content": {"type": "text", "text": "[#0007 a.md] created"}}]})));
+    assert_eq!(parsed(&done[0])["params"]["update"]["kind"], "edit");
+    assert!(core.tokens["t2"].results.is_empty(), "matched by its id across servers");
+}
