@@ -442,3 +442,35 @@ async fn approve(shell: &Arc<Shell>, asked: &Asked) -> Value {
         Err(_) => json!({"dismissed": "no answer in time"}),
     }
 }
+
+#[cfg(test)]
+mod line_tests {
+    use super::*;
+
+    async fn all(mut input: &[u8], max: usize, skip: bool) -> Vec<Option<String>> {
+        let mut out = Vec::new();
+        loop {
+            match next_line(&mut input, max, skip).await.unwrap() {
+                Line::Full(line) => out.push(Some(String::from_utf8(line).unwrap())),
+                Line::TooLong => {
+                    out.push(None);
+                    if !skip {
+                        return out;
+                    }
+                }
+                Line::Eof => return out,
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn lines_are_cut_at_newlines_and_held_to_the_limit() {
+        let some = |s: &str| Some(s.to_string());
+        assert_eq!(all(b"a\r\nbbb\n\nlast", 4, true).await, [some("a"), some("bbb"), some(""), some("last")]);
+        // Too long: dropped to its end with `skip`, else the end of reading.
+        assert_eq!(all(b"abcd\nok\n", 3, true).await, [None, some("ok")]);
+        assert_eq!(all(b"abcdabcdabcd", 3, true).await, [None]);
+        assert_eq!(all(b"ok\nabcd\nmore\n", 3, false).await, [some("ok"), None]);
+        assert_eq!(all(b"", 3, true).await, Vec::<Option<String>>::new());
+    }
+}
