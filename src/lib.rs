@@ -1,6 +1,6 @@
 //! ctxfs: a confined, context-aware file system for AI coding agents.
 //!
-//! Layers depend one way only: `paths` ← `vfs` ← `access` ← {`tools`,
+//! Layers depend one way only: `paths`, `text`, `hash` ← `vfs` ← `access` ← {`tools`,
 //! `hygiene`, `instructions`, `index`, `gate`} ← `engine` ← {`lsp`, `mcp`,
 //! `cli`}. See ARCHITECTURE.md.
 
@@ -9,6 +9,7 @@ pub mod acp;
 pub mod cli;
 pub mod engine;
 pub mod gate;
+pub mod hash;
 pub mod hygiene;
 pub mod index;
 pub mod instructions;

@@ -24,6 +24,11 @@ enum Command {
     Mcp {
         #[command(flatten)]
         posture: PostureArgs,
+        /// Go on with the session of this id (results stay recallable and ids go on after a
+        /// restart); a new session under that id when the data directory has none. Default: a
+        /// new session, whose id the instructions name.
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
         #[command(flatten)]
         link: AcpLinkArgs,
     },
@@ -52,6 +57,10 @@ enum Command {
     Call {
         #[command(flatten)]
         posture: PostureArgs,
+        /// Run the call in the session of this id (as `mcp --session`), so `recall` finds
+        /// the results of earlier calls. Default: a new session.
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
         /// The tool's name, such as `read`.
         tool: String,
         /// The arguments, as a JSON object.
@@ -318,14 +327,16 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Mcp { posture, link } => {
+        Command::Mcp { posture, session, link } => {
             let engine = Arc::new(posture.engine(Mode::Ask)?);
             // One thread for the protocol: calls run one at a time in the
             // blocking pool anyway, and a second worker only costs wake-ups.
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             let served = match (link.acp_link, link.acp_token) {
-                (Some(socket), Some(token)) => runtime.block_on(ctxfs::acp::link::serve(engine, socket, token)),
-                _ => runtime.block_on(ctxfs::mcp::serve_stdio(engine)),
+                (Some(socket), Some(token)) => {
+                    runtime.block_on(ctxfs::acp::link::serve(engine, socket, token, session))
+                }
+                _ => runtime.block_on(ctxfs::mcp::serve_stdio(engine, session)),
             };
             // A call still running when the client left gets a moment to finish.
             runtime.shutdown_timeout(Duration::from_secs(10));
@@ -350,11 +361,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             runtime.shutdown_background();
             Ok(if healthy? { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
-        Command::Call { posture, tool, args } => {
+        Command::Call { posture, session, tool, args } => {
             let args: serde_json::Value = serde_json::from_str(&args)
                 .context("the arguments must be a JSON object, such as '{\"file_path\": \"a.txt\"}'")?;
             let engine = posture.engine(Mode::Trust)?;
-            let session = engine.open_session(SessionOptions { client_name: Some("ctxfs-cli".into()), roots: None })?;
+            let options = SessionOptions { client_name: Some("ctxfs-cli".into()), resume: session, roots: None };
+            let session = engine.open_session(options)?;
             let answer = session.call(&tool, args);
             if answer.text.ends_with('\n') {
                 print!("{}", answer.text);

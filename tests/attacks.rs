@@ -1372,7 +1372,7 @@ fn hard_links_are_files_inside() {
 fn client_roots_only_narrow() {
     both(|fx| {
         let open = |roots: Vec<PathBuf>| {
-            fx.engine.open_session(SessionOptions { client_name: None, roots: Some(roots) }).unwrap()
+            fx.engine.open_session(SessionOptions { roots: Some(roots), ..Default::default() }).unwrap()
         };
         let everything = |s: &Session, fx: &Fx| {
             for p in ["a.txt", "sub/b.txt", ".", "sub", "in_abs", "/"] {

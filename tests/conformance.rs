@@ -853,7 +853,7 @@ impl CoreDoor {
         let (mode, timeout) = (case_mode(case), approval_timeout(case));
         let engine = CoreDoor::build(&config, host, &world.config, mode, timeout)?;
         let session = engine
-            .open_session(SessionOptions { client_name: Some("conformance".into()), roots: None })
+            .open_session(SessionOptions { client_name: Some("conformance".into()), ..Default::default() })
             .map_err(|e| format!("open_session: {e:#}"))?;
         if let Some(approver) = &approver {
             session.set_approver(approver.clone());
@@ -922,7 +922,10 @@ impl Door for CoreDoor {
                 let placeholder = engine.open_session(SessionOptions::default()).map_err(|e| format!("{e:#}"))?;
                 drop(std::mem::replace(&mut self.session, placeholder));
                 let session = engine
-                    .reopen_session(&id, SessionOptions { client_name: Some("conformance".into()), roots: None })
+                    .reopen_session(
+                        &id,
+                        SessionOptions { client_name: Some("conformance".into()), ..Default::default() },
+                    )
                     .map_err(|e| format!("reopen_session: {e:#}"))?;
                 self.attach(session, engine);
                 Ok(None)

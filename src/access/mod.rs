@@ -88,6 +88,12 @@ impl ToolError {
             FsError::CrossDevice => {
                 ToolError::Message(format!("Cannot move {path}: the source and the target are on different devices."))
             }
+            FsError::NameTooLong => ToolError::Message(format!(
+                "Cannot use {path}: a name is longer than 255 bytes or the path longer than 4096 bytes."
+            )),
+            FsError::Changed => ToolError::Message(format!(
+                "{path} has changed since this session last read it. Read it again before changing it."
+            )),
             FsError::Io(e) => ToolError::Message(format!("Cannot access {path}: {}.", io_reason(&e))),
         }
     }

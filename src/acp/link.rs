@@ -355,8 +355,8 @@ impl Approver for LinkApprover {
 
 /// `ctxfs mcp --acp-link SOCKET --acp-token TOKEN`: serves MCP on stdio with
 /// the link to the relay as the connection's companion.
-pub async fn serve(engine: Arc<Engine>, socket: PathBuf, token: String) -> anyhow::Result<()> {
+pub async fn serve(engine: Arc<Engine>, socket: PathBuf, token: String, resume: Option<String>) -> anyhow::Result<()> {
     let link = Link::connect(engine.clone(), &socket, token)?;
     let (read, write) = rmcp::transport::stdio_pipes();
-    crate::mcp::serve_with(engine, Some(Arc::new(link) as Arc<dyn Companion>), read, write).await
+    crate::mcp::serve_with(engine, Some(Arc::new(link) as Arc<dyn Companion>), read, write, resume).await
 }

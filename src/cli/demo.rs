@@ -45,7 +45,7 @@ pub fn run(mut out: impl Write) -> anyhow::Result<()> {
         start: Some("/Notes".into()),
         data_dir: Some(data),
     })?;
-    let session = engine.open_session(SessionOptions { client_name: Some("demo".into()), roots: None })?;
+    let session = engine.open_session(SessionOptions { client_name: Some("demo".into()), ..Default::default() })?;
     writeln!(out, "A tree presented as /, with this view:\n{}\n", serde_json::to_string_pretty(&view)?)?;
     writeln!(out, "What the model is told:\n{}", session.instructions())?;
     let calls = [

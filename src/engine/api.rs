@@ -33,6 +33,9 @@ pub struct SessionOptions {
     /// Host directories the client asked to work in (MCP roots). They can
     /// only narrow the view: nothing outside them is visible, nothing is added.
     pub roots: Option<Vec<PathBuf>>,
+    /// A session id to go on with (`--session`): reopened when the data
+    /// directory has it, else a new session under that id.
+    pub resume: Option<String>,
 }
 
 /// A tool the model can call.

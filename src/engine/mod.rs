@@ -355,6 +355,10 @@ impl Engine {
     }
 
     pub fn open_session(&self, options: SessionOptions) -> anyhow::Result<Arc<Session>> {
+        if let Some(id) = options.resume.clone() {
+            check_session_id(&id)?;
+            return self.session_with_id(id, options);
+        }
         let id = format!(
             "{:x}-{:x}-{}",
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs(),
@@ -368,9 +372,7 @@ impl Engine {
     /// recallable and its ids go on from the last one. What it observed and
     /// its dedupe table start empty, as for a request without earlier results.
     pub fn reopen_session(&self, id: &str, options: SessionOptions) -> anyhow::Result<Arc<Session>> {
-        if id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-            bail!("{id:?} is not a session id");
-        }
+        check_session_id(id)?;
         if !SqliteStore::exists(&self.sessions_db(), id)? {
             bail!("no session {id} in {}", self.data_dir.display());
         }
@@ -416,6 +418,14 @@ impl Engine {
             }),
         }))
     }
+}
+
+/// A session id is 1 to 64 letters, digits, `-` and `_`.
+fn check_session_id(id: &str) -> anyhow::Result<()> {
+    if id.is_empty() || id.len() > 64 || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        bail!("{id:?} is not a session id: use 1 to 64 letters, digits, - and _");
+    }
+    Ok(())
 }
 
 struct SessionState {
@@ -627,6 +637,7 @@ impl Session {
         let mut text = String::from(
             "ctxfs serves this session's files. Every result starts with an id in brackets; recall shows any earlier result by its id.\n",
         );
+        text.push_str(&format!("Session: {} (its results stay recallable when it is resumed).\n", self.id));
         text.push_str(&format!("Start directory: {}\n", access.start()));
         text.push_str("Paths open to this session:\n");
         for (path, level) in access.view().describe() {

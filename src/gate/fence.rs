@@ -14,7 +14,7 @@
 //! written files back when a later step fails) stays allowed.
 
 use crate::paths::VPath;
-use crate::vfs::{DirEntry, Fs, FsError, Meta, Readable, Resolution, Visitor, WalkOptions};
+use crate::vfs::{DirEntry, Expect, Fs, FsError, Meta, Readable, Resolution, Visitor, WalkOptions};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
@@ -162,9 +162,9 @@ impl Fs for Fence {
         self.inner.read_link(real)
     }
 
-    fn write_file(&self, real: &VPath, data: &[u8]) -> Result<(), FsError> {
+    fn write_file_if(&self, real: &VPath, data: &[u8], expect: Expect) -> Result<(), FsError> {
         if self.admit(Op::Write { path: real.clone(), bytes: data.to_vec() })? {
-            self.inner.write_file(real, data)
+            self.inner.write_file_if(real, data, expect)
         } else {
             Ok(())
         }

@@ -38,7 +38,7 @@ mod transport;
 pub use setup::Defaults;
 
 use crate::engine::{Engine, Session, SessionOptions};
-use crate::vfs::overlay::{self, Documents, Encoding};
+use crate::vfs::overlay::{Documents, Encoding};
 use protocol::*;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -158,7 +158,6 @@ impl Worker {
         let runner = session.clone();
         let thread = std::thread::Builder::new().name(format!("ctxfs-session-{}", session.id())).spawn(move || {
             for job in rx {
-                overlay::begin_call();
                 // Session::call catches a tool's panic; this keeps the thread
                 // alive through anything else.
                 if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&runner))).is_err() {
@@ -276,6 +275,7 @@ impl Backend {
                 let options = SessionOptions {
                     client_name: params.client_name.clone().or_else(|| setup.client_name.clone()),
                     roots: setup.roots.clone(),
+                    resume: None,
                 };
                 let resume = params.resume.clone();
                 let opened = tokio::task::spawn_blocking(move || match resume {

@@ -40,20 +40,22 @@ pub use transport::MAX_MESSAGE;
 /// How long to wait for the client's answer to `roots/list`.
 const ROOTS_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Serves MCP on stdin/stdout until the client closes stdin.
-pub async fn serve_stdio(engine: Arc<Engine>) -> anyhow::Result<()> {
+/// Serves MCP on stdin/stdout until the client closes stdin. With `resume`
+/// (`--session ID`) the connection's session goes on with that id.
+pub async fn serve_stdio(engine: Arc<Engine>, resume: Option<String>) -> anyhow::Result<()> {
     let (read, write) = rmcp::transport::stdio_pipes();
-    serve(engine, read, write).await
+    serve(engine, read, write, resume).await
 }
 
 /// Serves one MCP connection over a byte stream pair.
-pub async fn serve<H, R, W>(host: Arc<H>, read: R, write: W) -> anyhow::Result<()>
+pub async fn serve<H, R, W>(host: Arc<H>, read: R, write: W, resume: Option<String>) -> anyhow::Result<()>
 where
     H: Host,
     R: AsyncRead + Send + Unpin + 'static,
     W: AsyncWrite + Send + Unpin + 'static,
 {
-    serve_with(host, None, read, write).await
+    let transport = transport::LineTransport::new(read, write, Sequencer::new());
+    serve_transport(host, transport, resume).await
 }
 
 /// Serves one MCP connection, with a companion watching its calls (the ACP
@@ -63,6 +65,7 @@ pub async fn serve_with<H, R, W>(
     companion: Option<Arc<dyn Companion>>,
     read: R,
     write: W,
+    resume: Option<String>,
 ) -> anyhow::Result<()>
 where
     H: Host,
@@ -70,23 +73,27 @@ where
     W: AsyncWrite + Send + Unpin + 'static,
 {
     let transport = transport::LineTransport::new(read, write, Sequencer::new());
-    serve_transport_with(host, companion, transport).await
+    serve_transport_with(host, companion, transport, resume).await
 }
 
-#[cfg(test)]
-async fn serve_transport<H, R, W>(host: Arc<H>, transport: transport::LineTransport<R, W>) -> anyhow::Result<()>
+async fn serve_transport<H, R, W>(
+    host: Arc<H>,
+    transport: transport::LineTransport<R, W>,
+    resume: Option<String>,
+) -> anyhow::Result<()>
 where
     H: Host,
     R: AsyncRead + Send + Unpin + 'static,
     W: AsyncWrite + Send + Unpin + 'static,
 {
-    serve_transport_with(host, None, transport).await
+    serve_transport_with(host, None, transport, resume).await
 }
 
 async fn serve_transport_with<H, R, W>(
     host: Arc<H>,
     companion: Option<Arc<dyn Companion>>,
     transport: transport::LineTransport<R, W>,
+    resume: Option<String>,
 ) -> anyhow::Result<()>
 where
     H: Host,
@@ -94,6 +101,7 @@ where
     W: AsyncWrite + Send + Unpin + 'static,
 {
     let mut server = McpServer::new(host);
+    server.resume = resume;
     server.companion = companion;
     let running = match rmcp::serve_server(server, transport).await {
         Ok(running) => running,
@@ -224,6 +232,8 @@ pub struct McpServer<H: Host> {
     state: Mutex<State<H::Session>>,
     /// Held while a session is being opened, so two openers never race.
     opening: tokio::sync::Mutex<()>,
+    /// The session id to go on with (`--session`), also when roots reopen it.
+    resume: Option<String>,
     companion: Option<Arc<dyn Companion>>,
 }
 
@@ -244,6 +254,7 @@ impl<H: Host> McpServer<H> {
             tools,
             state: Mutex::new(State { client_name: None, session: None, instructions: String::new(), roots: None }),
             opening: tokio::sync::Mutex::new(()),
+            resume: None,
             companion: None,
         }
     }
@@ -262,7 +273,7 @@ impl<H: Host> McpServer<H> {
     async fn open_locked(&self, roots: Option<Vec<PathBuf>>) {
         let client_name = self.state().client_name.clone();
         let host = self.host.clone();
-        let options = SessionOptions { client_name, roots: roots.clone() };
+        let options = SessionOptions { client_name, roots: roots.clone(), resume: self.resume.clone() };
         let opened = tokio::task::spawn_blocking(move || {
             host.open_session(options).map(|s| {
                 let instructions = s.instructions();

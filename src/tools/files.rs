@@ -11,7 +11,7 @@ use super::text::{self, PatchOp, TextFile};
 use super::{sha256, Change, ChangeTexts, Ctx, FileChange, Outcome, ReadOutcome, Sha, ToolResult};
 use crate::access::{Need, Target, ToolError, MAX_OPEN_BYTES};
 use crate::paths::VPath;
-use crate::vfs::Kind;
+use crate::vfs::{Expect, Kind};
 use std::collections::HashSet;
 
 /// Lines a read shows when no limit is given.
@@ -56,10 +56,11 @@ fn load_for_change(ctx: &Ctx<'_>, target: &Target) -> Result<(Sha, TextFile), To
     Ok((sha, file))
 }
 
-/// Writes bytes to a checked target, making missing parents first.
-fn store(ctx: &mut Ctx<'_>, target: &Target, bytes: &[u8]) -> Result<Sha, ToolError> {
+/// Writes bytes to a checked target, making missing parents first, if what
+/// is there is still what `expect` says (checked as the change takes effect).
+fn store(ctx: &mut Ctx<'_>, target: &Target, bytes: &[u8], expect: Expect) -> Result<Sha, ToolError> {
     ctx.access.create_parents(target)?;
-    ctx.access.fs().write_file(&target.real, bytes).map_err(|e| ToolError::from_fs(e, &target.path))?;
+    ctx.access.fs().write_file_if(&target.real, bytes, expect).map_err(|e| ToolError::from_fs(e, &target.path))?;
     let sha = sha256(bytes);
     ctx.observed.record(&target.real, sha);
     Ok(sha)
@@ -147,14 +148,14 @@ pub fn write(ctx: &mut Ctx<'_>, params: WriteParams) -> ToolResult {
     if target.meta.is_none() {
         return Ok(Outcome::Changed(created(ctx, target, &params.content)?));
     }
-    let (_, file) = load_for_change(ctx, &target)?;
+    let (sha, file) = load_for_change(ctx, &target)?;
     let new_text = to_lf(params.content.strip_prefix('\u{feff}').unwrap_or(&params.content));
-    Ok(Outcome::Changed(changed(ctx, target, &file, &new_text)?))
+    Ok(Outcome::Changed(changed(ctx, target, &file, sha, &new_text)?))
 }
 
 /// Creates a new file with `content` as given.
 fn created(ctx: &mut Ctx<'_>, target: Target, content: &str) -> Result<FileChange, ToolError> {
-    let sha = store(ctx, &target, content.as_bytes())?;
+    let sha = store(ctx, &target, content.as_bytes(), Expect::Absent)?;
     let note = super::skills::note_for(ctx.access, &target.path, content);
     let lines = text::count_lines(content);
     let texts = ChangeTexts { before: None, after: Some(to_lf(content.strip_prefix('\u{feff}').unwrap_or(content))) };
@@ -168,10 +169,17 @@ fn created(ctx: &mut Ctx<'_>, target: Target, content: &str) -> Result<FileChang
     })
 }
 
-/// Writes the new text of an existing file and answers its diff.
-fn changed(ctx: &mut Ctx<'_>, target: Target, file: &TextFile, new_text: &str) -> Result<FileChange, ToolError> {
+/// Writes the new text of an existing file, whose content had hash `old`,
+/// and answers its diff.
+fn changed(
+    ctx: &mut Ctx<'_>,
+    target: Target,
+    file: &TextFile,
+    old: Sha,
+    new_text: &str,
+) -> Result<FileChange, ToolError> {
     let bytes = file.encode(new_text);
-    let sha = store(ctx, &target, &bytes)?;
+    let sha = store(ctx, &target, &bytes, Expect::Content(old))?;
     let diff = text::unified_diff(file.text(), new_text);
     let note = super::skills::note_for(ctx.access, &target.path, new_text);
     let texts = ChangeTexts { before: Some(file.text().to_string()), after: Some(new_text.to_string()) };
@@ -194,16 +202,16 @@ pub fn put_text(ctx: &mut Ctx<'_>, target: Target, text: &str) -> Result<FileCha
     }
     let bytes = load(ctx, &target)?;
     let file = TextFile::decode(&bytes).map_err(|_| ToolError::Binary(target.path.clone()))?;
-    changed(ctx, target, &file, &to_lf(text))
+    changed(ctx, target, &file, sha256(&bytes), &to_lf(text))
 }
 
 pub fn edit(ctx: &mut Ctx<'_>, params: EditParams) -> ToolResult {
     let target = ctx.access.target(&params.file_path, Need::Change)?;
-    let (_, file) = load_for_change(ctx, &target)?;
+    let (sha, file) = load_for_change(ctx, &target)?;
     let (new_text, _) =
         text::apply_edit(file.text(), &params.old_string, &params.new_string, params.replace_all.unwrap_or(false))
             .map_err(|e| ToolError::Message(e.message(target.path.as_str())))?;
-    Ok(Outcome::Changed(changed(ctx, target, &file, &new_text)?))
+    Ok(Outcome::Changed(changed(ctx, target, &file, sha, &new_text)?))
 }
 
 pub fn multiedit(ctx: &mut Ctx<'_>, params: MultiEditParams) -> ToolResult {
@@ -211,7 +219,7 @@ pub fn multiedit(ctx: &mut Ctx<'_>, params: MultiEditParams) -> ToolResult {
         return Err(ToolError::Message("edits is empty; give at least one replacement.".into()));
     }
     let target = ctx.access.target(&params.file_path, Need::Change)?;
-    let (_, file) = load_for_change(ctx, &target)?;
+    let (sha, file) = load_for_change(ctx, &target)?;
     let edits: Vec<(String, String, bool)> =
         params.edits.into_iter().map(|e| (e.old_string, e.new_string, e.replace_all.unwrap_or(false))).collect();
     let new_text = text::apply_multiedit(file.text(), &edits).map_err(|(index, e)| {
@@ -222,7 +230,7 @@ pub fn multiedit(ctx: &mut Ctx<'_>, params: MultiEditParams) -> ToolResult {
             e.message(target.path.as_str())
         ))
     })?;
-    Ok(Outcome::Changed(changed(ctx, target, &file, &new_text)?))
+    Ok(Outcome::Changed(changed(ctx, target, &file, sha, &new_text)?))
 }
 
 /// One file's part of a checked patch, ready to commit.
@@ -235,11 +243,12 @@ enum Step {
     },
     Update {
         target: Target,
+        old: Sha,
         bytes: Vec<u8>,
         diff: String,
         moved_to: Option<Target>,
         note: Option<String>,
-        texts: ChangeTexts,
+        texts: Box<ChangeTexts>,
     },
     Delete {
         target: Target,
@@ -286,7 +295,7 @@ pub fn apply_patch(ctx: &mut Ctx<'_>, params: ApplyPatchParams) -> ToolResult {
             }
             PatchOp::Update { path, move_to, chunks } => {
                 let target = ctx.access.target(&path, Need::Change)?;
-                let (_, file) = load_for_change(ctx, &target)?;
+                let (old, file) = load_for_change(ctx, &target)?;
                 once(&target)?;
                 let new_text = text::apply_update_chunks(file.text(), &chunks)
                     .map_err(|e| ToolError::Message(e.message(target.path.as_str())))?;
@@ -304,8 +313,8 @@ pub fn apply_patch(ctx: &mut Ctx<'_>, params: ApplyPatchParams) -> ToolResult {
                 let diff = text::unified_diff(file.text(), &new_text);
                 let note = super::skills::note_for(ctx.access, &moved_to.as_ref().unwrap_or(&target).path, &new_text);
                 let bytes = file.encode(&new_text);
-                let texts = ChangeTexts { before: Some(file.text().to_string()), after: Some(new_text) };
-                steps.push(Step::Update { target, bytes, diff, moved_to, note, texts });
+                let texts = Box::new(ChangeTexts { before: Some(file.text().to_string()), after: Some(new_text) });
+                steps.push(Step::Update { target, old, bytes, diff, moved_to, note, texts });
             }
         }
     }
@@ -320,7 +329,7 @@ fn commit(ctx: &mut Ctx<'_>, steps: Vec<Step>) -> ToolResult {
     let mut failure = None;
     for step in &steps {
         let result = match step {
-            Step::Create { target, bytes, lines, note } => store(ctx, target, bytes).map(|sha| {
+            Step::Create { target, bytes, lines, note } => store(ctx, target, bytes, Expect::Absent).map(|sha| {
                 let real = target.real.clone();
                 let shown = target.clone();
                 undo.push(Box::new(move |ctx| {
@@ -336,7 +345,7 @@ fn commit(ctx: &mut Ctx<'_>, steps: Vec<Step>) -> ToolResult {
                     texts: ChangeTexts { before: None, after: std::str::from_utf8(bytes).ok().map(to_lf) },
                 })
             }),
-            Step::Update { target, bytes, diff, moved_to, note, texts } => {
+            Step::Update { target, old: old_sha, bytes, diff, moved_to, note, texts } => {
                 let old = ctx
                     .access
                     .fs()
@@ -354,10 +363,11 @@ fn commit(ctx: &mut Ctx<'_>, steps: Vec<Step>) -> ToolResult {
                             ctx.observed.forget_below(&target.real);
                         }
                     }
-                    let sha = store(ctx, dest, bytes)?;
+                    let sha = store(ctx, dest, bytes, Expect::Content(*old_sha))?;
                     let (from, to, previous) = (target.real.clone(), dest.real.clone(), old);
                     undo.push(Box::new(move |ctx| {
-                        let _ = ctx.access.fs().write_file(&to, &previous);
+                        // Put back only over this patch's own content.
+                        let _ = ctx.access.fs().write_file_if(&to, &previous, Expect::Content(sha));
                         if from != to {
                             let _ = ctx.access.fs().rename(&to, &from);
                         }
@@ -374,7 +384,7 @@ fn commit(ctx: &mut Ctx<'_>, steps: Vec<Step>) -> ToolResult {
                         sha: Some(sha),
                         change,
                         note: note.clone(),
-                        texts: texts.clone(),
+                        texts: (**texts).clone(),
                     }))
                 })
             }

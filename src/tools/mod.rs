@@ -14,25 +14,9 @@ pub mod skills;
 pub mod text;
 
 use crate::access::{Access, ToolError};
+pub use crate::hash::{hex, sha256, Sha};
 use crate::paths::VPath;
-use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-
-/// A SHA-256 of a file's bytes.
-pub type Sha = [u8; 32];
-
-pub fn sha256(bytes: &[u8]) -> Sha {
-    Sha256::digest(bytes).into()
-}
-
-/// Lowercase hex of a hash.
-pub fn hex(sha: &Sha) -> String {
-    let mut out = String::with_capacity(64);
-    for byte in sha {
-        out.push_str(&format!("{byte:02x}"));
-    }
-    out
-}
 
 /// The content hash this session last saw of each file, by real path:
 /// what makes a file safe to change (read before write, stale guard).

@@ -19,7 +19,7 @@
 
 use super::resolve::{resolve_with, Child, Lookup};
 use super::{
-    Descend, DirEntry, Fs, FsError, Kind, Meta, Readable, Resolution, Source, Visitor, WalkEntry, WalkOptions,
+    Descend, DirEntry, Expect, Fs, FsError, Kind, Meta, Readable, Resolution, Source, Visitor, WalkEntry, WalkOptions,
 };
 use crate::paths::VPath;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
@@ -673,10 +673,18 @@ impl Fs for MemFs {
         }
     }
 
-    fn write_file(&self, real: &VPath, data: &[u8]) -> Result<(), FsError> {
+    fn write_file_if(&self, real: &VPath, data: &[u8], expect: Expect) -> Result<(), FsError> {
         let mut st = self.state();
         let (dir, name) = self.open_parent(&st, real)?;
         let path = dir.join(&name);
+        match (expect, st.get(&path)) {
+            (Expect::Absent, Some(_)) => return Err(FsError::Exists),
+            (Expect::Content(_), None) => return Err(FsError::Changed),
+            (Expect::Content(sha), Some(Node::File { data, .. })) if crate::hash::sha256(data) != sha => {
+                return Err(FsError::Changed)
+            }
+            _ => {}
+        }
         let mode = match st.get(&path) {
             Some(Node::File { mode, .. }) => *mode,
             None => 0o644,

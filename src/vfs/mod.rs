@@ -104,8 +104,29 @@ pub enum FsError {
     /// The two paths are on different devices or mounts.
     #[error("crosses devices")]
     CrossDevice,
+    /// A conditional write found something other than it was told to
+    /// replace: the file changed (or appeared) since it was read.
+    #[error("changed since it was read")]
+    Changed,
+    /// A name longer than the file system takes, or a path deeper than the
+    /// platform's limit.
+    #[error("name too long")]
+    NameTooLong,
     #[error("{0}")]
     Io(#[from] io::Error),
+}
+
+/// What a write may replace: the stale guard's condition, checked by the
+/// `Fs` at the moment the change takes effect, not before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// Nothing may be at the path: a new file. Something there is `Exists`.
+    Absent,
+    /// Exactly the content with this SHA-256 (what the session read). Any
+    /// other content is `Changed`, and nothing is written.
+    Content(crate::hash::Sha),
+    /// Whatever is there, or nothing: for test set-ups only.
+    Anything,
 }
 
 /// What a walk visitor says about a directory it was shown.
@@ -198,10 +219,17 @@ pub trait Fs: Send + Sync {
     /// The target text of a link (for `stat`).
     fn read_link(&self, real: &VPath) -> Result<String, FsError>;
 
-    /// Replaces or creates a file atomically: a crash leaves the old or the
-    /// new content. An existing file keeps its permissions; a new one gets
-    /// the process's default.
-    fn write_file(&self, real: &VPath, data: &[u8]) -> Result<(), FsError>;
+    /// Replaces or creates a file atomically, when what is there is what
+    /// `expect` says: a crash leaves the old or the new content, and a
+    /// change another writer made before this one takes effect is never
+    /// overwritten (`Changed` or `Exists`, nothing written). An existing file
+    /// keeps its permissions; a new one gets the process's default.
+    fn write_file_if(&self, real: &VPath, data: &[u8], expect: Expect) -> Result<(), FsError>;
+
+    /// `write_file_if` with no condition, for set-ups and tests.
+    fn write_file(&self, real: &VPath, data: &[u8]) -> Result<(), FsError> {
+        self.write_file_if(real, data, Expect::Anything)
+    }
 
     /// Makes one directory; its parent must exist.
     fn create_dir(&self, real: &VPath) -> Result<(), FsError>;

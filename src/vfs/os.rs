@@ -8,7 +8,7 @@
 //! This is not where access is decided; see `access`.
 
 use super::resolve::{resolve_with, Child, Lookup};
-use super::{DirEntry, Fs, FsError, Kind, Meta, Readable, Resolution, Visitor, WalkOptions};
+use super::{DirEntry, Expect, Fs, FsError, Kind, Meta, Readable, Resolution, Visitor, WalkOptions};
 use crate::paths::VPath;
 use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
@@ -122,6 +122,7 @@ pub(crate) fn errno(e: Errno) -> FsError {
         Errno::LOOP => FsError::Raced,
         Errno::NOTEMPTY => FsError::NotEmpty,
         Errno::XDEV => FsError::CrossDevice,
+        Errno::NAMETOOLONG => FsError::NameTooLong,
         other => FsError::Io(other.into()),
     }
 }
@@ -274,11 +275,16 @@ impl Fs for OsFs {
         self.watchers.get(&self.host_root, &self.vroot, under)
     }
 
-    fn write_file(&self, real: &VPath, data: &[u8]) -> Result<(), FsError> {
+    fn write_file_if(&self, real: &VPath, data: &[u8], expect: Expect) -> Result<(), FsError> {
         // Counted once the change is done (or failed): a search that read the
         // count before then walks again, whatever its walk saw.
         let _counted = Bump(&self.watchers);
         let (dir, name) = self.open_parent(real)?;
+        check_name(name)?;
+        let dir_rw = dir_for_sync(&dir)?;
+        // ctxfs writers (sessions and processes) take turns per directory, so
+        // two of them never both pass the check below on the same content.
+        let _turn = DirLock::exclusive(&dir_rw)?;
         let existing = match rfs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) => Some(meta_of(&st)),
             Err(Errno::NOENT) => None,
@@ -290,31 +296,52 @@ impl Fs for OsFs {
             Some(Kind::Special) => return Err(FsError::NotRegular),
             Some(Kind::File) | None => {}
         }
-        let temp = format!(
-            ".{}.ctxfs-{}-{}.tmp",
-            name.chars().take(64).collect::<String>(),
-            std::process::id(),
-            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-        );
+        // The file the change is meant to replace, held open: after the
+        // exchange below it must be what was displaced, with the same content.
+        let observed = match expect {
+            Expect::Absent if existing.is_some() => return Err(FsError::Exists),
+            Expect::Content(_) if existing.is_none() => return Err(FsError::Changed),
+            Expect::Content(sha) => {
+                let fd = rfs::openat(&dir, name, READ, Mode::empty()).map_err(errno)?;
+                if content_sha(&fd)? != sha {
+                    return Err(FsError::Changed);
+                }
+                Some((fd, sha))
+            }
+            Expect::Absent | Expect::Anything => None,
+        };
+        let temp = temp_name(name);
         let create = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fd = rfs::openat(&dir, temp.as_str(), create, Mode::from_raw_mode(0o666)).map_err(errno)?;
-        let result = (|| -> Result<(), FsError> {
+        let mut file = std::fs::File::from(fd);
+        let written = (|| -> Result<(), FsError> {
             if let Some(meta) = &existing {
-                rfs::fchmod(&fd, Mode::from_raw_mode(meta.mode)).map_err(errno)?;
+                rfs::fchmod(&file, Mode::from_raw_mode(meta.mode)).map_err(errno)?;
             }
-            let mut file = std::fs::File::from(fd);
             file.write_all(data)?;
             file.sync_all()?;
-            drop(file);
-            rfs::renameat(&dir, temp.as_str(), &dir, name).map_err(errno)?;
             Ok(())
         })();
-        if result.is_err() {
+        if let Err(e) = written {
             let _ = rfs::unlinkat(&dir, temp.as_str(), AtFlags::empty());
-            return result;
+            return Err(e);
+        }
+        let placed = match observed {
+            None => {
+                let flags = if expect == Expect::Absent { RenameFlags::NOREPLACE } else { RenameFlags::empty() };
+                rfs::renameat_with(&dir, temp.as_str(), &dir, name, flags).map_err(|e| match e {
+                    Errno::EXIST => FsError::Exists,
+                    e => errno(e),
+                })
+            }
+            Some((old, sha)) => exchange_checked(&dir, &temp, name, &file, &old, sha),
+        };
+        if let Err(e) = placed {
+            let _ = rfs::unlinkat(&dir, temp.as_str(), AtFlags::empty());
+            return Err(e);
         }
         // The rename is durable once the directory is synced.
-        rfs::fsync(&dir_for_sync(&dir)?).map_err(errno)?;
+        rfs::fsync(&dir_rw).map_err(errno)?;
         Ok(())
     }
 
@@ -370,6 +397,143 @@ impl Fs for OsFs {
         let names = self.names(real)?;
         let fd = self.open_dir_strict(&names, LIST)?;
         super::walk::walk_fd_in_view(fd, real.clone(), options, visit, readable)
+    }
+}
+
+/// The name of a temporary file for a write of `name`: hidden, marked as
+/// ctxfs's (see [`is_temp_name`]) and unique to this process.
+fn temp_name(name: &str) -> String {
+    let mut short: String = name.chars().take(64).collect();
+    while short.len() > 150 {
+        short.pop();
+    }
+    format!(".{short}.ctxfs-{}-{}.tmp", std::process::id(), TEMP_COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Whether a name is a temporary file of a ctxfs write (`.NAME.ctxfs-PID-N.tmp`),
+/// and of which process. Tools never show such names.
+pub fn is_temp_name(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix('.')?.strip_suffix(".tmp")?;
+    let at = rest.rfind(".ctxfs-")?;
+    let mut parts = rest[at + ".ctxfs-".len()..].split('-');
+    let pid: u32 = parts.next()?.parse().ok()?;
+    let _count: u64 = parts.next()?.parse().ok()?;
+    parts.next().is_none().then_some(pid)
+}
+
+/// Refuses a name longer than the file system takes (255 bytes on Linux).
+fn check_name(name: &str) -> Result<(), FsError> {
+    if name.len() > NAME_MAX {
+        return Err(FsError::NameTooLong);
+    }
+    Ok(())
+}
+
+/// The longest name most Linux file systems take, in bytes.
+pub const NAME_MAX: usize = 255;
+
+/// The SHA-256 of an open file's whole content, read from its start.
+fn content_sha(fd: &OwnedFd) -> Result<crate::hash::Sha, FsError> {
+    use sha2::Digest;
+    let mut hasher = sha2::Sha256::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut offset = 0u64;
+    loop {
+        let n = rustix::io::pread(fd, &mut buf[..], offset).map_err(errno)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        offset += n as u64;
+    }
+    Ok(hasher.finalize().into())
+}
+
+/// Puts the new file `temp` in place of `name` with one atomic exchange,
+/// then checks that what it displaced is the file `old` the change was meant
+/// for, unchanged: a save by another program between the check and the
+/// exchange is then noticed, the exchange undone, and `Changed` answered.
+///
+/// The cheap checks come first (is `old` still the file at `name`, before
+/// the exchange; was it the file displaced, right after), so the new content
+/// is visible for microseconds when the change is undone. Where the file
+/// system cannot exchange (`EINVAL`), the same checks are made just before a
+/// plain rename, which leaves a window of microseconds in which an outside
+/// save is overwritten.
+fn exchange_checked(
+    dir: &OwnedFd,
+    temp: &str,
+    name: &str,
+    new: &std::fs::File,
+    old: &OwnedFd,
+    sha: crate::hash::Sha,
+) -> Result<(), FsError> {
+    let same_node = |a: &rfs::Stat, b: &rfs::Stat| a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+    let old_stat = rfs::fstat(old).map_err(errno)?;
+    // Saved over while the new content was written: nothing to undo yet.
+    let there = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).map_err(errno)?;
+    if !same_node(&there, &old_stat) {
+        return Err(FsError::Changed);
+    }
+    match rfs::renameat_with(dir, temp, dir, name, RenameFlags::EXCHANGE) {
+        Ok(()) => {}
+        Err(Errno::INVAL | Errno::NOSYS | Errno::NOTSUP) => {
+            if content_sha(old)? != sha {
+                return Err(FsError::Changed);
+            }
+            return rfs::renameat(dir, temp, dir, name).map_err(errno);
+        }
+        Err(e) => return Err(errno(e)),
+    }
+    // `temp` now names what was displaced.
+    let displaced = rfs::statat(dir, temp, AtFlags::SYMLINK_NOFOLLOW).map_err(errno)?;
+    if same_node(&displaced, &old_stat) && content_sha(old)? == sha {
+        rfs::unlinkat(dir, temp, AtFlags::empty()).map_err(errno)?;
+        return Ok(());
+    }
+    // Another writer got in first: its file goes back, unless yet another
+    // save has replaced this change already (then that save stands).
+    let ours = rfs::fstat(new).map_err(errno)?;
+    let there = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).map_err(errno)?;
+    if same_node(&there, &ours) {
+        rfs::renameat_with(dir, temp, dir, name, RenameFlags::EXCHANGE).map_err(errno)?;
+    }
+    tracing::info!(name, "a write found the file changed by another program and was undone");
+    Err(FsError::Changed)
+}
+
+/// An exclusive `flock` on a directory, taken in turns by ctxfs writers of
+/// that directory (every process and session), released when dropped.
+struct DirLock<'a>(&'a OwnedFd);
+
+/// How long a write waits for its turn in a directory.
+const TURN_WAIT: Duration = Duration::from_secs(10);
+
+impl<'a> DirLock<'a> {
+    fn exclusive(dir: &'a OwnedFd) -> Result<DirLock<'a>, FsError> {
+        let deadline = std::time::Instant::now() + TURN_WAIT;
+        let mut pause = Duration::from_micros(50);
+        loop {
+            match rfs::flock(dir, rfs::FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => return Ok(DirLock(dir)),
+                Err(Errno::WOULDBLOCK) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(5));
+                }
+                Err(Errno::WOULDBLOCK) => {
+                    return Err(FsError::Io(std::io::Error::other(
+                        "another ctxfs write in this directory did not finish within 10 seconds",
+                    )))
+                }
+                Err(e) => return Err(errno(e)),
+            }
+        }
+    }
+}
+
+impl Drop for DirLock<'_> {
+    fn drop(&mut self) {
+        let _ = rfs::flock(self.0, rfs::FlockOperation::Unlock);
     }
 }
 

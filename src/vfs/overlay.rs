@@ -17,10 +17,9 @@
 //! negotiated unit ([`Encoding`]). Line breaks are `\n`, `\r\n` and `\r`.
 //! This module knows no protocol type.
 
-use super::{Descend, DirEntry, Fs, FsError, Kind, Meta, Resolution, Source, Visitor, WalkEntry, WalkOptions};
+use super::{Descend, DirEntry, Expect, Fs, FsError, Kind, Meta, Resolution, Source, Visitor, WalkEntry, WalkOptions};
 use crate::paths::VPath;
 use ropey::Rope;
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
@@ -332,28 +331,6 @@ fn line_end(rope: &Rope, line: usize) -> usize {
     end
 }
 
-thread_local! {
-    /// What this thread's current call was served of each open document:
-    /// a write must start from exactly that text.
-    static SERVED: RefCell<HashMap<PathBuf, Arc<[u8]>>> = RefCell::new(HashMap::new());
-}
-
-/// Marks the start of a tool call on this thread (forgets what earlier
-/// calls on it were served). Front doors call it before `Session::call`.
-pub fn begin_call() {
-    SERVED.with(|s| s.borrow_mut().clear());
-}
-
-fn served(host: &Path) -> Option<Arc<[u8]>> {
-    SERVED.with(|s| s.borrow().get(host).cloned())
-}
-
-fn remember(host: &Path, bytes: &Arc<[u8]>) {
-    SERVED.with(|s| {
-        s.borrow_mut().insert(host.to_path_buf(), bytes.clone());
-    });
-}
-
 fn refused(text: impl Into<String>) -> FsError {
     FsError::Io(std::io::Error::other(text.into()))
 }
@@ -402,7 +379,7 @@ impl Overlay {
 
     /// A write to an open document: through the editor, or to disk and
     /// shown until the editor reports the reload.
-    fn write_open(&self, real: &VPath, host: &Path, cell: DocCell, data: &[u8]) -> Result<(), FsError> {
+    fn write_open(&self, real: &VPath, host: &Path, cell: DocCell, data: &[u8], expect: Expect) -> Result<(), FsError> {
         let new = std::str::from_utf8(data).map_err(|_| {
             refused("the file is open in the editor, which holds text, and the new content is not UTF-8 text")
         })?;
@@ -423,27 +400,28 @@ impl Overlay {
         if !self.docs.get(host).is_some_and(|c| Arc::ptr_eq(&c, &cell)) {
             // Closed (or reopened) meanwhile: the disk or the new buffer is the truth.
             drop(doc);
-            return self.write(real, data);
+            return self.write(real, data, expect);
         }
         let current = doc.current();
-        if let Some(seen) = served(host) {
-            if !Arc::ptr_eq(&seen, &current) && *seen != *current {
-                return Err(refused(
-                    "the file changed in the editor while this call ran; nothing was changed. Read it again",
-                ));
-            }
+        // The buffer is the file: the change must start from the text the
+        // session read (the user may have typed since).
+        match expect {
+            Expect::Absent => return Err(FsError::Exists),
+            Expect::Content(sha) if crate::hash::sha256(&current) != sha => return Err(FsError::Changed),
+            Expect::Content(_) | Expect::Anything => {}
         }
         if *current == *data {
             return Ok(());
         }
         let Some(bridge) = bridge else {
             drop(doc);
-            self.inner.write_file(real, data)?;
+            // The disk may hold an older text than the buffer the session
+            // read: the buffer was checked above, the disk is replaced.
+            self.inner.write_file_if(real, data, Expect::Anything)?;
             let mut doc = lock(&cell);
             let bytes: Arc<[u8]> = data.into();
             doc.pending = Some(bytes.clone());
             self.docs.edits.fetch_add(1, Ordering::SeqCst);
-            remember(host, &bytes);
             tracing::info!(path = %host.display(), "wrote an open document to disk (the editor applies no edits)");
             return Ok(());
         };
@@ -456,17 +434,16 @@ impl Overlay {
         // Shown until the editor reports its change; if it already did, its
         // report is the truth.
         if doc.version == target.version {
-            doc.pending = Some(bytes.clone());
+            doc.pending = Some(bytes);
             self.docs.edits.fetch_add(1, Ordering::SeqCst);
         }
-        remember(host, &bytes);
         Ok(())
     }
 
-    fn write(&self, real: &VPath, data: &[u8]) -> Result<(), FsError> {
+    fn write(&self, real: &VPath, data: &[u8], expect: Expect) -> Result<(), FsError> {
         match self.doc(real) {
-            Some((host, cell)) => self.write_open(real, &host, cell, data),
-            None => self.inner.write_file(real, data),
+            Some((host, cell)) => self.write_open(real, &host, cell, data, expect),
+            None => self.inner.write_file_if(real, data, expect),
         }
     }
 }
@@ -491,12 +468,11 @@ impl Fs for Overlay {
     }
 
     fn read_file(&self, real: &VPath, max: u64) -> Result<Vec<u8>, FsError> {
-        let Some((host, cell)) = self.doc(real) else { return self.inner.read_file(real, max) };
+        let Some((_, cell)) = self.doc(real) else { return self.inner.read_file(real, max) };
         let bytes = lock(&cell).current();
         if bytes.len() as u64 > max {
             return Err(FsError::TooLarge { len: bytes.len() as u64 });
         }
-        remember(&host, &bytes);
         Ok(bytes.to_vec())
     }
 
@@ -508,8 +484,8 @@ impl Fs for Overlay {
         self.inner.read_link(real)
     }
 
-    fn write_file(&self, real: &VPath, data: &[u8]) -> Result<(), FsError> {
-        self.write(real, data)
+    fn write_file_if(&self, real: &VPath, data: &[u8], expect: Expect) -> Result<(), FsError> {
+        self.write(real, data, expect)
     }
 
     fn create_dir(&self, real: &VPath) -> Result<(), FsError> {
@@ -688,9 +664,8 @@ mod tests {
         docs.open("/host/a.txt".into(), "file:///host/a.txt".into(), 4, "buffer\n");
         let bridge = Arc::new(Recorder { answer: Ok(()), seen: Mutex::new(Vec::new()) });
         docs.set_bridge(Some(bridge.clone()));
-        begin_call();
-        overlay.read_file(&p("/a.txt"), 1 << 20).unwrap();
-        overlay.write_file(&p("/a.txt"), b"buffer\nmore\n").unwrap();
+        let read = overlay.read_file(&p("/a.txt"), 1 << 20).unwrap();
+        overlay.write_file_if(&p("/a.txt"), b"buffer\nmore\n", Expect::Content(crate::hash::sha256(&read))).unwrap();
         let seen = bridge.seen.lock().unwrap().clone();
         assert_eq!(
             seen,
@@ -719,7 +694,6 @@ mod tests {
             answer: Err("the user said no".into()),
             seen: Mutex::new(Vec::new()),
         })));
-        begin_call();
         let error = overlay.write_file(&p("/a.txt"), b"new\n").unwrap_err();
         assert!(error.to_string().contains("the user said no"), "{error}");
         assert_eq!(overlay.read_file(&p("/a.txt"), 1 << 20).unwrap(), b"buffer\n");
@@ -731,11 +705,11 @@ mod tests {
         let (_mem, docs, overlay) = setup();
         docs.open("/host/a.txt".into(), "file:///host/a.txt".into(), 1, "buffer\n");
         docs.set_bridge(Some(Arc::new(Recorder { answer: Ok(()), seen: Mutex::new(Vec::new()) })));
-        begin_call();
-        overlay.read_file(&p("/a.txt"), 1 << 20).unwrap();
+        let read = overlay.read_file(&p("/a.txt"), 1 << 20).unwrap();
         docs.change(Path::new("/host/a.txt"), 2, vec![Edit { range: None, text: "typed\n".into() }]).unwrap();
-        let error = overlay.write_file(&p("/a.txt"), b"model\n").unwrap_err();
-        assert!(error.to_string().contains("changed in the editor"), "{error}");
+        let error =
+            overlay.write_file_if(&p("/a.txt"), b"model\n", Expect::Content(crate::hash::sha256(&read))).unwrap_err();
+        assert!(matches!(error, FsError::Changed), "{error}");
         assert_eq!(overlay.read_file(&p("/a.txt"), 1 << 20).unwrap(), b"typed\n");
     }
 
@@ -743,7 +717,6 @@ mod tests {
     fn without_a_bridge_open_documents_are_written_to_disk() {
         let (mem, docs, overlay) = setup();
         docs.open("/host/a.txt".into(), "file:///host/a.txt".into(), 1, "buffer\n");
-        begin_call();
         overlay.write_file(&p("/a.txt"), b"new\n").unwrap();
         assert_eq!(mem.read_file(&p("/a.txt"), 1 << 20).unwrap(), b"new\n");
         assert_eq!(overlay.read_file(&p("/a.txt"), 1 << 20).unwrap(), b"new\n");

@@ -358,3 +358,45 @@ def test_raw_stdio_pipelined_calls_keep_their_order(workspace, tmp_path):
     finally:
         code = raw.close()
     assert code == 0, (tmp_path / "stderr.log").read_text()
+
+
+def test_answered_results_survive_a_kill_and_the_session_resumes(workspace, tmp_path):
+    """An answer leaves only once its result is stored: a `kill -9` right after
+    it loses nothing. `--session ID` goes on with the session after a restart,
+    and ids are never given twice in one data directory."""
+    ws, data = workspace
+    ids = []
+    for round_ in range(3):
+        raw = Raw(["--root", str(ws), "--data", str(data), "--session", "work-1"], tmp_path / f"stderr{round_}.log")
+        try:
+            result = initialize(raw)
+            assert "Session: work-1 " in result["instructions"]
+            for earlier in ids:
+                raw.send(tool_call(10, "recall", {"id": earlier}))
+                answer = raw.answer_to(10)["result"]
+                assert answer["isError"] is False, answer
+                assert "1: hello" in answer["content"][0]["text"], answer
+            raw.send(tool_call(11, "read", {"file_path": "hello.txt"}))
+            answer = raw.answer_to(11)["result"]
+            ids.append(re.match(r"\[(#[0-9a-f]{4,})", answer["content"][0]["text"]).group(1))
+        finally:
+            # Killed right after the answer: no chance to write anything more.
+            raw.proc.kill()
+            raw.proc.wait()
+            raw.errlog.close()
+    numbers = [int(i[1:], 16) for i in ids]
+    assert numbers == sorted(set(numbers)), ids
+
+    # Another session in the same data directory: none of those ids is its own,
+    # so recall never shows another session's result under a reused id.
+    raw = Raw(["--root", str(ws), "--data", str(data)], tmp_path / "stderr-other.log")
+    try:
+        result = initialize(raw)
+        assert "Session: " in result["instructions"] and "work-1" not in result["instructions"]
+        raw.send(tool_call(2, "recall", {"id": ids[0]}))
+        answer = raw.answer_to(2)["result"]
+        assert answer["isError"] is True and "No stored result" in answer["content"][0]["text"], answer
+        first_own = re.match(r"\[(#[0-9a-f]{4,})", answer["content"][0]["text"]).group(1)
+        assert int(first_own[1:], 16) > max(numbers), (first_own, ids)
+    finally:
+        raw.close()
