@@ -48,6 +48,9 @@ use tokio::sync::{mpsc, oneshot};
 
 /// The longest message the relay takes from either side.
 pub const MAX_MESSAGE: usize = 32 * 1024 * 1024;
+/// How long a prompt of the gate waits for the agent to report the tool call
+/// it is about (opencode reports it while the call already runs).
+const CALL_PATIENCE: Duration = Duration::from_secs(2);
 
 /// What `ctxfs acp` is started with.
 #[derive(Debug, Clone)]
@@ -419,27 +422,38 @@ async fn serve_link(shell: Arc<Shell>, stream: tokio::net::UnixStream) {
     }
 }
 
-/// Puts the gate's prompt to the user through the app.
+/// Puts the gate's prompt to the user through the app, on the agent's tool
+/// call for it: an agent that reports its calls late gets a moment to do so.
 async fn approve(shell: &Arc<Shell>, asked: &Asked) -> Value {
-    let asking = shell.core().ask(asked);
-    let (id, effects) = match asking {
-        Ok(asking) => asking,
-        Err(why) => return json!({"dismissed": why}),
+    let patience = tokio::time::Instant::now() + CALL_PATIENCE;
+    let asking = loop {
+        let may_show = tokio::time::Instant::now() >= patience;
+        match shell.core().ask(asked, may_show) {
+            Ok(Some(asking)) => break asking,
+            Ok(None) => {}
+            Err(why) => return json!({"dismissed": why}),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     };
     let (send, answered) = oneshot::channel();
-    shell.asks.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), send);
-    shell.apply(effects).await;
+    shell.asks.lock().unwrap_or_else(|e| e.into_inner()).insert(asking.id.clone(), send);
+    shell.apply(asking.effects).await;
     let offered: Vec<(String, String)> = asked.options.iter().map(|c| (c.id.clone(), c.label.clone())).collect();
     let within = Duration::from_secs_f64(asked.timeout.clamp(0.0, 1e9) + 1.0);
     let answer = tokio::time::timeout(within, answered).await;
-    shell.asks.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
-    match answer {
-        Ok(Ok(response)) => match rewrite::chosen(&response, &offered) {
-            Ok(decision) => json!({"decision": decision}),
-            Err(why) => json!({"dismissed": why}),
-        },
-        Ok(Err(_)) => json!({"dismissed": "the agent ended before the answer"}),
-        Err(_) => json!({"dismissed": "no answer in time"}),
+    shell.asks.lock().unwrap_or_else(|e| e.into_inner()).remove(&asking.id);
+    let decision = match answer {
+        Ok(Ok(response)) => rewrite::chosen(&response, &offered),
+        Ok(Err(_)) => Err("the agent ended before the answer".to_string()),
+        Err(_) => Err("no answer in time".to_string()),
+    };
+    if let Some((session, call_id)) = &asking.shown {
+        let allowed = decision.as_ref().is_ok_and(|d| d != "deny");
+        shell.apply(vec![relay::finish_shown(session, call_id, allowed)]).await;
+    }
+    match decision {
+        Ok(decision) => json!({"decision": decision}),
+        Err(why) => json!({"dismissed": why}),
     }
 }
 

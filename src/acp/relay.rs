@@ -141,6 +141,8 @@ struct Call {
     /// The content it shows (the last the agent sent).
     content: Option<Value>,
     done: bool,
+    /// A prompt of the gate was asked on it.
+    asked: bool,
     seq: u64,
 }
 
@@ -460,8 +462,14 @@ impl Core {
                 state.calls.remove(&oldest);
             }
         }
-        let call =
-            state.calls.entry(call_id).or_insert(Call { tool, args: Value::Null, content: None, done: false, seq });
+        let call = state.calls.entry(call_id).or_insert(Call {
+            tool,
+            args: Value::Null,
+            content: None,
+            done: false,
+            asked: false,
+            seq,
+        });
         if let Some(args) = update.get("rawInput").filter(|a| a.as_object().is_some_and(|o| !o.is_empty())) {
             call.args = args.clone();
         }
@@ -476,7 +484,12 @@ impl Core {
         }
         let cwd = state.cwd.clone();
         if update.get("title").and_then(Value::as_str).is_some_and(rewrite::is_raw_name) && !args.is_null() {
-            update["title"] = Value::from(rewrite::title(tool, &args));
+            let mut title = rewrite::title(tool, &args);
+            if let Some(cwd) = cwd.as_deref().filter(|c| c.len() > 1) {
+                // Paths under the session's directory are shown from it.
+                title = title.replace(&format!("{}/", cwd.trim_end_matches('/')), "");
+            }
+            update["title"] = Value::from(title);
         }
         let named: Vec<Value> = rewrite::named_paths(tool, &args)
             .into_iter()
@@ -556,9 +569,11 @@ impl Core {
         cancelled
     }
 
-    /// The gate's prompt as the app's `session/request_permission`: the
-    /// request's id and what to send, or why it cannot be asked.
-    pub(crate) fn ask(&mut self, asked: &Asked) -> Result<(String, Vec<Effect>), String> {
+    /// The gate's prompt as the app's `session/request_permission`, asked on
+    /// the agent's tool call for it. Without one (the agent reports its calls
+    /// late, or not at all) it is `Ok(None)` unless `may_show`, and then the
+    /// relay shows a call of its own to ask on. `Err`: why it cannot be asked.
+    pub(crate) fn ask(&mut self, asked: &Asked, may_show: bool) -> Result<Option<Asking>, String> {
         if let Some(why) = &self.dead {
             return Err(why.clone());
         }
@@ -567,7 +582,7 @@ impl Core {
             session
                 .calls
                 .iter()
-                .filter(|(_, c)| !c.done && c.tool == asked.tool)
+                .filter(|(_, c)| !c.done && !c.asked && c.tool == asked.tool)
                 .min_by_key(|(_, c)| c.seq)
                 .map(|(k, c)| (k.clone(), c.seq))
         };
@@ -583,6 +598,7 @@ impl Core {
         });
         let (session, waiting) = match (found, own) {
             (Some((session, call)), _) => (session, Some(call)),
+            (None, Some(_)) if !may_show => return Ok(None),
             (None, Some(session)) => (session, None),
             (None, None) => return Err("the relay knows no session for this server".to_string()),
         };
@@ -591,16 +607,20 @@ impl Core {
         let mut effects = Vec::new();
         let locations: Vec<Value> = asked.paths.iter().map(|p| rewrite::location(p, None)).collect();
         let kind = rewrite::kind(&asked.tool);
-        let call_id = match waiting {
-            Some(call_id) => call_id,
+        let (call_id, shown) = match waiting {
+            Some(call_id) => {
+                if let Some(call) = self.sessions.get_mut(&session).and_then(|s| s.calls.get_mut(&call_id)) {
+                    call.asked = true;
+                }
+                (call_id, None)
+            }
             None => {
-                // The agent showed no call to ask about: the relay shows one.
                 let call_id = format!("ctxfs-call-{}", self.next_request);
                 let update = json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session,
                     "update": {"sessionUpdate": "tool_call", "toolCallId": call_id, "title": asked.description,
                         "kind": kind, "status": "pending", "locations": locations}}});
                 effects.push(Effect::Client(line(&update)));
-                call_id
+                (call_id.clone(), Some((session.clone(), call_id)))
             }
         };
         let diffs = diffs_of(&asked.files);
@@ -626,7 +646,7 @@ impl Core {
             "options": rewrite::permission_options(&offered),
         }});
         effects.push(Effect::Client(line(&request)));
-        Ok((id, effects))
+        Ok(Some(Asking { id, effects, shown }))
     }
 
     /// The agent cannot be relayed: every app request still waiting gets
@@ -640,6 +660,24 @@ impl Core {
         pending.sort_by_key(|p| p.id.to_string());
         pending.into_iter().map(|p| Effect::Client(error_line(&p.id, why))).collect()
     }
+}
+
+/// A prompt put to the app (see `Core::ask`).
+#[derive(Debug)]
+pub(crate) struct Asking {
+    /// The request's id.
+    pub id: String,
+    pub effects: Vec<Effect>,
+    /// The session and id of the tool call the relay showed to ask on, to be
+    /// finished with the answer (the agent's own calls finish themselves).
+    pub shown: Option<(String, String)>,
+}
+
+/// The update that finishes a tool call the relay showed for a prompt.
+pub(crate) fn finish_shown(session: &str, call_id: &str, allowed: bool) -> Effect {
+    let status = if allowed { "completed" } else { "failed" };
+    Effect::Client(line(&json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session,
+        "update": {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": status}}})))
 }
 
 /// The diff contents of the files with texts.

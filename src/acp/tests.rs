@@ -252,6 +252,10 @@ fn loads_reset_and_compactions_compact_the_live_servers() {
         .all(|e| matches!(e, Effect::Agent(_))));
 }
 
+fn shown_id(request: &Value) -> String {
+    request["params"]["toolCall"]["toolCallId"].as_str().unwrap().to_string()
+}
+
 fn asked(tool: &str, files: Vec<FileText>) -> Asked {
     Asked {
         token: "t1".into(),
@@ -281,7 +285,8 @@ fn the_gates_prompt_goes_to_the_app_on_the_agents_call() {
         change: "modified".into(),
         texts: Some(Texts { before: Some("a\n".into()), after: "b\n".into() }),
     };
-    let (id, effects) = core.ask(&asked("edit", vec![file])).unwrap();
+    let Asking { id, effects, shown } = core.ask(&asked("edit", vec![file]), false).unwrap().unwrap();
+    assert_eq!(shown, None, "asked on the agent's call");
     assert!(id.starts_with(RELAY_ID_PREFIX));
     let request = parsed(&effects[0]);
     assert_eq!(effects.len(), 1);
@@ -298,17 +303,27 @@ fn the_gates_prompt_goes_to_the_app_on_the_agents_call() {
         json!({"jsonrpc": "2.0", "id": id, "result": {"outcome": {"outcome": "selected", "optionId": "deny"}}});
     assert_eq!(core.on_client(&bytes(response.clone())), vec![Effect::Answer { id: id.clone(), response }]);
 
-    // No call to attach it to: the relay shows one first, and the text keeps the summary.
-    let (_, effects) = core.ask(&asked("rm", vec![])).unwrap();
+    // A second prompt of that tool is not asked on the same call.
+    assert!(core.ask(&asked("edit", vec![]), false).unwrap().is_none());
+    // No call to ask on: the relay waits (None), then shows one, and the text keeps the summary.
+    assert!(core.ask(&asked("rm", vec![]), false).unwrap().is_none());
+    let Asking { effects, shown: made, .. } = core.ask(&asked("rm", vec![]), true).unwrap().unwrap();
     let shown = parsed(&effects[0]);
     assert_eq!(shown["params"]["update"]["sessionUpdate"], "tool_call");
     assert_eq!(shown["params"]["update"]["kind"], "delete");
     let request = parsed(&effects[1]);
     assert_eq!(request["params"]["toolCall"]["toolCallId"], shown["params"]["update"]["toolCallId"]);
     assert!(request["params"]["toolCall"]["content"][0]["content"]["text"].as_str().unwrap().contains("+++ b/a.md"));
+    let (session, call) = made.unwrap();
+    assert_eq!(call, shown_id(&request));
+    let finished = parsed(&finish_shown(&session, &call, false));
+    assert_eq!(
+        finished["params"]["update"],
+        json!({"sessionUpdate": "tool_call_update", "toolCallId": call, "status": "failed"})
+    );
 
     let mut unbound = fresh();
-    assert!(unbound.ask(&asked("edit", vec![])).is_err());
+    assert!(unbound.ask(&asked("edit", vec![]), true).is_err());
 }
 
 #[test]
@@ -363,7 +378,7 @@ fn one_server_for_many_sessions_still_finds_calls_and_results() {
     core.on_agent(&update(json!({"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "ctxfs_write", "rawInput": {"file_path": "a.md"}})));
     let mut second = asked("write", vec![]);
     second.token = "t2".into();
-    let (_, effects) = core.ask(&second).unwrap();
+    let effects = core.ask(&second, false).unwrap().unwrap().effects;
     let request = parsed(&effects[0]);
     assert_eq!(request["params"]["sessionId"], "s1", "asked where the call waits");
     assert_eq!(request["params"]["toolCall"]["toolCallId"], "c1");

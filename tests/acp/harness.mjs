@@ -74,12 +74,13 @@ export function alive(pid) {
  * Starts `ctxfs acp FLAGS -- AGENT…` and connects an ACP client.
  * `agent` defaults to the fake agent with `agentArgs`.
  */
-export function startRelay({ flags = [], agent, agentArgs = [], env = {} } = {}) {
+export function startRelay({ flags = [], agent, agentArgs = [], env = {}, cleanEnv = false } = {}) {
   const command = agent ?? [process.execPath, FAKE_AGENT, ...agentArgs];
   const child = spawn(CTXFS, ["acp", ...flags, "--", ...command], {
     stdio: ["pipe", "pipe", "pipe"],
     detached: true,
-    env: { ...process.env, CTXFS_LOG: process.env.CTXFS_LOG ?? "warn", ...env },
+    // `cleanEnv`: only `env` (a real agent's own), not this process's.
+    env: { ...(cleanEnv ? {} : process.env), CTXFS_LOG: process.env.CTXFS_LOG ?? "warn", ...env },
   });
   const relay = {
     child,
