@@ -181,7 +181,9 @@ export function toolCalls(relay, sessionId) {
  */
 export async function close(relay, { pids = [] } = {}) {
   relay.child.stdin.end();
-  const exit = await Promise.race([relay.exited, sleep(20_000).then(() => null)]);
+  let timer;
+  const exit = await Promise.race([relay.exited, new Promise((resolve) => (timer = setTimeout(resolve, 20_000, null)))]);
+  clearTimeout(timer);
   const leftovers = () => [
     ...groupMembers(relay.child.pid),
     ...(relay.agentPid ? groupMembers(relay.agentPid) : []),
