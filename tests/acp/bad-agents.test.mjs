@@ -4,7 +4,8 @@
 // a hang) and no process of the agent is left.
 import * as acp from "@agentclientprotocol/sdk";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { alive, close, groupMembers, initialize, messages, report, run, startRelay, until, workspace } from "./harness.mjs";
@@ -138,6 +139,10 @@ test("a relay killed outright: the agent is told (parent-death signal) and the i
   await until(() => seen.mcpPids.every((pid) => !alive(pid)), "the injected ctxfs mcp to end");
   assert.deepEqual(groupMembers(agentPid()), []);
   await close(relay, { pids: seen.mcpPids });
+  // A killed relay cannot remove its link's private directory: the test does.
+  for (const name of readdirSync(tmpdir()).filter((n) => n.startsWith(`ctxfs-acp-${relay.child.pid}-`))) {
+    rmSync(join(tmpdir(), name), { recursive: true, force: true });
+  }
 });
 
 test("the app's messages to a dead agent are answered, and a waiting prompt is released", async () => {

@@ -6,7 +6,7 @@
 import * as acp from "@agentclientprotocol/sdk";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdtempSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { Readable, Writable } from "node:stream";
@@ -30,9 +30,15 @@ export async function until(check, what, ms = 20_000) {
   }
 }
 
-/** A scratch workspace with files, plus data and config directories outside it. */
+const scratch = [];
+process.on("exit", () => {
+  for (const dir of scratch) rmSync(dir, { recursive: true, force: true });
+});
+
+/** A scratch workspace with files, plus data and config directories outside it (removed at exit). */
 export function workspace(files = {}) {
   const top = mkdtempSync(join(tmpdir(), "ctxfs-acp-test-"));
+  scratch.push(top);
   const root = join(top, "ws");
   for (const [path, text] of Object.entries({ ...files, ".keep": "" })) {
     mkdirSync(dirname(join(root, path)), { recursive: true });
