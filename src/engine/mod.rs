@@ -238,7 +238,14 @@ impl Engine {
         }
         std::fs::create_dir_all(&data_dir)
             .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
-        let fs: Arc<dyn Fs> = layer(Arc::new(OsFs::open(&host_root, vroot.clone(), Some(data_dir.join("trash")))?));
+        let inflight = data_dir.join("inflight");
+        let os = OsFs::open(&host_root, vroot.clone(), Some(data_dir.join("trash")))?.with_journal(&inflight);
+        // A ctxfs that stopped part-way (a crash, kill -9) left temporary files
+        // or an unfinished multi-file change: cleaned up and rolled back first.
+        for line in crate::vfs::journal::recover(&inflight, &host_root, &os) {
+            tracing::warn!("{line}");
+        }
+        let fs: Arc<dyn Fs> = layer(Arc::new(os));
         Ok(Engine::with_fs(fs, view, config.start.as_deref(), data_dir, host_root, HostKind::Resend))
     }
 
