@@ -170,35 +170,44 @@ pub(crate) fn stdio_server(command: &str, args: &[String]) -> Value {
     json!({"name": SERVER_NAME, "command": command, "args": args, "env": []})
 }
 
-/// Adds `text` to Claude Code's system prompt: `_meta.systemPrompt` is a
-/// whole prompt (a string, extended) or `{"append": …}` (extended, or made).
+/// Extends a Claude Code system prompt in place: a whole prompt (a string)
+/// or a preset (`{"append": …}`, made when missing).
+fn extend_prompt(prompt: &mut Value, text: &str) {
+    match prompt {
+        Value::String(whole) => {
+            whole.push_str("\n\n");
+            whole.push_str(text);
+        }
+        Value::Object(spec) => match spec.get_mut("append") {
+            Some(Value::String(append)) => {
+                append.push_str("\n\n");
+                append.push_str(text);
+            }
+            _ => {
+                spec.insert("append".into(), Value::from(text));
+            }
+        },
+        _ => {}
+    }
+}
+
+/// Adds `text` to Claude Code's system prompt. The adapter takes
+/// `_meta.systemPrompt` (a whole prompt, or `{"append": …}`), and an app's
+/// own `_meta.claudeCode.options.systemPrompt` overrides that: the one in
+/// force is extended, or an `append` is made.
 pub(crate) fn append_claude_prompt(params: &mut Value, text: &str) {
-    let Some(object) = params.as_object_mut() else { return };
-    let meta = object.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
-    if !meta.is_object() {
+    if let Some(prompt) = params.pointer_mut("/_meta/claudeCode/options/systemPrompt") {
+        extend_prompt(prompt, text);
         return;
     }
-    let prompt = meta.as_object_mut().expect("checked").entry("systemPrompt");
-    match prompt {
-        serde_json::map::Entry::Vacant(slot) => {
-            slot.insert(json!({"append": text}));
+    let Some(object) = params.as_object_mut() else { return };
+    let meta = object.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
+    let Some(meta) = meta.as_object_mut() else { return };
+    match meta.get_mut("systemPrompt") {
+        Some(prompt) => extend_prompt(prompt, text),
+        None => {
+            meta.insert("systemPrompt".into(), json!({"append": text}));
         }
-        serde_json::map::Entry::Occupied(mut slot) => match slot.get_mut() {
-            Value::String(whole) => {
-                whole.push_str("\n\n");
-                whole.push_str(text);
-            }
-            Value::Object(spec) => match spec.get_mut("append") {
-                Some(Value::String(append)) => {
-                    append.push_str("\n\n");
-                    append.push_str(text);
-                }
-                _ => {
-                    spec.insert("append".into(), Value::from(text));
-                }
-            },
-            _ => {}
-        },
     }
 }
 
@@ -379,6 +388,11 @@ mod tests {
         let mut whole = json!({"_meta": {"systemPrompt": "P"}});
         append_claude_prompt(&mut whole, "X");
         assert_eq!(whole["_meta"]["systemPrompt"], "P\n\nX");
+        // The app's own option wins in the adapter: that one is extended.
+        let mut option = json!({"_meta": {"claudeCode": {"options": {"systemPrompt": {"type": "preset", "preset": "claude_code"}}}}});
+        append_claude_prompt(&mut option, "X");
+        assert_eq!(option["_meta"]["claudeCode"]["options"]["systemPrompt"]["append"], "X");
+        assert!(option["_meta"].get("systemPrompt").is_none());
     }
 
     #[test]
