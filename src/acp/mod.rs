@@ -442,11 +442,17 @@ async fn approve(shell: &Arc<Shell>, asked: &Asked) -> Value {
     let within = Duration::from_secs_f64(asked.timeout.clamp(0.0, 1e9) + 1.0);
     let answer = tokio::time::timeout(within, answered).await;
     shell.asks.lock().unwrap_or_else(|e| e.into_inner()).remove(&asking.id);
+    let unanswered = !matches!(answer, Ok(Ok(_)));
     let decision = match answer {
         Ok(Ok(response)) => rewrite::chosen(&response, &offered),
         Ok(Err(_)) => Err("the agent ended before the answer".to_string()),
         Err(_) => Err("no answer in time".to_string()),
     };
+    if unanswered {
+        // The prompt may still be up in the app: take it back.
+        let cancel = json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": asking.id}});
+        let _ = shell.to_client.send(json_line(&cancel)).await;
+    }
     if let Some((session, call_id)) = &asking.shown {
         let allowed = decision.as_ref().is_ok_and(|d| d != "deny");
         shell.apply(vec![relay::finish_shown(session, call_id, allowed)]).await;

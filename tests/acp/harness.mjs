@@ -96,7 +96,7 @@ export function startRelay({ flags = [], agent, agentArgs = [], env = {}, cleanE
     extRequests: [],
     extNotifications: [],
     exited: new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal }))),
-    /** How the app answers a permission prompt: an ACP outcome. */
+    /** How the app answers a permission prompt (params, the request's abort signal): an ACP outcome. */
     decide: (params) => ({ outcome: "selected", optionId: params.options[0].optionId }),
     agentPid: null,
   };
@@ -108,9 +108,9 @@ export function startRelay({ flags = [], agent, agentArgs = [], env = {}, cleanE
     .onNotification(acp.methods.client.session.update, ({ params }) => {
       relay.updates.push(params);
     })
-    .onRequest(acp.methods.client.session.requestPermission, async ({ params }) => {
+    .onRequest(acp.methods.client.session.requestPermission, async ({ params, signal }) => {
       relay.permissions.push(params);
-      return { outcome: await relay.decide(params) };
+      return { outcome: await relay.decide(params, signal) };
     })
     .onRequest("*", ({ method, params }) => {
       relay.extRequests.push({ method, params });

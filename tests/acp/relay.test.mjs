@@ -403,3 +403,27 @@ test("context: a compaction the agent reports, and a loaded session, empty the d
     await tearDown(env);
   }
 });
+
+test("permissions: a prompt nobody answers is refused at the timeout and taken back from the app", async () => {
+  const env = await setUp({ mode: "ask", flags: ["--approval-timeout", "1"] });
+  const { relay, sessionId, ws } = env;
+  let withdrawn = 0;
+  relay.decide = (params, signal) =>
+    new Promise((resolve) => {
+      signal.addEventListener("abort", () => {
+        withdrawn += 1;
+        resolve({ outcome: "cancelled" });
+      });
+    });
+  try {
+    await callOne(relay, sessionId, { call: "read", args: { file_path: "notes/a.md" } });
+    const edit = await callOne(relay, sessionId, { call: "edit", args: { file_path: "notes/a.md", old_string: "beta", new_string: "gamma" } });
+    assert.equal(relay.permissions.length, 1);
+    assert.equal(edit.last.status, "failed");
+    assert.match(textOf(edit.last), /nobody answered the prompt .* within 1 second/);
+    assert.equal(readFileSync(join(ws.root, "notes/a.md"), "utf8"), "alpha\nbeta\n");
+    await until(() => withdrawn === 1, "the app's prompt to be withdrawn");
+  } finally {
+    await tearDown(env);
+  }
+});
