@@ -68,14 +68,18 @@ pub(crate) struct Injection {
 }
 
 impl Injection {
-    /// `ctxfs mcp`'s arguments for a session in `cwd`.
-    pub(crate) fn args(&self, cwd: Option<&str>, token: &str) -> Vec<String> {
+    /// `ctxfs mcp`'s arguments for a session in `cwd`; none when the relay
+    /// has no root and the session no absolute `cwd` (nothing says where to work).
+    pub(crate) fn args(&self, cwd: Option<&str>, token: &str) -> Option<Vec<String>> {
         let mut args = vec!["mcp".to_string()];
         match &self.world {
             World::Root(root) => {
-                let root = root.as_ref().map(|r| r.to_string_lossy().into_owned()).or(cwd.map(str::to_string));
+                let root = match root {
+                    Some(root) => root.to_string_lossy().into_owned(),
+                    None => cwd.filter(|c| c.starts_with('/'))?.to_string(),
+                };
                 args.push("--root".into());
-                args.push(root.unwrap_or_else(|| "/".into()));
+                args.push(root);
             }
             World::Tree { dir, view } => {
                 args.extend(["--tree".into(), dir.to_string_lossy().into_owned()]);
@@ -87,7 +91,7 @@ impl Injection {
         }
         args.extend(self.flags.iter().cloned());
         args.extend(["--acp-link".into(), self.socket.clone(), "--acp-token".into(), token.to_string()]);
-        args
+        Some(args)
     }
 
     /// The host path of a path a call's argument gives, in a session in `cwd`.
@@ -322,7 +326,12 @@ impl Core {
             "session/new" | "session/load" | "session/resume" | "session/fork" => {
                 let cwd = params.get("cwd").and_then(Value::as_str).map(str::to_string);
                 let token = self.new_token(cwd.clone());
-                let server = rewrite::stdio_server(&self.injection.exe, &self.injection.args(cwd.as_deref(), &token));
+                let Some(args) = self.injection.args(cwd.as_deref(), &token) else {
+                    tracing::warn!(method, "a session without an absolute cwd: ctxfs is not added to it");
+                    self.tokens.remove(&token);
+                    return (false, None);
+                };
+                let server = rewrite::stdio_server(&self.injection.exe, &args);
                 if !rewrite::inject_server(params, server) {
                     self.tokens.remove(&token);
                     return (false, None);

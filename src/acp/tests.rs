@@ -77,6 +77,15 @@ fn session_requests_get_the_server_and_keep_everything_else() {
     assert_eq!(args[8], "t2");
     assert!(core.link_up("t2"));
     assert!(!core.link_up("t9"), "an unknown token is refused");
+    // A fork names its source; its server serves the new session the answer names.
+    let effects = core.on_client(&bytes(
+        json!({"jsonrpc": "2.0", "id": 10, "method": "session/fork", "params": {"sessionId": "old", "cwd": "/v", "mcpServers": []}}),
+    ));
+    assert_eq!(parsed(&effects[0])["params"]["mcpServers"][0]["args"][8], "t3");
+    core.on_agent(&bytes(json!({"jsonrpc": "2.0", "id": 10, "result": {"sessionId": "forked"}})));
+    assert_eq!(core.tokens["t3"].session.as_deref(), Some("forked"));
+    let bare = bytes(json!({"jsonrpc": "2.0", "id": 9, "method": "session/new", "params": {"mcpServers": []}}));
+    assert_eq!(core.on_client(&bare), vec![Effect::Agent(bare.clone())], "nothing says where to work");
 }
 
 #[test]
@@ -360,7 +369,8 @@ fn argument_paths_map_to_host_paths_in_each_posture() {
     injection.world = World::Tree { dir: "/srv/tree".into(), view: "/srv/view.json".into() };
     assert_eq!(injection.host_path(None, "b.md").as_deref(), Some("/srv/tree/sub/b.md"));
     assert_eq!(injection.host_path(None, "/notes/c.md").as_deref(), Some("/srv/tree/notes/c.md"));
-    let args = injection.args(None, "t3");
+    assert_eq!(fresh().injection.args(Some("relative"), "t"), None, "no root, no absolute cwd: no server");
+    let args = injection.args(None, "t3").unwrap();
     assert_eq!(&args[..5], ["mcp", "--tree", "/srv/tree", "--view", "/srv/view.json"]);
     assert!(args.windows(2).any(|w| w == ["--start", "sub"]));
 }
