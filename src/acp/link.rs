@@ -360,3 +360,40 @@ pub async fn serve(engine: Arc<Engine>, socket: PathBuf, token: String, resume: 
     let (read, write) = rmcp::transport::stdio_pipes();
     crate::mcp::serve_with(engine, Some(Arc::new(link) as Arc<dyn Companion>), read, write, resume).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn texts_show_as_a_diff_only_when_known_and_small() {
+        let some = |s: &str| Some(s.to_string());
+        assert_eq!(shown((some("a\n"), some("b\n"))), Some(Texts { before: some("a\n"), after: "b\n".into() }));
+        assert_eq!(shown((None, some("new\n"))), Some(Texts { before: None, after: "new\n".into() }), "created");
+        assert_eq!(
+            shown((some("gone\n"), None)),
+            Some(Texts { before: some("gone\n"), after: String::new() }),
+            "removed"
+        );
+        assert_eq!(shown((None, None)), None);
+        let large = "x".repeat(MAX_TEXT as usize + 1);
+        assert_eq!(shown((some("a"), Some(large))), None);
+    }
+
+    #[test]
+    fn wire_shapes_round_trip() {
+        let asked = Asked {
+            token: "t1".into(),
+            tool: "edit".into(),
+            description: "edit a.md".into(),
+            message: "Allow ctxfs to edit a.md?".into(),
+            options: vec![Choice { id: "allow_once".into(), label: "Allow once".into() }],
+            paths: vec!["/w/a.md".into()],
+            files: vec![FileText { path: "/w/a.md".into(), change: "modified".into(), texts: None }],
+            timeout: 120.0,
+        };
+        let value = serde_json::to_value(&asked).unwrap();
+        assert!(value["files"][0].get("texts").is_none(), "absent, not null");
+        assert_eq!(serde_json::from_value::<Asked>(value).unwrap(), asked);
+    }
+}
