@@ -60,6 +60,9 @@ fn load_for_change(ctx: &Ctx<'_>, target: &Target) -> Result<(Sha, TextFile), To
 /// Writes bytes to a checked target, making missing parents first, if what
 /// is there is still what `expect` says (checked as the change takes effect).
 fn store(ctx: &mut Ctx<'_>, target: &Target, bytes: &[u8], expect: Expect) -> Result<Sha, ToolError> {
+    if bytes.len() as u64 > MAX_OPEN_BYTES {
+        return Err(ToolError::Message(text::EditError::TooLarge { bytes: bytes.len() }.message(target.path.as_str())));
+    }
     ctx.access.create_parents(target)?;
     ctx.access.fs().write_file_if(&target.real, bytes, expect).map_err(|e| ToolError::from_fs(e, &target.path))?;
     let sha = sha256(bytes);
