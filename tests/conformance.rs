@@ -48,6 +48,11 @@ fn gate() {
     run_area("gate");
 }
 
+#[test]
+fn peer_ripgrep() {
+    run_area("peer_ripgrep");
+}
+
 /// How long one MCP answer may take before the case fails.
 const MCP_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -92,6 +97,9 @@ fn run_area(area: &str) {
         let name = case["name"].as_str().unwrap_or("<unnamed>").to_string();
         if !names.insert(name.clone()) {
             failures.push(format!("{area}/{name}: the name is used by more than one case"));
+        }
+        if let Err(why) = check_provenance(area, case) {
+            failures.push(format!("{area}/{name}: {why}"));
         }
         if filter.as_deref().is_some_and(|f| !name.contains(f)) {
             continue;
@@ -143,6 +151,21 @@ fn run_area(area: &str) {
     if !failures.is_empty() {
         panic!("{} of {ran} {area} cases failed:\n\n{}\n", failures.len(), failures.join("\n\n"));
     }
+}
+
+/// A case of a `peer_*` area (converted from another project's tests) says
+/// where it came from: `provenance` {repository, commit, path}.
+fn check_provenance(area: &str, case: &Value) -> Result<(), String> {
+    if !area.starts_with("peer_") {
+        return Ok(());
+    }
+    let provenance = case.get("provenance").ok_or("a peer case needs a provenance")?;
+    for key in ["repository", "commit", "path"] {
+        if provenance.get(key).and_then(Value::as_str).is_none_or(str::is_empty) {
+            return Err(format!("its provenance has no {key}"));
+        }
+    }
+    Ok(())
 }
 
 /// Session events: the engine's own operations, which MCP has no method for.

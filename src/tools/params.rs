@@ -100,9 +100,11 @@ pub struct ListParams {
 }
 
 /// Find files by name pattern, below a directory. `*` and `?` do not cross `/`, `**` does,
-/// `{a,b}` picks one; a pattern without `/` matches file names at any depth (`*.rs`). Honours
-/// .gitignore and skips hidden files, as ripgrep does. Answers absolute paths, sorted, and stops
-/// at 500 matches (saying so).
+/// `{a,b}` picks one; a pattern without `/` matches file names at any depth (`*.rs`); a leading
+/// `!` is refused (grep's `glob` takes one). Skips hidden files and what ignore files name, as
+/// ripgrep does: `.rgignore` over `.ignore` over `.gitignore` (and `.git/info/exclude`), those of
+/// the directories above `path` up to the workspace root included; `.gitignore` counts outside a
+/// git repository too. Answers absolute paths, sorted, and stops at 500 matches (saying so).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GlobParams {
@@ -112,8 +114,10 @@ pub struct GlobParams {
     pub path: Option<String>,
 }
 
-/// Search file contents with a regular expression (Rust regex syntax, as ripgrep), below a
-/// directory or in one file. Honours .gitignore and skips hidden and binary files. Answers
+/// Search file contents with a regular expression (Rust regex syntax, as ripgrep), one line at a
+/// time, below a directory or in one file. `$` matches at a line's end also before `\r\n`. Skips
+/// hidden and binary files and what ignore files name, as glob does (`.rgignore`, `.ignore`,
+/// `.gitignore`, also those above `path`, and outside a git repository too). Answers
 /// `path:line:text` lines (context lines as `path-line-text`), sorted by path.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -122,7 +126,8 @@ pub struct GrepParams {
     pub pattern: String,
     /// File or directory to search. Default: the start directory.
     pub path: Option<String>,
-    /// Only search files whose path matches this glob, such as `*.rs` or `src/**/*.py`.
+    /// Only search files whose path (relative to `path`) matches this glob, such as `*.rs` or
+    /// `src/**/*.py`; `!*.rs` searches the files it does not match.
     pub glob: Option<String>,
     /// Match case-insensitively. Default false.
     pub ignore_case: Option<bool>,
@@ -131,7 +136,7 @@ pub struct GrepParams {
     /// Lines of context to show before and after each match. Default 0.
     pub context: Option<u32>,
     /// `content` (matching lines, the default), `files` (paths of matching files only) or
-    /// `count` (matches per file).
+    /// `count` (the number of matching lines per file, as ripgrep's `--count`).
     pub output: Option<GrepOutput>,
 }
 

@@ -396,7 +396,21 @@ impl Fs for OsFs {
     ) -> Result<(), FsError> {
         let names = self.names(real)?;
         let fd = self.open_dir_strict(&names, LIST)?;
-        super::walk::walk_fd_in_view(fd, real.clone(), options, visit, readable)
+        // The directories from the boundary down to the start's parent, for
+        // their ignore files (ripgrep reads its parents' too).
+        let mut parents = Vec::new();
+        if options.gitignore && !names.is_empty() {
+            let mut dir = self.open_dir_strict(&[], TRAVERSE)?;
+            let mut path = self.vroot.clone();
+            for name in &names[..names.len() - 1] {
+                let next = openat_dir(dir.as_fd(), name, TRAVERSE)?;
+                parents.push((dir, path.clone()));
+                dir = next;
+                path = path.join(name);
+            }
+            parents.push((dir, path));
+        }
+        super::walk::walk_fd_in_view(fd, real.clone(), &parents, options, visit, readable)
     }
 }
 
