@@ -49,6 +49,11 @@ fn gate() {
 }
 
 #[test]
+fn peer_mcp_filesystem() {
+    run_area("peer_mcp_filesystem");
+}
+
+#[test]
 fn peer_ripgrep() {
     run_area("peer_ripgrep");
 }
@@ -264,6 +269,8 @@ struct World {
     data: PathBuf,
     config: PathBuf,
     view: Option<PathBuf>,
+    /// With `root_link: true`, a link to the workspace (`{root_link}`), given as the root.
+    root_link: Option<PathBuf>,
     root_text: String,
     outside_text: String,
     config_text: String,
@@ -272,7 +279,9 @@ struct World {
 
 impl World {
     fn subst(&self, text: &str) -> String {
-        text.replace("{root}", &self.root_text)
+        let link = self.root_link.as_ref().map(|l| l.to_string_lossy().into_owned()).unwrap_or_default();
+        text.replace("{root_link}", &link)
+            .replace("{root}", &self.root_text)
             .replace("{outside}", &self.outside_text)
             .replace("{config}", &self.config_text)
             .replace("{data}", &self.data_text)
@@ -320,7 +329,13 @@ impl World {
             data,
             config,
             view: None,
+            root_link: None,
         };
+        if case.get("root_link").and_then(Value::as_bool) == Some(true) {
+            let link = canonical.join("link");
+            std::os::unix::fs::symlink(&world.root, &link).map_err(|e| format!("root link: {e}"))?;
+            world.root_link = Some(link);
+        }
 
         let relative = |rel: &str| -> Result<PathBuf, String> {
             if rel.is_empty() || rel.starts_with('/') || rel.split('/').any(|p| p == "..") {
@@ -438,7 +453,7 @@ impl World {
             Some("tree") => {
                 Posture::Tree { dir: self.root.clone(), view: self.view.clone().expect("tree posture has a view") }
             }
-            Some("device") => Posture::Device { root: self.root.clone() },
+            Some("device") => Posture::Device { root: self.root_link.clone().unwrap_or_else(|| self.root.clone()) },
             other => return Err(format!("unknown posture {other:?}")),
         };
         Ok(Config { posture, start: self.start(case), data_dir: Some(self.data.clone()) })
@@ -453,7 +468,10 @@ impl World {
                 "--view".into(),
                 view.to_string_lossy().into_owned(),
             ]),
-            None => args.extend(["--root".into(), self.root_text.clone()]),
+            None => {
+                let root = self.root_link.as_ref().map(|l| l.to_string_lossy().into_owned());
+                args.extend(["--root".into(), root.unwrap_or_else(|| self.root_text.clone())])
+            }
         }
         if let Some(start) = self.start(case) {
             args.extend(["--start".into(), start]);

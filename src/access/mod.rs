@@ -157,13 +157,21 @@ pub struct Access {
     fs: Arc<dyn Fs>,
     view: View,
     start: VPath,
+    /// Another name of the boundary: the root as the user gave it, through a link.
+    alias: Option<VPath>,
 }
 
 impl Access {
     /// `start` outside the boundary or not visible is read as the boundary.
     pub fn new(fs: Arc<dyn Fs>, view: View, start: VPath) -> Access {
         let start = if start.starts_with(fs.boundary()) { start } else { fs.boundary().clone() };
-        Access { fs, view, start }
+        Access { fs, view, start, alias: None }
+    }
+
+    /// Makes paths under `alias` (the root as the user gave it, which links
+    /// lead to the boundary) name the same paths under the boundary.
+    pub fn set_alias(&mut self, alias: Option<VPath>) {
+        self.alias = alias.filter(|a| a != self.fs.boundary());
     }
 
     pub fn fs(&self) -> &dyn Fs {
@@ -184,7 +192,11 @@ impl Access {
 
     /// Resolves a path text against the start directory.
     pub fn path(&self, text: &str) -> Result<VPath, ToolError> {
-        VPath::resolve(&self.start, text).map_err(ToolError::InvalidPath)
+        let path = VPath::resolve(&self.start, text).map_err(ToolError::InvalidPath)?;
+        match self.alias.as_ref().and_then(|alias| path.strip_prefix(alias)) {
+            Some(rel) => Ok(self.fs.boundary().join_rel(rel)),
+            None => Ok(path),
+        }
     }
 
     /// The level of a path by the view, taking the boundary into account.
