@@ -89,7 +89,7 @@ impl ToolError {
                 ToolError::Message(format!("Cannot move {path}: the source and the target are on different devices."))
             }
             FsError::NameTooLong => ToolError::Message(format!(
-                "Cannot use {path}: a name is longer than 255 bytes or the path longer than 4096 bytes."
+                "Cannot use {path}: names may have at most {NAME_MAX} bytes, and paths at most {PATH_MAX} bytes and {DEPTH_MAX} levels."
             )),
             FsError::Changed => ToolError::Message(format!(
                 "{path} has changed since this session last read it. Read it again before changing it."
@@ -107,6 +107,12 @@ fn io_reason(e: &std::io::Error) -> String {
         None => text.to_lowercase(),
     }
 }
+
+pub use crate::vfs::os::NAME_MAX;
+/// The longest path, in bytes (Linux's `PATH_MAX`).
+pub const PATH_MAX: usize = 4096;
+/// The deepest path, in names.
+pub const DEPTH_MAX: usize = 255;
 
 /// The largest file any tool loads whole.
 pub const MAX_OPEN_BYTES: u64 = 64 * 1024 * 1024;
@@ -190,13 +196,28 @@ impl Access {
         &self.start
     }
 
-    /// Resolves a path text against the start directory.
+    /// Resolves a path text against the start directory. A path the
+    /// platform could not hold (a name over 255 bytes, over 4096 bytes in
+    /// all, or deeper than 255 levels) is refused here, before any work whose
+    /// cost grows with it.
     pub fn path(&self, text: &str) -> Result<VPath, ToolError> {
         let path = VPath::resolve(&self.start, text).map_err(ToolError::InvalidPath)?;
-        match self.alias.as_ref().and_then(|alias| path.strip_prefix(alias)) {
-            Some(rel) => Ok(self.fs.boundary().join_rel(rel)),
-            None => Ok(path),
+        let path = match self.alias.as_ref().and_then(|alias| path.strip_prefix(alias)) {
+            Some(rel) => self.fs.boundary().join_rel(rel),
+            None => path,
+        };
+        let names = path.as_str().split('/').filter(|n| !n.is_empty());
+        let (mut depth, mut longest) = (0, 0);
+        for name in names {
+            depth += 1;
+            longest = longest.max(name.len());
         }
+        if longest > NAME_MAX || path.as_str().len() > PATH_MAX || depth > DEPTH_MAX {
+            return Err(ToolError::Message(format!(
+                "Cannot use {path}: names may have at most {NAME_MAX} bytes, and paths at most {PATH_MAX} bytes and {DEPTH_MAX} levels."
+            )));
+        }
+        Ok(path)
     }
 
     /// The level of a path by the view, taking the boundary into account.

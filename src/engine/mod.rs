@@ -175,8 +175,12 @@ fn index_path(boundary: &VPath, data_dir: &Path, host_root: &Path) -> PathBuf {
 /// Adapters may run the others, which touch one file or directory, on their
 /// protocol thread; these belong on a thread that may block.
 pub fn may_wait(tool: &str) -> bool {
-    !matches!(tool, "read" | "list" | "stat" | "recall" | "skills_list" | "skill_view")
+    !matches!(tool, "read" | "list" | "stat" | "skills_list" | "skill_view")
 }
+
+/// The most bytes of a file (or directory listing) a call may touch and
+/// still count as quick: above it, the call's cost grows with its input.
+const QUICK_BYTES: u64 = 256 * 1024;
 
 /// The platform's data directory for ctxfs (`~/.local/share/ctxfs` on Linux).
 pub fn default_data_dir() -> PathBuf {
@@ -264,7 +268,14 @@ impl Engine {
         }
         std::fs::create_dir_all(&data_dir)
             .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
-        let fs: Arc<dyn Fs> = layer(Arc::new(OsFs::open(&host_root, vroot.clone(), Some(data_dir.join("trash")))?));
+        let inflight = data_dir.join("inflight");
+        let os = OsFs::open(&host_root, vroot.clone(), Some(data_dir.join("trash")))?.with_journal(&inflight);
+        // A ctxfs that stopped part-way (a crash, kill -9) left temporary files
+        // or an unfinished multi-file change: cleaned up and rolled back first.
+        for line in crate::vfs::journal::recover(&inflight, &host_root, &os) {
+            tracing::warn!("{line}");
+        }
+        let fs: Arc<dyn Fs> = layer(Arc::new(os));
         let mut engine = Engine::with_fs(fs, view, start.as_deref(), data_dir, host_root, HostKind::Resend);
         engine.alias = alias;
         Ok(engine)
@@ -574,6 +585,28 @@ impl Session {
                 let created_by = self.client_name.clone();
                 self.index.enqueue(WrittenFile { real: target.real, bytes, created_by });
             }
+        }
+    }
+
+    /// Whether this call may take long or wait on something: a tool that
+    /// may (see `may_wait`), or a read or listing of something large. A front
+    /// door runs only the others on its protocol thread. Never waits itself:
+    /// while a call holds the session, the answer is yes.
+    pub fn call_may_wait(&self, tool: &str, args: &serde_json::Value) -> bool {
+        if may_wait(tool) {
+            return true;
+        }
+        let field = match tool {
+            "read" => "file_path",
+            "list" | "stat" => "path",
+            _ => return false,
+        };
+        let Ok(state) = self.state.try_lock() else { return true };
+        let text = args.get(field).and_then(|v| v.as_str()).unwrap_or(".");
+        match state.access.target(text, crate::access::Need::Look) {
+            Ok(target) => target.meta.as_ref().is_some_and(|m| m.len > QUICK_BYTES),
+            // A refusal is quick to give.
+            Err(_) => false,
         }
     }
 
