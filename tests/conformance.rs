@@ -355,6 +355,15 @@ impl World {
                 }
             }
         }
+        // Permission bits: relative path -> octal text ("0444").
+        if let Some(modes) = case.get("modes").and_then(Value::as_object) {
+            for (rel, mode) in modes {
+                let mode = mode.as_str().and_then(|m| u32::from_str_radix(m, 8).ok()).ok_or("a mode is octal text")?;
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(relative(rel)?, std::fs::Permissions::from_mode(mode))
+                    .map_err(|e| format!("chmod {rel}: {e}"))?;
+            }
+        }
         // Many files at once: {path with {n}, content (may use {n}), from, to}.
         if let Some(many) = case.get("tree_many").and_then(Value::as_array) {
             for group in many {

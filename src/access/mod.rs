@@ -37,6 +37,8 @@ pub enum ToolError {
     NotRegular(VPath),
     Raced(VPath),
     Loop(VPath),
+    /// A file whose permission bits forbid writing it, with its mode.
+    WriteProtected(VPath, u32),
     /// Any other sentence a tool says (a failed edit, bad arguments).
     Message(String),
 }
@@ -64,6 +66,11 @@ impl fmt::Display for ToolError {
             }
             ToolError::Raced(p) => write!(f, "The path changed during the call: {p}. Try again."),
             ToolError::Loop(p) => write!(f, "Too many levels of links: {p}"),
+            ToolError::WriteProtected(p, mode) => write!(
+                f,
+                "Write-protected: {p} has no write permission (permissions {:04o}), so it was not changed. If it should change, the user can make it writable (chmod u+w).",
+                mode & 0o7777
+            ),
             ToolError::Message(m) => f.write_str(m),
         }
     }

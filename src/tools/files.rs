@@ -37,6 +37,7 @@ fn load(ctx: &Ctx<'_>, target: &Target) -> Result<Vec<u8>, ToolError> {
 /// session, unchanged since.
 fn load_for_change(ctx: &Ctx<'_>, target: &Target) -> Result<(Sha, TextFile), ToolError> {
     let bytes = load(ctx, target)?;
+    writable(target)?;
     let sha = sha256(&bytes);
     match ctx.observed.get(&target.real) {
         None => {
@@ -55,6 +56,17 @@ fn load_for_change(ctx: &Ctx<'_>, target: &Target) -> Result<(Sha, TextFile), To
     }
     let file = TextFile::decode(&bytes).map_err(|_| ToolError::Binary(target.path.clone()))?;
     Ok((sha, file))
+}
+
+/// Refuses an existing file whose permission bits forbid writing it: a
+/// replacing write (temp file and rename) would pass them by.
+fn writable(target: &Target) -> Result<(), ToolError> {
+    match &target.meta {
+        Some(meta) if meta.kind == Kind::File && !meta.writable => {
+            Err(ToolError::WriteProtected(target.path.clone(), meta.mode))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Writes bytes to a checked target, making missing parents first, if what
@@ -202,6 +214,7 @@ pub fn put_text(ctx: &mut Ctx<'_>, target: Target, text: &str) -> Result<FileCha
         return created(ctx, target, text);
     }
     let bytes = load(ctx, &target)?;
+    writable(&target)?;
     let file = TextFile::decode(&bytes).map_err(|_| ToolError::Binary(target.path.clone()))?;
     changed(ctx, target, &file, sha256(&bytes), &to_lf(text))
 }

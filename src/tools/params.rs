@@ -25,8 +25,8 @@ pub struct ReadParams {
 
 /// Write a whole text file, creating it (and missing parent directories) or replacing it. To
 /// replace an existing file, read it first in this session; if it changed since, read it again.
-/// The file's line endings, byte-order mark and permissions are kept. Prefer edit for small
-/// changes to an existing file.
+/// The file's line endings, byte-order mark and permissions are kept; a file without write
+/// permission is not replaced. Prefer edit for small changes to an existing file.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteParams {

@@ -168,6 +168,7 @@ impl State {
                     mode: *mode,
                     modified: Some(time_of(*mtime)),
                     nlink: 2 + subdirs as u64,
+                    writable: mode & 0o200 != 0,
                 }
             }
             Node::File { data, mode, mtime, nlink } => Meta {
@@ -176,6 +177,7 @@ impl State {
                 mode: *mode,
                 modified: Some(time_of(*mtime)),
                 nlink: *nlink,
+                writable: mode & 0o200 != 0,
             },
             Node::Link { target, mtime } => Meta {
                 kind: Kind::Link,
@@ -183,10 +185,16 @@ impl State {
                 mode: 0o777,
                 modified: Some(time_of(*mtime)),
                 nlink: 1,
+                writable: true,
             },
-            Node::Special { mode, mtime } => {
-                Meta { kind: Kind::Special, len: 0, mode: *mode, modified: Some(time_of(*mtime)), nlink: 1 }
-            }
+            Node::Special { mode, mtime } => Meta {
+                kind: Kind::Special,
+                len: 0,
+                mode: *mode,
+                modified: Some(time_of(*mtime)),
+                nlink: 1,
+                writable: mode & 0o200 != 0,
+            },
         }
     }
 
