@@ -49,6 +49,11 @@ fn gate() {
 }
 
 #[test]
+fn edits() {
+    run_area("edits");
+}
+
+#[test]
 fn peer_mcp_filesystem() {
     run_area("peer_mcp_filesystem");
 }
