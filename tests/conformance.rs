@@ -54,6 +54,11 @@ fn edits() {
 }
 
 #[test]
+fn peer_codex_apply_patch() {
+    run_area("peer_codex_apply_patch");
+}
+
+#[test]
 fn peer_mcp_filesystem() {
     run_area("peer_mcp_filesystem");
 }

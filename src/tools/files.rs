@@ -301,7 +301,10 @@ pub fn apply_patch(ctx: &mut Ctx<'_>, params: ApplyPatchParams) -> ToolResult {
             PatchOp::Add { path, content } => {
                 let target = ctx.access.target(&path, Need::Create)?;
                 if target.meta.is_some() {
-                    return Err(ToolError::Exists(target.path));
+                    return Err(ToolError::Message(format!(
+                        "{}. `*** Add File` only makes new files; to change this one, read it and use `*** Update File` (or write to replace it whole). Nothing was changed.",
+                        ToolError::Exists(target.path)
+                    )));
                 }
                 once(&target)?;
                 let lines = text::count_lines(&content);
@@ -325,7 +328,10 @@ pub fn apply_patch(ctx: &mut Ctx<'_>, params: ApplyPatchParams) -> ToolResult {
                     Some(dest) => {
                         let dest = ctx.access.target(&dest, Need::Create)?;
                         if dest.meta.is_some() && dest.real != target.real {
-                            return Err(ToolError::Exists(dest.path));
+                            return Err(ToolError::Message(format!(
+                                "{}. `*** Move to` never replaces a file; move to a new path, or remove the one there first (rm, or `*** Delete File` in an earlier patch). Nothing was changed.",
+                                ToolError::Exists(dest.path)
+                            )));
                         }
                         once(&dest)?;
                         Some(dest)

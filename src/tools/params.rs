@@ -81,7 +81,8 @@ pub struct MultiEditParams {
 /// `*** Delete File: path`, or `*** Update File: path` (optionally `*** Move to: path`) followed by
 /// hunks that start with `@@` (optionally `@@ line to anchor on`) and lines starting with ` `
 /// (context), `-` (remove) or `+` (add); then `*** End Patch`. Files to update must have been read
-/// in this session. Answers with each file's diff in the patch's order.
+/// in this session. `*** Add File` and `*** Move to` never replace an existing file (update it, or
+/// remove it first). Answers with each file's diff in the patch's order.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ApplyPatchParams {
