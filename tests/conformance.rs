@@ -59,6 +59,11 @@ fn peer_codex_apply_patch() {
 }
 
 #[test]
+fn peer_globset() {
+    run_area("peer_globset");
+}
+
+#[test]
 fn peer_mcp_filesystem() {
     run_area("peer_mcp_filesystem");
 }
