@@ -363,3 +363,21 @@ fn temporary_files_of_a_crashed_write_are_hidden_and_removed() {
     assert!(listed.status.success());
     assert!(temps().is_empty(), "the next start removed it: {:?}", temps());
 }
+
+/// An edit whose result would be larger than the tools open is refused
+/// before anything is made or written, however small the file.
+#[test]
+fn an_edit_that_would_grow_a_file_past_the_limit_is_refused_at_once() {
+    let ws = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("small.txt"), "ab".repeat(100_000)).unwrap();
+    let engine = device_engine(ws.path(), data.path());
+    let session = engine.open_session(SessionOptions::default()).unwrap();
+    session.call("read", json!({"file_path": "small.txt", "limit": 1}));
+    let answer = session.call(
+        "edit",
+        json!({"file_path": "small.txt", "old_string": "a", "new_string": "x".repeat(1000), "replace_all": true}),
+    );
+    assert!(answer.is_error && answer.text.contains("more than the 64 MiB"), "{}", answer.text);
+    assert_eq!(std::fs::metadata(ws.path().join("small.txt")).unwrap().len(), 200_000);
+}

@@ -121,6 +121,14 @@ pub const PATH_MAX: usize = 4096;
 /// The deepest path, in names.
 pub const DEPTH_MAX: usize = 255;
 
+/// How deep a path is, and its longest name in bytes.
+pub fn path_shape(path: &VPath) -> (usize, usize) {
+    path.as_str()
+        .split('/')
+        .filter(|n| !n.is_empty())
+        .fold((0, 0), |(depth, longest), name| (depth + 1, longest.max(name.len())))
+}
+
 /// The largest file any tool loads whole.
 pub const MAX_OPEN_BYTES: u64 = 64 * 1024 * 1024;
 
@@ -203,28 +211,26 @@ impl Access {
         &self.start
     }
 
-    /// Resolves a path text against the start directory. A path the
-    /// platform could not hold (a name over 255 bytes, over 4096 bytes in
-    /// all, or deeper than 255 levels) is refused here, before any work whose
-    /// cost grows with it.
+    /// Resolves a path text against the start directory.
     pub fn path(&self, text: &str) -> Result<VPath, ToolError> {
         let path = VPath::resolve(&self.start, text).map_err(ToolError::InvalidPath)?;
-        let path = match self.alias.as_ref().and_then(|alias| path.strip_prefix(alias)) {
+        Ok(match self.alias.as_ref().and_then(|alias| path.strip_prefix(alias)) {
             Some(rel) => self.fs.boundary().join_rel(rel),
             None => path,
-        };
-        let names = path.as_str().split('/').filter(|n| !n.is_empty());
-        let (mut depth, mut longest) = (0, 0);
-        for name in names {
-            depth += 1;
-            longest = longest.max(name.len());
-        }
+        })
+    }
+
+    /// Refuses to make a path the platform could not hold: a name over 255
+    /// bytes, over 4096 bytes in all, or deeper than 255 levels (a tree that
+    /// deep would make every later call on it slow).
+    fn check_makeable(path: &VPath) -> Result<(), ToolError> {
+        let (depth, longest) = path_shape(path);
         if longest > NAME_MAX || path.as_str().len() > PATH_MAX || depth > DEPTH_MAX {
             return Err(ToolError::Message(format!(
-                "Cannot use {path}: names may have at most {NAME_MAX} bytes, and paths at most {PATH_MAX} bytes and {DEPTH_MAX} levels."
+                "Cannot make {path}: names may have at most {NAME_MAX} bytes, and paths at most {PATH_MAX} bytes and {DEPTH_MAX} levels."
             )));
         }
-        Ok(path)
+        Ok(())
     }
 
     /// The level of a path by the view, taking the boundary into account.
@@ -277,6 +283,9 @@ impl Access {
     /// Checks a path text for `need` and resolves it.
     pub fn target(&self, text: &str, need: Need) -> Result<Target, ToolError> {
         let path = self.path(text)?;
+        if need == Need::Create {
+            Access::check_makeable(&path)?;
+        }
         self.check(text, path, need)
     }
 

@@ -175,7 +175,7 @@ fn index_path(boundary: &VPath, data_dir: &Path, host_root: &Path) -> PathBuf {
 /// Adapters may run the others, which touch one file or directory, on their
 /// protocol thread; these belong on a thread that may block.
 pub fn may_wait(tool: &str) -> bool {
-    !matches!(tool, "read" | "list" | "stat" | "skills_list" | "skill_view")
+    crate::tools::spec::find(tool).is_none_or(|t| t.traits.may_block)
 }
 
 /// The most bytes of a file (or directory listing) a call may touch and
@@ -433,6 +433,17 @@ impl Engine {
     }
 
     fn session_with_id(&self, id: String, options: SessionOptions) -> anyhow::Result<Arc<Session>> {
+        // The first session of a process prunes old results, at most once a
+        // day per data directory, in the background.
+        static PRUNED: std::sync::Once = std::sync::Once::new();
+        PRUNED.call_once(|| {
+            let (db, retention) = (self.sessions_db(), self.user.retention());
+            let _ = std::thread::Builder::new().name("ctxfs-prune".into()).spawn(move || {
+                if let Err(e) = crate::hygiene::store::prune_daily(&db, retention) {
+                    tracing::warn!(error = %e, "could not prune the stored results");
+                }
+            });
+        });
         let mut view = self.view.clone();
         if let Some(roots) = &options.roots {
             let mapped: Vec<VPath> = roots.iter().filter_map(|r| self.root_to_vpath(r)).collect();
@@ -522,16 +533,14 @@ impl Session {
         if state.hygiene.host() == HostKind::Fresh && self.requests_unmarked.load(Ordering::Relaxed) {
             state.hygiene.new_request(false);
         }
-        if tool == "recall" {
-            return match serde_json::from_value::<crate::tools::params::RecallParams>(args) {
+        if crate::tools::spec::find(tool).is_some_and(|t| t.traits.from_history) {
+            return match crate::tools::spec::parse::<crate::tools::spec::Recall>(args) {
                 Ok(p) => state.hygiene.recall(&p.id, p.offset, p.limit),
-                Err(e) => {
-                    state.hygiene.answer(tool, &serde_json::Value::Null, Err(registry::args_error(tool, &e)), None)
-                }
+                Err(e) => state.hygiene.answer(tool, &serde_json::Value::Null, Err(e), None),
             };
         }
-        let index = match tool {
-            "search" | "tag" => {
+        let index = match crate::tools::spec::find(tool) {
+            Some(def) if def.traits.needs_index => {
                 self.index.settle();
                 self.index.get().map(|i| &**i)
             }
@@ -603,6 +612,11 @@ impl Session {
         };
         let Ok(state) = self.state.try_lock() else { return true };
         let text = args.get(field).and_then(|v| v.as_str()).unwrap_or(".");
+        // Resolving a path costs with its depth: a deep one is not looked at here.
+        let shallow = state.access.path(text).is_ok_and(|p| crate::access::path_shape(&p).0 <= 64);
+        if !shallow {
+            return true;
+        }
         match state.access.target(text, crate::access::Need::Look) {
             Ok(target) => target.meta.as_ref().is_some_and(|m| m.len > QUICK_BYTES),
             // A refusal is quick to give.
@@ -671,6 +685,12 @@ impl Session {
     /// The session's changes, newest first, each with its unified diff.
     pub fn changes(&self, limit: usize) -> Vec<(crate::hygiene::ChangeEntry, String)> {
         self.listing(|h| h.changes(limit))
+    }
+
+    /// A stored result's full text, as recall would show it whole, but
+    /// without recording a result (an editor showing it to the user).
+    pub fn stored_result(&self, id: &str) -> Option<String> {
+        self.listing(|h| h.stored(id))
     }
 
     /// The whole text before and after the change result `id` made to `path`.

@@ -6,6 +6,7 @@
 //! tool's answer format (`/path:12-30` then the passage) and its fallback.
 
 use super::params::SearchParams;
+use super::spec::{Effect, Tool, Traits};
 use super::{Ctx, Outcome, ToolResult};
 use crate::access::{Need, ToolError};
 use crate::vfs::Source;
@@ -190,6 +191,32 @@ pub fn tag(ctx: &mut Ctx<'_>, params: super::params::TagParams) -> ToolResult {
         .tag(&target.real, &bytes, params.task.as_deref(), params.related.as_deref())
         .map_err(|e| ToolError::Message(format!("Could not tag {}: {e}.", target.path)))?;
     Ok(Outcome::Text { body: format!("Tagged {}\n", target.path), path: Some(target.path) })
+}
+
+// --- The tools' definitions (see `spec`) -------------------------------------
+
+pub struct Search;
+
+impl Tool for Search {
+    const NAME: &'static str = "search";
+    const TRAITS: Traits = Traits::GUARDED.reads().dedupes().progress().needs_index();
+    type Params = SearchParams;
+
+    fn run(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
+        search(ctx, params)
+    }
+}
+
+pub struct Tag;
+
+impl Tool for Tag {
+    const NAME: &'static str = "tag";
+    const TRAITS: Traits = Traits::GUARDED.effect(Effect::ChangesIndex).needs_index();
+    type Params = super::params::TagParams;
+
+    fn run(ctx: &mut Ctx<'_>, params: super::params::TagParams) -> ToolResult {
+        tag(ctx, params)
+    }
 }
 
 #[cfg(test)]

@@ -388,7 +388,15 @@ pub enum EditError {
         /// Whether matches start on more lines than are listed.
         more: bool,
     },
+    /// The result would be larger than a file the tools open.
+    TooLarge {
+        /// The result's size in bytes.
+        bytes: usize,
+    },
 }
+
+/// The largest text an edit may make: what the tools open (64 MiB).
+pub const MAX_TEXT_BYTES: usize = crate::access::MAX_OPEN_BYTES as usize;
 
 /// A recognised near miss for an `old_string` that was not found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -442,6 +450,10 @@ impl EditError {
                     "old_string matches {count} times in {path} ({noun} {listed}); give more context to make it unique, or set replace_all."
                 )
             }
+            EditError::TooLarge { bytes } => format!(
+                "Not changed: {path} would become {bytes} bytes, more than the {} MiB a file may have here.",
+                MAX_TEXT_BYTES >> 20
+            ),
         }
     }
 }
@@ -518,6 +530,12 @@ pub fn apply_edit_traced(
     match starts.len() {
         0 => Err(EditError::NotFound { hint: not_found_hint(text_lf, &old) }),
         count if count == 1 || replace_all => {
+            // Checked before the text is made: a small file can grow without bound.
+            let bytes = (text_lf.len() as u128 + count as u128 * new.len() as u128)
+                .saturating_sub(count as u128 * old.len() as u128);
+            if bytes > MAX_TEXT_BYTES as u128 {
+                return Err(EditError::TooLarge { bytes: bytes.min(usize::MAX as u128) as usize });
+            }
             let cuts: Vec<(usize, usize)> = starts.iter().map(|&at| (at, at + old.len())).collect();
             let (out, breaks) = splice(text_lf, &cuts, &new);
             Ok((out, count, breaks))
