@@ -13,6 +13,8 @@ export interface ChainFile {
   text: string;
   origin: 'global' | 'chain' | 'configured' | 'nearby' | string;
   order: number;
+  /** The file's absolute path on the machine, when it has one (servers before it: absent). */
+  file?: string;
 }
 
 export interface OpenSessionAnswer {
@@ -20,6 +22,12 @@ export interface OpenSessionAnswer {
   resumed: boolean;
   instructions: string;
   chain: { files: ChainFile[]; notes: string[] };
+}
+
+/** `ctxfs/resultText`: a stored result's full text, what follows its bracket. */
+export interface ResultTextAnswer {
+  id: string;
+  text: string;
 }
 
 export interface ResultEntry {

@@ -101,8 +101,9 @@ export function orderedChain(files: ChainFile[]): ChainFile[] {
 
 /**
  * The text of a stored result's read-only document: what the model read, under a header line.
- * `text` is ctxfs/recall's answer; its own bracket line (`[#0007 recall #0001 lines 1-4 of 4]`)
- * is folded into the header.
+ * `text` is ctxfs/resultText's answer (what follows the result's bracket), or from an older
+ * ctxfs, ctxfs/recall's, whose own bracket line (`[#0007 recall #0001 lines 1-4 of 4]`) is
+ * folded into the header.
  */
 export function resultDocument(entry: Pick<ResultEntry, 'id' | 'tool' | 'path'> | undefined, id: string, text: string): string {
   const what = entry ? `${entry.tool}${entry.path ? ' ' + entry.path : ''}` : 'result';
@@ -128,6 +129,15 @@ export function commonAncestor(roots: string[]): string | undefined {
  * relative to the boundary (the one folder, or the folders' common ancestor) and the user's own
  * files as labels such as `~/.config/ctxfs/AGENTS.md (global)`; an absolute path is kept.
  */
+/**
+ * The file to open for a chain entry: the absolute path ctxfs gives in `file`, or, from a ctxfs
+ * that does not give it, the one derived from `path` (see chainFilePath).
+ */
+export function chainFileTarget(f: Pick<ChainFile, 'path' | 'file'>, roots: string[], home: string): string | undefined {
+  if (f.file && f.file.startsWith('/')) return f.file;
+  return chainFilePath(f.path, roots, home);
+}
+
 export function chainFilePath(path: string, roots: string[], home: string): string | undefined {
   const label = /^(.*) \((global|configured)\)$/.exec(path);
   const bare = label ? label[1] : path;

@@ -2,9 +2,10 @@
 // directory (the end-to-end test sets it for code-server). They drive what a chat would drive,
 // through the same public APIs (vscode.lm.invokeTool), and write what happened to that
 // directory for the test to read. Users never see them.
-import { appendFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as vscode from 'vscode';
+import type { ResultEntry } from './protocol';
 import type { Server } from './server';
 
 export function registerTesting(server: Server): vscode.Disposable[] {
@@ -28,11 +29,29 @@ export function registerTesting(server: Server): vscode.Disposable[] {
     }
     appendFileSync(join(dir, 'calls.jsonl'), JSON.stringify({ seq, tag: call.tag, tool: call.tool, text, error }) + '\n');
   };
-  const state = () => {
-    writeFileSync(
-      join(dir, 'state.json'),
-      JSON.stringify({ status: server.status, sessions: server.sessionIds(), current: server.current, mode: server.pickedMode }),
-    );
+  let states = 0;
+  /** What the test checks against: the session's results as ctxfs lists them now (ctxfs/results),
+   *  its instruction chain as last answered, and the file in the active editor. */
+  const state = async () => {
+    const session = server.current ?? server.sessionIds()[0];
+    let results: string[] | undefined;
+    if (session && server.running) {
+      results = (await server.request<{ results: ResultEntry[] }>('ctxfs/results', { session }).catch(() => ({ results: [] }))).results.map((r) => r.id);
+    }
+    const chain = server.info(session)?.chain.files.map((f) => ({ path: f.path, file: f.file, order: f.order }));
+    const active = vscode.window.activeTextEditor?.document.uri;
+    const body = JSON.stringify({
+      seq: ++states,
+      status: server.status,
+      sessions: server.sessionIds(),
+      current: server.current,
+      mode: server.pickedMode,
+      results,
+      chain,
+      activeEditor: active ? (active.scheme === 'file' ? active.fsPath : active.toString()) : undefined,
+    });
+    writeFileSync(join(dir, 'state.json.tmp'), body);
+    renameSync(join(dir, 'state.json.tmp'), join(dir, 'state.json'));
   };
   return [vscode.commands.registerCommand('ctxfs.test.invokeTool', invoke), vscode.commands.registerCommand('ctxfs.test.state', state)];
 }

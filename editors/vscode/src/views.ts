@@ -6,7 +6,8 @@ import * as vscode from 'vscode';
 import { findIds } from './ids';
 import type { ChainFile, ChangeEntry, ChangeText, ResultEntry } from './protocol';
 import { homedir } from 'node:os';
-import { chainFilePath, chainLabel, changeLabel, orderedChain, resultDocument, resultLabel } from './render';
+import { chainFileTarget, chainLabel, changeLabel, orderedChain, resultDocument, resultLabel } from './render';
+import { storedResultText } from './resultText';
 import { message, type Server } from './server';
 
 export const RESULT_SCHEME = 'ctxfs-result';
@@ -137,7 +138,7 @@ class InstructionsView implements vscode.TreeDataProvider<ChainItem> {
       item.iconPath = new vscode.ThemeIcon('info');
       return item;
     }
-    const path = chainFilePath(c.file.path, roots(), homedir());
+    const path = chainFileTarget(c.file, roots(), homedir());
     const l = chainLabel(c.file, c.index, roots(), path);
     const item = new vscode.TreeItem(l.label);
     item.description = l.description;
@@ -174,11 +175,13 @@ export function registerViews(server: Server): { disposables: vscode.Disposable[
       const session = q.get('session') ?? '';
       const id = q.get('id') ?? '';
       try {
-        const answer = await server.request<{ text: string }>('ctxfs/recall', { session, id });
+        // Looking records nothing: ctxfs/resultText (recall, from an older ctxfs, adds a result).
+        const stored = await storedResultText(server.request.bind(server), session, id);
+        if (stored.recalled) server.log.info(`ctxfs has no ctxfs/resultText; ${id} was recalled (a new result in ${session})`);
         const entry = results.known.get(session)?.find((e) => e.id === id);
-        return resultDocument(entry, id, answer.text);
+        return resultDocument(entry, id, stored.text);
       } catch (e) {
-        return `ctxfs could not recall ${id} of session ${session}: ${message(e)}\n`;
+        return `ctxfs could not show ${id} of session ${session}: ${message(e)}\n`;
       }
     },
   };

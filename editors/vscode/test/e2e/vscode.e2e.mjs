@@ -5,7 +5,7 @@
 // Needs (from scripts/test-vscode): CTXFS_BIN, CODE_SERVER, CTXFS_VSIX, NODE24_BIN. Fails, not
 // skips, when one is missing.
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import {
@@ -84,6 +84,15 @@ async function openFile(name) {
   await box.fill(name);
   await pick(page, name);
   await page.locator('.tabs-container .tab.active', { hasText: name }).waitFor({ timeout: 20000 });
+}
+
+/** What the extension reports through its test command: ctxfs/results of the current session
+ *  (ids, newest first), the chain it was last given, the active editor's file. */
+async function extensionState() {
+  const file = join(dirs.out, 'state.json');
+  rmSync(file, { force: true });
+  await palette(page, 'ctxfs: Test: Write State');
+  return waitFor('the extension state', () => (existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')) : undefined), 20000);
 }
 
 async function statusText() {
@@ -299,11 +308,21 @@ test('the Results view lists ids newest first and opens the stored result with i
   assert.deepEqual(numbers, [...numbers].sort((a, b) => b - a), `newest first: ${ids.join(' ')}`);
   assert.ok(ids.includes(readId), `${readId} in ${ids.join(' ')}`);
   await shot(page, dirs, '06-results-view');
+  const before = await extensionState();
+  assert.ok(before.results?.includes(readId), JSON.stringify(before));
   await viewRow(page, 'Results', readId).click();
   await page.locator('.tabs-container .tab.active', { hasText: readId }).waitFor({ timeout: 20000 });
   await waitFor('the stored result', async () => /UNSAVED LINE 42/.test(await activeEditorText(page)), 20000);
   await waitFor('id links', async () => (await page.locator('.editor-group-container.active .monaco-editor .detected-link').count()) > 0, 20000);
   await shot(page, dirs, '07-stored-result');
+  const shown = await activeEditorText(page);
+  assert.match(shown, new RegExp(`^ctxfs result ${readId} \\(read `), shown);
+  assert.doesNotMatch(shown, /recall/, 'shown through ctxfs/resultText, not a recall');
+  // Looking recorded nothing: the same results, and the next call takes the very next id.
+  const after = await extensionState();
+  assert.deepEqual(after.results, before.results, 'ctxfs/results before and after opening a result');
+  const next = idOf(await call('ctxfs_read', { file_path: join(dirs.ws, 'AGENTS.md') }));
+  assert.equal(parseInt(next.slice(1), 16), parseInt(before.results[0].slice(1), 16) + 1, `${next} follows ${before.results[0]}`);
 });
 
 test('the Changes view opens a diff editor', async () => {
@@ -338,10 +357,16 @@ test('the Instructions view lists the AGENTS.md chain in order with origins', as
     { label: '2. AGENTS.md', description: 'chain' },
   ]);
   await shot(page, dirs, '09-instructions');
+  // ctxfs names each file's place on the machine (`file`); a click opens that file.
+  const { chain } = await extensionState();
+  const files = chain.map((f) => f.file).slice(0, 2);
+  assert.deepEqual(files, [realpathSync(join(dirs.home, '.config', 'ctxfs', 'AGENTS.md')), realpathSync(join(dirs.ws, 'AGENTS.md'))], JSON.stringify(chain));
   await viewRow(page, 'Instructions', '2. AGENTS.md').click();
   await waitFor('the chain file opened', async () => /Keep notes short/.test(await activeEditorText(page)), 20000);
+  assert.equal((await extensionState()).activeEditor, files[1]);
   await viewRow(page, 'Instructions', '1. AGENTS.md').click();
   await waitFor('the global file opened', async () => /My global rules/.test(await activeEditorText(page)), 20000);
+  assert.equal((await extensionState()).activeEditor, files[0]);
 });
 
 test('ctxfs mcp is offered as an MCP server definition', async () => {

@@ -1,7 +1,7 @@
 // Unit tests of how results, changes and the instruction chain are labelled (src/render.ts).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { chainFilePath, chainLabel, changeLabel, commonAncestor, diffStat, formatSize, orderedChain, resultDocument, resultLabel, shortPath } from '../../src/render';
+import { chainFilePath, chainFileTarget, chainLabel, changeLabel, commonAncestor, diffStat, formatSize, orderedChain, resultDocument, resultLabel, shortPath } from '../../src/render';
 
 test('sizes and paths', () => {
   assert.equal(formatSize(0), '0 B');
@@ -49,6 +49,8 @@ test('the chain keeps ctxfs order and says each origin', () => {
 test('a stored result document keeps the text the model read', () => {
   const doc = resultDocument({ id: '#000c', tool: 'read', path: '/w/a.rs' }, '#000c', '[#000c read a.rs]\n1: x');
   assert.equal(doc, 'ctxfs result #000c (read /w/a.rs), as stored; ids like #000c are links.\n\n[#000c read a.rs]\n1: x\n');
+  const plainText = resultDocument({ id: '#000c', tool: 'read', path: '/w/a.rs' }, '#000c', '1: x\n');
+  assert.equal(plainText, 'ctxfs result #000c (read /w/a.rs), as stored; ids like #000c are links.\n\n1: x\n', 'ctxfs/resultText: no bracket');
   const recalled = resultDocument(undefined, '#0001', '[#0007 recall #0001 lines 1-4 of 4]\n1: # Todo\n');
   assert.equal(recalled, 'ctxfs result #0001 (result, lines 1-4 of 4), as stored; ids like #0001 are links.\n\n1: # Todo\n');
 });
@@ -63,4 +65,14 @@ test('chain entries resolve to the files they name', () => {
   assert.equal(chainFilePath('AGENTS.md', [], '/home/u'), undefined);
   assert.equal(commonAncestor(['/a/b/c', '/a/b/d', '/a/bx']), '/a');
   assert.equal(commonAncestor(['/x', '/y']), '/');
+});
+
+test('a chain entry opens the file ctxfs names in `file`, else the one derived from its path', () => {
+  // `file` wins even where the label would lead elsewhere (a boundary above the workspace folder).
+  assert.equal(chainFileTarget({ path: 'p/AGENTS.md', file: '/w/p/AGENTS.md' }, ['/w/p'], '/home/u'), '/w/p/AGENTS.md');
+  assert.equal(chainFileTarget({ path: '~/team/AGENTS.md (configured)', file: '/srv/team/AGENTS.md' }, ['/w'], '/home/u'), '/srv/team/AGENTS.md');
+  // An older ctxfs sends no `file`: the path is resolved as before.
+  assert.equal(chainFileTarget({ path: 'sub/AGENTS.md' }, ['/w/p'], '/home/u'), '/w/p/sub/AGENTS.md');
+  assert.equal(chainFileTarget({ path: '~/.config/ctxfs/AGENTS.md (global)' }, ['/w'], '/home/u'), '/home/u/.config/ctxfs/AGENTS.md');
+  assert.equal(chainFileTarget({ path: 'AGENTS.md', file: '' }, [], '/home/u'), undefined);
 });
