@@ -1,5 +1,6 @@
--- ctxfs for Neovim, tests: the :Ctxfs views — results (and recall by <CR>/gd on an id),
--- changes (diff float, side by side), the instruction chain in order, and the log.
+-- ctxfs for Neovim, tests: the :Ctxfs views — results (and opening one by <CR>/gd on an id,
+-- which adds nothing to the session), changes (diff float, side by side), the instruction chain
+-- in order (<CR> opens the file ctxfs names), and the log.
 local H = dofile(vim.env.CTXFS_PLUGIN .. '/tests/helpers.lua')
 
 local big = {}
@@ -28,6 +29,25 @@ end
 
 local ids = {}
 local stub_text
+
+--- The session's results as ctxfs lists them (ctxfs/results), newest first.
+local function results_now()
+  local e, list = H.await(function(cb)
+    local client_mod = require('ctxfs.client')
+    client_mod.with_session(code, function(se, client, session)
+      if se then
+        return cb(se)
+      end
+      client_mod.request(client, 'ctxfs/results', { session = session }, function(re, result)
+        cb(re, result and result.results)
+      end)
+    end)
+  end)
+  H.ok(e == nil, 'ctxfs/results: ' .. tostring(e))
+  return vim.tbl_map(function(r)
+    return r.id
+  end, list)
+end
 
 H.test('results: the buffer lists the ids, tools, paths and stub/capped flags', function()
   ids.read1 = H.call('read', { file_path = root .. '/a/b/code.txt' }).id
@@ -61,7 +81,8 @@ H.test('results: the buffer lists the ids, tools, paths and stub/capped flags', 
   H.ok(groups.CtxfsId and groups.CtxfsTool and groups.CtxfsPath and groups.CtxfsStub and groups.CtxfsCapped, 'highlighted: ' .. vim.inspect(groups))
 end)
 
-H.test('results: <CR> on a line opens the stored result in a scratch buffer', function()
+H.test('results: <CR> on a line opens the stored result, and the session gets no new result', function()
+  local before = results_now()
   local buf = H.view_buf('results')
   vim.api.nvim_set_current_win(vim.fn.win_findbuf(buf)[1])
   local row = vim.iter(ipairs(H.lines(buf))):find(function(_, l)
@@ -71,24 +92,26 @@ H.test('results: <CR> on a line opens the stored result in a scratch buffer', fu
   press('<CR>')
   H.wait(function()
     return H.view_buf('recall')
-  end, 'the recall buffer')
+  end, 'the result buffer')
   local rbuf = H.view_buf('recall')
   H.eq('nofile', vim.bo[rbuf].buftype)
   local text = H.text(rbuf)
-  H.match(text, 'recall ' .. ids.read1, 'it is the recall of that id')
+  H.match(H.lines(rbuf)[1], '^' .. ids.read1 .. ' · the stored result, in full', 'it is that id: ' .. text)
+  H.no_match(text, 'recall', 'not a recall')
   H.match(text, 'alpha', 'with the stored text')
   H.match(text, 'beta', 'as it was read (before the edit)')
   H.match(vim.api.nvim_buf_get_name(rbuf), ids.read1, 'named by the id')
-  -- That recall is a result of the session too; the list marks it as the user's own.
+  -- Looking recorded nothing: ctxfs lists the same results, and the next call takes the next id.
+  H.eq(before, results_now(), 'ctxfs/results before and after viewing')
   vim.cmd('Ctxfs results')
   H.wait(function()
     local b = H.view_buf('results')
-    return b and H.text(b):find('recall')
+    return b and H.text(b):find(string.format('%d results', #before), 1, true)
   end, 'the refreshed list')
-  local line = vim.iter(H.lines(H.view_buf('results'))):find(function(l)
-    return l:find('recall ' .. ids.read1, 1, true)
-  end)
-  H.match(line, 'viewed', 'flagged as the user’s own recall: ' .. H.text(H.view_buf('results')))
+  H.no_match(H.text(H.view_buf('results')), '%sviewed%s', 'nothing of the user’s own in the list')
+  local next_id = H.call('read', { file_path = root .. '/AGENTS.md' }).id
+  H.eq(tonumber(before[1]:sub(2), 16) + 1, tonumber(next_id:sub(2), 16), 'the next call ' .. next_id .. ' follows ' .. before[1])
+  ids.agents = next_id
 end)
 
 H.test('gd on an id in the model\'s text (a stub naming an earlier result) opens that one', function()
@@ -109,21 +132,28 @@ H.test('gd on an id in the model\'s text (a stub naming an earlier result) opens
   press('gd')
   H.wait(function()
     local b = H.view_buf('recall')
-    return b and H.text(b):find('recall ' .. ids.read1, 1, true)
+    return b and H.lines(b)[1]:find(ids.read1, 1, true)
   end, 'gd to open the earlier result')
   H.match(H.text(H.view_buf('recall')), 'alpha')
   vim.cmd('tabclose')
 end)
 
-H.test('a capped result recalls in full, and its elision line is marked', function()
+H.test('a capped result opens in full', function()
+  local before = results_now()
   vim.cmd('Ctxfs recall ' .. ids.big)
   H.wait(function()
     local b = H.view_buf('recall')
-    return b and H.text(b):find('recall ' .. ids.big, 1, true)
-  end, 'the big recall')
+    return b and H.lines(b)[1]:find(ids.big, 1, true)
+  end, 'the big result')
   local rbuf = H.view_buf('recall')
-  H.match(H.text(rbuf), 'line 3000', 'all of it, page after page')
+  H.match(H.text(rbuf), 'line 3000', 'all of it')
   H.match(H.text(rbuf), 'line 1500', 'the middle too')
+  H.eq(before, results_now(), 'still nothing recorded')
+end)
+
+H.test('an unknown id says so and opens nothing', function()
+  local e = H.await(require('ctxfs').recall, '#0fff', code)
+  H.ok(e and e:find('ctxfs/resultText', 1, true), 'the error names the method: ' .. tostring(e))
 end)
 
 H.test('an elision line in any ctxfs buffer is marked', function()
@@ -224,10 +254,28 @@ H.test('instructions: the chain in order, with origins', function()
   local text = table.concat(lines, '\n')
   local g1, r1, a1, b1 = text:find('Global rules', 1, true), text:find('Root rules', 1, true), text:find('Rules for a%.'), text:find('Rules for a/b', 1, true)
   H.ok(g1 and r1 and a1 and b1 and g1 < r1 and r1 < a1 and a1 < b1, 'texts in order')
-  -- <CR> on a line opens that file.
+  -- <CR> on a line opens the file ctxfs names in the chain's `file`.
+  local e, opened = H.await(function(cb)
+    local client_mod = require('ctxfs.client')
+    client_mod.with_session(code, function(_, client, session)
+      client_mod.request(client, 'ctxfs/openSession', { resume = session }, cb)
+    end)
+  end)
+  H.ok(e == nil, tostring(e))
+  local files = {}
+  for _, f in ipairs(opened.chain.files) do
+    files[f.order + 1] = f.file
+  end
+  H.eq({ vim.env.XDG_CONFIG_HOME .. '/ctxfs/AGENTS.md', root .. '/AGENTS.md', root .. '/a/AGENTS.md', root .. '/a/b/CLAUDE.md' }, files, 'ctxfs sends each file')
   vim.api.nvim_win_set_cursor(0, { 6, 0 })
   press('<CR>')
-  H.eq(root .. '/a/AGENTS.md', vim.api.nvim_buf_get_name(0))
+  H.eq(files[3], vim.api.nvim_buf_get_name(0))
+  vim.cmd('close')
+  vim.api.nvim_set_current_win(vim.fn.win_findbuf(H.view_buf('instructions'))[1])
+  vim.api.nvim_win_set_cursor(0, { 4, 0 })
+  press('<CR>')
+  H.eq(files[1], vim.api.nvim_buf_get_name(0), 'the global file')
+  vim.cmd('close')
 end)
 
 H.test('log: the plugin and the server are heard', function()

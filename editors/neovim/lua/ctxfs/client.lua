@@ -451,18 +451,18 @@ local function error_text(method, err)
   return string.format('%s failed: %s', method, msg)
 end
 
---- Sends a request; the callback gets (error text, result).
+--- Sends a request; the callback gets (error text, result, the JSON-RPC error with its `code`).
 ---@param client vim.lsp.Client
 ---@param method string
 ---@param params table?
----@param cb fun(err: string?, result: any)
+---@param cb fun(err: string?, result: any, rpc_err: table?)
 function M.request(client, method, params, cb)
   if client:is_stopped() then
     return cb('ctxfs has stopped (:Ctxfs restart starts it again)')
   end
   local ok = client:request(method, params, function(err, result)
     if err then
-      cb(error_text(method, err))
+      cb(error_text(method, err), nil, type(err) == 'table' and err or nil)
     else
       cb(nil, result)
     end

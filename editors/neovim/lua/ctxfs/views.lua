@@ -134,12 +134,66 @@ end
 
 local RECALL_PAGE = 2000
 
---- The results the views' own recalls added to a session (ctxfs/recall records a result like
---- any call), so the results list can tell them from the agent's: session → id → true.
+--- JSON-RPC's "Method not found": a ctxfs older than ctxfs/resultText.
+local METHOD_NOT_FOUND = -32601
+
+--- The results the views' own recalls added to a session, so the results list can tell them
+--- from the agent's: session → id → true. Only a ctxfs without ctxfs/resultText makes these
+--- (ctxfs/recall records a result like any call); ctxfs/resultText records nothing.
 ---@type table<string, table<string, boolean>>
 M.own = {}
 
---- Opens the stored result `id` (all of it, page by page) in a scratch buffer.
+--- The whole text of a stored result through ctxfs/recall, page by page (an older ctxfs):
+--- cb(err, lines, is_error), the first line recall's own bracket.
+local function recall_pages(client, session, id, cb)
+  local pages = {}
+  local function page(offset)
+    client_mod.request(client, 'ctxfs/recall', { session = session, id = id, offset = offset, limit = RECALL_PAGE }, function(re, result)
+      if re then
+        return cb(re)
+      end
+      if result.id then
+        M.own[session] = M.own[session] or {}
+        M.own[session][result.id] = true
+      end
+      local text = result.text or ''
+      local head, body = text:match('^([^\n]*)\n?(.*)$')
+      if offset == 1 then
+        table.insert(pages, head)
+      end
+      if body ~= '' then
+        table.insert(pages, (body:gsub('\n$', '')))
+      end
+      local last, total = head:match('lines %d+%-(%d+) of (%d+)')
+      last, total = tonumber(last), tonumber(total)
+      if not result.isError and last and total and last < total and offset < 100 * RECALL_PAGE then
+        return page(last + 1)
+      end
+      cb(nil, vim.split(table.concat(pages, '\n'), '\n', { plain = true }), result.isError)
+    end)
+  end
+  page(1)
+end
+
+--- The whole text of a stored result for the user: ctxfs/resultText, which records nothing in
+--- the session; ctxfs/recall only when ctxfs does not know that method. cb(err, lines, is_error).
+local function stored_lines(client, session, id, cb)
+  client_mod.request(client, 'ctxfs/resultText', { session = session, id = id }, function(re, result, rpc)
+    if re then
+      if rpc and rpc.code == METHOD_NOT_FOUND then
+        log.add('info', 'plugin', 'ctxfs has no ctxfs/resultText: ' .. id .. ' is recalled (a new result in the session)')
+        return recall_pages(client, session, id, cb)
+      end
+      return cb(re)
+    end
+    local body = (result.text or ''):gsub('\n$', '')
+    local lines = { string.format('%s · the stored result, in full (viewing it records nothing)', result.id or id) }
+    vim.list_extend(lines, vim.split(body, '\n', { plain = true }))
+    cb(nil, lines, false)
+  end)
+end
+
+--- Opens the stored result `id` (all of it) in a scratch buffer, without adding to the session.
 ---@param id string like #000c (or 000c)
 ---@param bufnr integer? the buffer whose session it is in
 ---@param cb fun(err: string?, buf: integer?)?
@@ -161,44 +215,22 @@ function M.recall(id, bufnr, cb)
       err(e)
       return cb(e)
     end
-    local pages = {}
-    local function page(offset)
-      client_mod.request(client, 'ctxfs/recall', { session = session, id = id, offset = offset, limit = RECALL_PAGE }, function(re, result)
-        if re then
-          err(re)
-          return cb(re)
-        end
-        if result.id then
-          M.own[session] = M.own[session] or {}
-          M.own[session][result.id] = true
-        end
-        local text = result.text or ''
-        local head, body = text:match('^([^\n]*)\n?(.*)$')
-        if offset == 1 then
-          table.insert(pages, head)
-        end
-        if body ~= '' then
-          table.insert(pages, (body:gsub('\n$', '')))
-        end
-        local last, total = head:match('lines %d+%-(%d+) of (%d+)')
-        last, total = tonumber(last), tonumber(total)
-        if not result.isError and last and total and last < total and offset < 100 * RECALL_PAGE then
-          return page(last + 1)
-        end
-        local lines = vim.split(table.concat(pages, '\n'), '\n', { plain = true })
-        local name = string.format('ctxfs://%s/%s', vim.fn.fnamemodify(st.root, ':t'), id)
-        local buf = scratch(name, lines, client, 'recall')
-        hl.apply(buf)
-        if result.isError then
-          hl.mark(buf, 0, 0, #lines[1], 'CtxfsError', 130)
-        end
-        M.follow_maps(buf)
-        common_maps(buf)
-        show(buf)
-        cb(nil, buf)
-      end)
-    end
-    page(1)
+    stored_lines(client, session, id, function(re, lines, is_error)
+      if re then
+        err(re)
+        return cb(re)
+      end
+      local name = string.format('ctxfs://%s/%s', vim.fn.fnamemodify(st.root, ':t'), id)
+      local buf = scratch(name, lines, client, 'recall')
+      hl.apply(buf)
+      if is_error then
+        hl.mark(buf, 0, 0, #lines[1], 'CtxfsError', 130)
+      end
+      M.follow_maps(buf)
+      common_maps(buf)
+      show(buf)
+      cb(nil, buf)
+    end)
   end)
 end
 
@@ -302,7 +334,8 @@ function M.results(bufnr, cb)
           #entries,
           #entries == 1 and '' or 's'
         ),
-        '<CR>/gd: open the result (or the id) under the cursor · R: refresh · q: close · viewed: your own recalls',
+        '<CR>/gd: open the result (or the id) under the cursor · R: refresh · q: close'
+          .. (next(M.own[session] or {}) and ' · viewed: your own recalls' or ''),
         '',
       }
       local items = {}
@@ -564,15 +597,23 @@ end
 -- Instructions
 ------------------------------------------------------------------------------------------------
 
--- A chain entry's file on disk: absolute paths as they are, labels like "~/x/AGENTS.md (global)"
--- without the label, relative ones from the root.
-local function chain_file(path, root)
+-- A chain entry's path derived by hand (from a ctxfs that sends no `file`): absolute paths as
+-- they are, labels like "~/x/AGENTS.md (global)" without the label, relative ones from the root.
+local function derived_file(path, root)
   local p = tostring(path or ''):gsub(' %(%a+%)$', '')
   p = vim.fn.expand(p)
   if p:sub(1, 1) ~= '/' and root then
     p = root .. '/' .. p
   end
   return p
+end
+
+-- A chain entry's file on disk: the absolute host path ctxfs gives in `file`, else derived.
+local function chain_file(f, root)
+  if type(f.file) == 'string' and f.file:sub(1, 1) == '/' then
+    return f.file
+  end
+  return derived_file(f.path, root)
 end
 
 --- `:Ctxfs instructions`.
@@ -607,7 +648,7 @@ function M.instructions(bufnr, cb)
       -- may send them relative to the boundary or absolute); labels such as "… (global)" as they are.
       for _, f in ipairs(files) do
         local p = tostring(f.path or '?')
-        f.shown = p:find(' %(%a+%)$') and p or shown_path(chain_file(p, st.root), st.root)
+        f.shown = p:find(' %(%a+%)$') and p or shown_path(chain_file(f, st.root), st.root)
       end
       local items = {}
       for i, f in ipairs(files) do
@@ -650,7 +691,7 @@ function M.instructions(bufnr, cb)
         if not f then
           return notify('no instruction file on this line', vim.log.levels.WARN)
         end
-        local file = chain_file(f.path, st.root)
+        local file = chain_file(f, st.root)
         if vim.fn.filereadable(file) ~= 1 then
           return notify(file .. ' cannot be opened here', vim.log.levels.WARN)
         end
