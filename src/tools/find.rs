@@ -13,6 +13,7 @@ use crate::access::{Access, Level, Need, Target, ToolError};
 use crate::paths::VPath;
 use crate::vfs::{Descend, Kind, Resolution, Source, Stamp, WalkEntry, WalkOptions};
 use globset::{GlobBuilder, GlobMatcher};
+use grep_matcher::LineTerminator;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkContextKind, SinkMatch};
 use std::sync::Mutex;
@@ -25,14 +26,34 @@ pub const GREP_LINE_LIMIT: usize = 20_000;
 const GREP_LINE_CHARS: usize = 500;
 
 /// A glob over paths relative to a search root: a pattern with no `/`
-/// matches a file's name at any depth, as ripgrep's `--glob` does.
+/// matches a file's name at any depth, as ripgrep's `--glob` does; a
+/// filter starting with `!` keeps the files it does not match.
 pub struct PathPattern {
     matcher: GlobMatcher,
     by_name: bool,
+    negated: bool,
 }
 
 impl PathPattern {
+    /// A pattern of files to find; a leading `!` is refused, saying why.
     pub fn new(pattern: &str) -> Result<PathPattern, ToolError> {
+        if pattern.starts_with('!') {
+            return Err(ToolError::Message(format!(
+                "A pattern starting with `!` leaves files out, and glob only finds the files a pattern matches, so {pattern:?} would find nothing. Give the pattern of the files you want; to search every file but some, use grep with `glob: {pattern:?}`."
+            )));
+        }
+        PathPattern::build(pattern, false)
+    }
+
+    /// A filter of files to search: `!pattern` keeps the files it does not match.
+    pub fn filter(pattern: &str) -> Result<PathPattern, ToolError> {
+        match pattern.strip_prefix('!') {
+            Some(rest) => PathPattern::build(rest, true),
+            None => PathPattern::build(pattern, false),
+        }
+    }
+
+    fn build(pattern: &str, negated: bool) -> Result<PathPattern, ToolError> {
         let pattern = pattern.trim_start_matches("./");
         if pattern.split('/').any(|part| part == "..") {
             return Err(ToolError::Message(
@@ -44,15 +65,16 @@ impl PathPattern {
             .backslash_escape(true)
             .build()
             .map_err(|e| ToolError::Message(format!("Invalid glob pattern {pattern:?}: {}.", e.kind())))?;
-        Ok(PathPattern { matcher: glob.compile_matcher(), by_name: !pattern.contains('/') })
+        Ok(PathPattern { matcher: glob.compile_matcher(), by_name: !pattern.contains('/'), negated })
     }
 
     pub fn is_match(&self, rel: &str) -> bool {
-        if self.by_name {
+        let matched = if self.by_name {
             self.matcher.is_match(rel.rsplit('/').next().unwrap_or(rel))
         } else {
             self.matcher.is_match(rel)
-        }
+        };
+        matched != self.negated
     }
 }
 
@@ -153,8 +175,12 @@ impl<'a> Scope<'a> {
                 Kind::Special => Descend::No,
             }
         };
-        // Ignore files count only where the session can see them, as anything else does.
+        // Ignore files count only where the session can see them, as anything else does;
+        // those of the directories above the root by where they are.
         let readable = |real: &VPath| {
+            if !real.starts_with(&self.root.real) {
+                return self.access.level(real).can_read();
+            }
             let rel = self.rel(real);
             self.level(real, &self.shown(rel)).can_read()
         };
@@ -325,10 +351,12 @@ pub fn grep(ctx: &mut Ctx<'_>, params: GrepParams) -> ToolResult {
     }
     // Matching line by line (as ripgrep without -U) lets the matcher look for
     // a literal inside the pattern first: several times faster on most regexes.
+    // CRLF mode (ripgrep's --crlf): `$` matches before `\r\n` too, so a CRLF
+    // file answers as it reads (its lines shown without the `\r`).
     let matcher = RegexMatcherBuilder::new()
         .case_insensitive(params.ignore_case.unwrap_or(false))
         .fixed_strings(params.fixed_strings.unwrap_or(false))
-        .line_terminator(Some(b'\n'))
+        .crlf(true)
         .build(&params.pattern)
         .map_err(|e| {
             let hint = if params.pattern.contains("\\n") || params.pattern.contains('\n') {
@@ -338,12 +366,16 @@ pub fn grep(ctx: &mut Ctx<'_>, params: GrepParams) -> ToolResult {
             };
             ToolError::Message(format!("Invalid regular expression: {e}.{hint}"))
         })?;
-    let filter = params.glob.as_deref().map(PathPattern::new).transpose()?;
+    let filter = params.glob.as_deref().map(PathPattern::filter).transpose()?;
     let mode = params.output.unwrap_or(GrepOutput::Content);
     let context = params.context.unwrap_or(0).min(50) as usize;
     let builder = {
         let mut b = SearcherBuilder::new();
-        b.binary_detection(BinaryDetection::quit(0)).line_number(true).before_context(context).after_context(context);
+        b.binary_detection(BinaryDetection::quit(0))
+            .line_terminator(LineTerminator::crlf())
+            .line_number(true)
+            .before_context(context)
+            .after_context(context);
         b
     };
     let root = search_root(ctx, params.path.as_deref())?;
