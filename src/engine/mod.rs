@@ -468,6 +468,7 @@ impl Engine {
             id,
             results_db,
             client_name: options.client_name,
+            no_prompts: options.no_prompts,
             user: self.user.clone(),
             index: self.index.clone(),
             requests_unmarked: std::sync::atomic::AtomicBool::new(false),
@@ -503,6 +504,8 @@ pub struct Session {
     /// The database the session's results are kept in, when not in memory.
     results_db: Option<PathBuf>,
     client_name: Option<String>,
+    /// The front door cannot ask the user (see `SessionOptions::no_prompts`).
+    no_prompts: bool,
     user: UserConfig,
     index: Arc<IndexSlot>,
     /// Set by a front door that cannot tell where a request begins (MCP):
@@ -738,7 +741,7 @@ impl Session {
                 text.push_str(&format!("- {path} ({what})\n"));
             }
         }
-        if let Some(line) = self.gate.mode().instruction() {
+        if let Some(line) = self.gate.mode().instruction(!self.no_prompts) {
             text.push_str(line);
             text.push('\n');
         }

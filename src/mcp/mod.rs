@@ -244,6 +244,8 @@ struct State<S> {
     instructions: String,
     /// The roots the session was last narrowed to.
     roots: Option<Vec<PathBuf>>,
+    /// The client cannot show approval prompts (no elicitation, no companion).
+    no_prompts: bool,
 }
 
 impl<H: Host> McpServer<H> {
@@ -252,7 +254,13 @@ impl<H: Host> McpServer<H> {
         McpServer {
             host,
             tools,
-            state: Mutex::new(State { client_name: None, session: None, instructions: String::new(), roots: None }),
+            state: Mutex::new(State {
+                client_name: None,
+                session: None,
+                instructions: String::new(),
+                roots: None,
+                no_prompts: false,
+            }),
             opening: tokio::sync::Mutex::new(()),
             resume: None,
             companion: None,
@@ -273,7 +281,8 @@ impl<H: Host> McpServer<H> {
     async fn open_locked(&self, roots: Option<Vec<PathBuf>>) {
         let client_name = self.state().client_name.clone();
         let host = self.host.clone();
-        let options = SessionOptions { client_name, roots: roots.clone(), resume: self.resume.clone() };
+        let no_prompts = self.state().no_prompts;
+        let options = SessionOptions { client_name, roots: roots.clone(), resume: self.resume.clone(), no_prompts };
         let opened = tokio::task::spawn_blocking(move || {
             host.open_session(options).map(|s| {
                 let instructions = s.instructions();
@@ -317,6 +326,7 @@ impl<H: Host> McpServer<H> {
             if state.client_name.is_none() {
                 state.client_name = context.client_info().map(|c| c.name);
             }
+            state.no_prompts = self.companion.is_none() && !approve::client_elicits(context);
         }
         self.open_locked(None).await;
         self.state().session.clone().unwrap_or_else(|| Err("no session".into()))
@@ -447,6 +457,7 @@ impl<H: Host> ServerHandler for McpServer<H> {
             let first = state.session.is_none();
             if first {
                 state.client_name = Some(request.client_info.name.clone());
+                state.no_prompts = self.companion.is_none() && request.capabilities.elicitation.is_none();
             }
             first
         };
@@ -527,7 +538,7 @@ impl<H: Host> ServerHandler for McpServer<H> {
         let (done_send, done) = tokio::sync::oneshot::channel::<()>();
         if let Some(companion) = &self.companion {
             session.set_approver(Some(companion.approver()));
-        } else if approve::client_elicits(&context.peer) {
+        } else if approve::client_elicits(&context) {
             let approver = approve::McpApprover {
                 peer: context.peer.clone(),
                 handle: tokio::runtime::Handle::current(),
