@@ -1411,22 +1411,46 @@ fn client_roots_only_narrow() {
             [vec![fx.ws.join("sub")], vec![fx.ws.join("in_dir_abs")], vec![fx.ws.join("sub"), fx.outside.clone()]]
         {
             let s = open(roots.clone());
-            fx.works(&s, "read", json!({"file_path": "sub/b.txt"}), INSIDE);
-            fx.works(&s, "list", json!({"path": "sub"}), "b.txt");
-            fx.works(&s, "grep", json!({"pattern": INSIDE, "path": "sub"}), "b.txt");
-            let g = fx.works(&s, "glob", json!({"pattern": "**", "path": "sub"}), "b.txt");
+            // The start moved to the root (issue 13, item 12): relative paths start there.
+            // The workspace as a path of the session's world (a tree's is `/`).
+            let ws = match fx.kind {
+                Kind::Device => text(&fx.ws),
+                Kind::Tree => String::new(),
+            };
+            let sub = format!("{ws}/sub");
+            let top = if ws.is_empty() { "/".to_string() } else { ws.clone() };
+            let told = s.instructions();
+            if !told.contains(&format!("Start directory: {sub}\n")) || !told.contains("The client's roots narrow") {
+                fx.fail(format!("roots {roots:?}: the instructions do not name the narrowed start:\n{told}"));
+            }
+            let first = fx.works(&s, "read", json!({"file_path": "b.txt"}), INSIDE);
+            let notice = format!("Note: the client's roots narrow this session to {sub}; nothing outside them is open. Relative paths start at {sub}.");
+            if !first.text.contains(&notice) {
+                fx.fail(format!(
+                    "roots {roots:?}: the first result does not say how the view is narrowed:\n{}",
+                    first.text
+                ));
+            }
+            fx.works(&s, "list", json!({"path": sub}), "b.txt");
+            fx.works(&s, "list", json!({}), "b.txt");
+            fx.works(&s, "grep", json!({"pattern": INSIDE, "path": sub}), "b.txt");
+            fx.works(&s, "grep", json!({"pattern": INSIDE}), "b.txt");
+            let g = fx.works(&s, "glob", json!({"pattern": "**", "path": sub}), "b.txt");
             if g.text.contains("a.txt") {
                 fx.fail(format!("roots {roots:?}: glob below sub shows a sibling:\n{}", g.text));
             }
             for p in ["a.txt", "in_abs", "hl.txt", "sub/up/a.txt"] {
-                fx.refused(&s, "read", json!({"file_path": p}));
+                fx.refused(&s, "read", json!({"file_path": format!("{ws}/{p}")}));
             }
-            for (tool, args) in look_calls(".") {
-                fx.refused(&s, tool, args);
+            fx.refused(&s, "read", json!({"file_path": "up/a.txt"}));
+            for p in [top.as_str(), ".."] {
+                for (tool, args) in look_calls(p) {
+                    fx.refused(&s, tool, args);
+                }
             }
-            fx.refused(&s, "write", json!({"file_path": "new.txt", "content": "x"}));
-            fx.refused(&s, "mv", json!({"source": "sub/b.txt", "destination": "b.txt"}));
-            fx.refused(&s, "mv", json!({"source": "a.txt", "destination": "sub/a.txt"}));
+            fx.refused(&s, "write", json!({"file_path": format!("{ws}/new.txt"), "content": "x"}));
+            fx.refused(&s, "mv", json!({"source": "b.txt", "destination": "../b.txt"}));
+            fx.refused(&s, "mv", json!({"source": format!("{ws}/a.txt"), "destination": "a.txt"}));
         }
         // A root above the boundary narrows nothing and widens nothing.
         let s = open(vec![fx.base.clone(), PathBuf::from("/")]);

@@ -445,11 +445,22 @@ impl Engine {
             });
         });
         let mut view = self.view.clone();
+        let mut start = self.start.clone();
+        let mut narrowed = None;
         if let Some(roots) = &options.roots {
             let mapped: Vec<VPath> = roots.iter().filter_map(|r| self.root_to_vpath(r)).collect();
-            view.restrict_to(mapped);
+            view.restrict_to(mapped.clone());
+            let open: Vec<VPath> = mapped.into_iter().filter(|r| view.level(r).can_read()).collect();
+            // A start the roots hid moves to the first root, as an editor's first folder.
+            if !view.level(&start).can_read() {
+                if let Some(first) = open.first() {
+                    start = first.clone();
+                }
+            }
+            narrowed = Some(open);
         }
-        let mut access = Access::new(self.fs.clone(), view, self.start.clone());
+        let notice = narrowed.as_ref().map(|open| narrowed_notice(open, &start));
+        let mut access = Access::new(self.fs.clone(), view, start);
         access.set_alias(self.root_alias().cloned());
         let mut results_db = None;
         let store: Box<dyn ResultStore> = match SqliteStore::open(&self.sessions_db(), &id) {
@@ -472,13 +483,29 @@ impl Engine {
             user: self.user.clone(),
             index: self.index.clone(),
             requests_unmarked: std::sync::atomic::AtomicBool::new(false),
+            narrowed: narrowed.is_some(),
             state: Mutex::new(SessionState {
+                notice,
                 access,
                 observed: Observed::default(),
                 hygiene,
                 nearby_seen: HashSet::new(),
             }),
         }))
+    }
+}
+
+/// The note on a view narrowed to a client's roots: the roots still open and the start.
+fn narrowed_notice(open: &[VPath], start: &VPath) -> String {
+    match open {
+        [] => "Note: the client's roots name no directory open to this session, so nothing is open.".into(),
+        roots => {
+            let names: Vec<&str> = roots.iter().map(VPath::as_str).collect();
+            format!(
+                "Note: the client's roots narrow this session to {}; nothing outside them is open. Relative paths start at {start}.",
+                names.join(", ")
+            )
+        }
     }
 }
 
@@ -491,6 +518,9 @@ fn check_session_id(id: &str) -> anyhow::Result<()> {
 }
 
 struct SessionState {
+    /// Said once, with the first result: how the client's roots narrowed the
+    /// view (the model's instructions were given before the roots were known).
+    notice: Option<String>,
     access: Access,
     observed: Observed,
     hygiene: Hygiene,
@@ -513,6 +543,8 @@ pub struct Session {
     requests_unmarked: std::sync::atomic::AtomicBool,
     /// Whether a change may happen now: the mode, rules, grants, approvals.
     gate: Gate,
+    /// The client's roots narrowed the view (see `SessionOptions::roots`).
+    narrowed: bool,
     state: Mutex<SessionState>,
 }
 
@@ -575,10 +607,13 @@ impl Session {
         if let Ok(outcome) = &result {
             self.index_changes(&state.access, outcome);
         }
-        let appendix = match (&result, tool) {
+        let mut appendix = match (&result, tool) {
             (Ok(outcome), "read") => nearby_appendix(state, outcome),
             _ => None,
         };
+        if let Some(notice) = state.notice.take() {
+            appendix = Some(format!("\n{notice}{}", appendix.unwrap_or_default()));
+        }
         state.hygiene.answer(tool, &args, result, appendix)
     }
 
@@ -734,6 +769,9 @@ impl Session {
         );
         text.push_str(&format!("Session: {} (its results stay recallable when it is resumed).\n", self.id));
         text.push_str(&format!("Start directory: {}\n", access.start()));
+        if self.narrowed {
+            text.push_str("The client's roots narrow this session: nothing outside them is open.\n");
+        }
         text.push_str("Paths open to this session:\n");
         for (path, level) in access.view().describe() {
             if path.starts_with(access.fs().boundary()) {

@@ -363,8 +363,9 @@ impl<H: Host> McpServer<H> {
             tracing::warn!("the client's roots name no local directory; the session is not narrowed");
             return;
         }
-        paths.sort();
-        paths.dedup();
+        // The client's order counts (the first root is the start), repeats do not.
+        let mut seen = std::collections::HashSet::new();
+        paths.retain(|p| seen.insert(p.clone()));
         if self.state().roots.as_ref() == Some(&paths) {
             return;
         }

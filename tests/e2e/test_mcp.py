@@ -166,6 +166,12 @@ def test_client_roots_narrow_the_session(workspace, tmp_path):
             ok = await call(session, "read", {"file_path": str(ws / "inside" / "a.txt")})
             assert not ok.is_error, text_of(ok)
             assert "1: in" in text_of(ok)
+            # The start moved to the root, and the first result says so (issue 13, item 12).
+            assert f"the client's roots narrow this session to {ws / 'inside'}" in text_of(ok), text_of(ok)
+            for name, arguments in [("list", {}), ("glob", {"pattern": "**"}), ("grep", {"pattern": "in"})]:
+                found = await call(session, name, arguments)
+                assert not found.is_error and "a.txt" in text_of(found), (name, text_of(found))
+                assert "b.txt" not in text_of(found), (name, text_of(found))
             denied = await call(session, "read", {"file_path": str(ws / "elsewhere" / "b.txt")})
             assert denied.is_error, text_of(denied)
             assert "out" not in text_of(denied).split("\n", 1)[-1]
