@@ -1466,9 +1466,11 @@ fn client_roots_only_narrow() {
     });
 }
 
-/// The data directory (results, trash) inside the boundary is refused at start.
+/// The data directory (results, trash) inside the boundary is hidden from
+/// the sessions (issue 13, item 13: `--root ~` with the default one); the
+/// boundary itself as the data directory is refused at start.
 #[test]
-fn data_dir_inside_is_refused() {
+fn data_dir_inside_is_hidden() {
     for kind in [Kind::Device, Kind::Tree] {
         let fx = Fx::new(kind);
         let view = fx._dirs[2].path().join("view.json");
@@ -1477,16 +1479,37 @@ fn data_dir_inside_is_refused() {
             Kind::Device => Posture::Device { root: fx.ws.clone() },
             Kind::Tree => Posture::Tree { dir: fx.ws.clone(), view: view.clone() },
         };
+        if Engine::new(Config { posture: posture(), start: None, data_dir: Some(fx.ws.clone()) }).is_ok() {
+            fx.fail("the boundary itself was accepted as the data directory".into());
+        }
         // A link outside that leads into the workspace is inside too.
         let sneaky = fx._dirs[1].path().join("sneaky");
         symlink(fx.ws.join("sub"), &sneaky).unwrap();
-        for data in
-            [fx.ws.clone(), fx.ws.join(".ctxfs"), fx.ws.join("sub/deeper/data"), sneaky, fx.ws.join("in_dir_abs")]
-        {
-            let result = Engine::new(Config { posture: posture(), start: None, data_dir: Some(data.clone()) });
-            if result.is_ok() {
-                fx.fail(format!("a data directory inside the boundary was accepted: {}", data.display()));
+        // Each: the data directory given, its place in the workspace, what to remove after.
+        for (data, rel, made) in [
+            (fx.ws.join(".ctxfs"), ".ctxfs", ".ctxfs"),
+            (fx.ws.join("sub/deeper/data"), "sub/deeper/data", "sub/deeper"),
+            (sneaky.join("deeper2"), "sub/deeper2", "sub/deeper2"),
+        ] {
+            let engine = match Engine::new(Config { posture: posture(), start: None, data_dir: Some(data.clone()) }) {
+                Ok(engine) => engine,
+                Err(e) => {
+                    fx.fail(format!("a data directory inside the boundary was refused: {}: {e}", data.display()));
+                    continue;
+                }
+            };
+            let s = engine.open_session(SessionOptions::default()).unwrap();
+            let world = match kind {
+                Kind::Device => format!("{}/{rel}", text(&fx.ws)),
+                Kind::Tree => format!("/{rel}"),
+            };
+            for (tool, args) in look_calls(&world).into_iter().chain(look_calls(&format!("{world}/sessions.db"))) {
+                fx.refused(&s, tool, args);
             }
+            fx.refused(&s, "write", json!({"file_path": format!("{world}/x.txt"), "content": "x"}));
+            drop(s);
+            drop(engine);
+            fs::remove_dir_all(fx.ws.join(made)).unwrap();
         }
         // Beside the boundary (or above it) is fine.
         for data in [fx.data.join("elsewhere"), fx.base.join("data_beside")] {

@@ -259,9 +259,25 @@ impl Engine {
         }
         // Checked before anything is created: a refused data directory leaves nothing behind.
         let data_dir = canonical_to_be(&data_dir)?;
-        if data_dir.starts_with(&host_root) {
-            bail!(
-                "the data directory {} lies inside the boundary {}; the model must not reach it. Choose another with --data.",
+        let mut view = view;
+        let mut trash = Some(data_dir.join("trash"));
+        // A data directory inside the boundary (`--root ~` with the default
+        // one) is hidden from every session: it reads as missing, walks skip
+        // it. The trash then goes outside, to the temporary directory if it can.
+        if let Ok(rel) = data_dir.strip_prefix(&host_root) {
+            let rel = rel.to_str().context("the data directory's path is not UTF-8")?;
+            if rel.is_empty() {
+                bail!("the data directory {} is the boundary itself; choose another with --data.", data_dir.display());
+            }
+            view.hide(vroot.join_rel(rel));
+            let uid = rustix::process::getuid().as_raw();
+            trash = Some(std::env::temp_dir().join(format!("ctxfs-trash-{uid}")))
+                .and_then(|t| std::path::absolute(&t).ok())
+                .filter(|t| !t.starts_with(&host_root));
+            let trash_text =
+                trash.as_ref().map_or("none, so rm is not available".to_string(), |t| t.display().to_string());
+            tracing::warn!(
+                "the data directory {} lies inside the boundary {}: it is hidden from every session (the model sees no such directory); the trash is {trash_text}",
                 data_dir.display(),
                 host_root.display()
             );
@@ -269,7 +285,7 @@ impl Engine {
         std::fs::create_dir_all(&data_dir)
             .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
         let inflight = data_dir.join("inflight");
-        let os = OsFs::open(&host_root, vroot.clone(), Some(data_dir.join("trash")))?.with_journal(&inflight);
+        let os = OsFs::open(&host_root, vroot.clone(), trash)?.with_journal(&inflight);
         // A ctxfs that stopped part-way (a crash, kill -9) left temporary files
         // or an unfinished multi-file change: cleaned up and rolled back first.
         for line in crate::vfs::journal::recover(&inflight, &host_root, &os) {
