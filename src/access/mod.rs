@@ -9,6 +9,7 @@
 //! This module knows nothing of tools' arguments or of result formatting.
 
 mod view;
+pub mod walk;
 
 pub use view::{Level, View, ViewFile, Visibility};
 
@@ -130,7 +131,7 @@ pub fn path_shape(path: &VPath) -> (usize, usize) {
 }
 
 /// The largest file any tool loads whole.
-pub const MAX_OPEN_BYTES: u64 = 64 * 1024 * 1024;
+pub const MAX_OPEN_BYTES: u64 = crate::text::MAX_TEXT_BYTES as u64;
 
 /// What a call means to do with a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

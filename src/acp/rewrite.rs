@@ -26,7 +26,7 @@ brackets such as [#0001] that recall shows again.";
 /// `ctxfs__read`, `Tool: ctxfs/read`, `read (ctxfs MCP Server)` (Gemini CLI).
 pub(crate) fn ctxfs_tool(name: &str) -> Option<&'static str> {
     let name = name.trim();
-    let known = |tool: &str| spec::names().find(|t| *t == tool);
+    let known = |tool: &str| spec::find(tool).map(|t| t.name);
     if let Some(tool) = name.strip_suffix(&format!(" ({SERVER_NAME} MCP Server)")) {
         return known(tool.trim());
     }
@@ -91,9 +91,9 @@ pub(crate) fn named_paths(tool: &str, args: &Value) -> Vec<(String, Option<u64>)
             out
         }
         "apply_patch" => arg(args, "patch")
-            .and_then(|p| crate::tools::text::parse_patch(p).ok())
+            .and_then(|p| crate::text::parse_patch(p).ok())
             .map(|ops| {
-                use crate::tools::text::PatchOp;
+                use crate::text::PatchOp;
                 ops.iter()
                     .flat_map(|op| match op {
                         PatchOp::Add { path, .. } | PatchOp::Delete { path } => vec![path.clone()],

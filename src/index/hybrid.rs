@@ -36,12 +36,12 @@
 //! not a setting for users; `Index::search_with` takes the same choice per call.
 
 use super::store::{decode_vector, quantize, IndexStore, NewChunk};
+use super::terms::words;
+use crate::access::walk::{visible_files, Found};
 use crate::access::{Access, Target};
+use crate::hash::{sha256, Sha};
 use crate::paths::VPath;
-use crate::tools::find::{visible_files, Found};
-use crate::tools::search::words;
-use crate::tools::text::TextFile;
-use crate::tools::{sha256, Sha};
+use crate::text::TextFile;
 use crate::vfs::Source;
 use std::collections::HashMap;
 use std::io::Read;

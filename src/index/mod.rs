@@ -10,6 +10,7 @@ pub mod chunk;
 pub mod embed;
 pub mod hybrid;
 pub mod store;
+pub mod terms;
 #[doc(hidden)]
 pub mod testing;
 

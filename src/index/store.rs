@@ -209,7 +209,7 @@ fn refresh_meta(db: &Connection, path: &str) -> anyhow::Result<i64> {
         })
         .optional()?;
     let Some((rowid, text)) = row else { return Ok(-1) };
-    let words = crate::tools::search::words(&text).join(" ");
+    let words = super::terms::words(&text).join(" ");
     db.prepare_cached("DELETE FROM meta_terms WHERE rowid = ?1")?.execute([rowid])?;
     db.prepare_cached("INSERT INTO meta_terms (rowid, words) VALUES (?1, ?2)")?.execute(params![rowid, words])?;
     Ok(rowid)
@@ -601,7 +601,7 @@ mod tests {
             first_line: 1,
             last_line: 2,
             text: text.into(),
-            words: crate::tools::search::words(text),
+            words: crate::index::terms::words(text),
             vector: Some(vec![0.5, -0.25]),
         };
         let ids =

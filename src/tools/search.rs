@@ -9,6 +9,7 @@ use super::params::SearchParams;
 use super::spec::{Effect, Tool, Traits};
 use super::{Ctx, Outcome, ToolResult};
 use crate::access::{Need, ToolError};
+use crate::index::terms::words;
 use crate::vfs::Source;
 use std::collections::HashMap;
 use std::io::Read;
@@ -20,26 +21,6 @@ const PASSAGE_OVERLAP: usize = 5;
 /// Files larger than this are not searched by words.
 const MAX_FILE_BYTES: u64 = 1024 * 1024;
 const DEFAULT_LIMIT: u32 = 10;
-
-/// Splits text into lowercase words, cutting identifiers at `_` and case changes.
-pub fn words(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for raw in text.split(|c: char| !c.is_alphanumeric()) {
-        let mut current = String::new();
-        let mut prev_lower = false;
-        for c in raw.chars() {
-            if c.is_uppercase() && prev_lower && !current.is_empty() {
-                out.push(std::mem::take(&mut current));
-            }
-            prev_lower = c.is_lowercase() || c.is_ascii_digit();
-            current.extend(c.to_lowercase());
-        }
-        if !current.is_empty() {
-            out.push(current);
-        }
-    }
-    out
-}
 
 struct Passage {
     path: String,
@@ -98,7 +79,7 @@ pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
         return Ok(Outcome::Text { body, path: Some(root.path) });
     }
     let found: Mutex<Vec<Passage>> = Mutex::new(Vec::new());
-    super::find::visible_files(ctx.access, root.clone(), &|shown, _rel, file| {
+    crate::access::walk::visible_files(ctx.access, root.clone(), &|shown, _rel, file| {
         let Some(source) = (file.open)() else { return };
         let bytes = match source {
             Source::File(file) => {
@@ -110,7 +91,7 @@ pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
             }
             Source::Bytes(bytes) => bytes.to_vec(),
         };
-        let Ok(text) = super::text::TextFile::decode(&bytes) else { return };
+        let Ok(text) = crate::text::TextFile::decode(&bytes) else { return };
         let mut pieces = passages(shown.as_str(), text.text());
         found.lock().unwrap_or_else(|e| e.into_inner()).append(&mut pieces);
     })?;
@@ -216,18 +197,5 @@ impl Tool for Tag {
 
     fn run(ctx: &mut Ctx<'_>, params: super::params::TagParams) -> ToolResult {
         tag(ctx, params)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn words_split_identifiers() {
-        assert_eq!(
-            words("retryFailedUpload snake_case HTTPServer"),
-            ["retry", "failed", "upload", "snake", "case", "httpserver"]
-        );
     }
 }

@@ -395,8 +395,8 @@ pub enum EditError {
     },
 }
 
-/// The largest text an edit may make: what the tools open (64 MiB).
-pub const MAX_TEXT_BYTES: usize = crate::access::MAX_OPEN_BYTES as usize;
+/// The largest text an edit may make, and the largest file the tools open (64 MiB).
+pub const MAX_TEXT_BYTES: usize = 64 * 1024 * 1024;
 
 /// A recognised near miss for an `old_string` that was not found.
 #[derive(Debug, Clone, PartialEq, Eq)]
