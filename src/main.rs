@@ -1,5 +1,8 @@
 //! `ctxfs`: the command line. Logs go to stderr (filter: `CTXFS_LOG`, default `warn`).
 
+// The commands that are not servers (sessions, chunk, call, index) answer on stdout.
+#![allow(clippy::print_stdout)]
+
 use anyhow::Context;
 use clap::{ArgGroup, Args, Parser, Subcommand};
 use ctxfs::engine::{Config, Engine, Posture, SessionOptions};

@@ -10,7 +10,8 @@
 //! `CTXFS_CONFORMANCE_MODES=core` (or `mcp`); `CTXFS_CONFORMANCE_SHOW=1` prints
 //! every answer (`--nocapture`).
 //!
-//! A new area is one more test function: `#[test] fn area() { run_area("area"); }`.
+//! A new area is one more test function: `#[test] fn area() { run_area("area"); }`;
+//! `every_conformance_file_is_run` fails for a file that has none.
 //!
 //! Session events (`{"event": "compact" | "rewind" | "new_request" | "reopen", ...}`)
 //! exist over the engine only: MCP has no method for them. A case with one
@@ -73,6 +74,97 @@ fn peer_ripgrep() {
     run_area("peer_ripgrep");
 }
 
+/// Every `conformance/*.json` runs: an engine area has its `run_area` above, a chunking
+/// file its test in `tests/chunk_conformance.rs`. A new file without one fails here.
+#[test]
+fn every_conformance_file_is_run() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance");
+    let runner = include_str!("conformance.rs");
+    let chunk_runner = include_str!("chunk_conformance.rs");
+    let mut unrun = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        let Some(area) = name.strip_suffix(".json") else { continue };
+        let engine_area = runner.contains(&format!("run_area(\"{area}\")"));
+        let chunk_file = chunk_runner.contains(&format!("run(\"{name}\""));
+        if !engine_area && !chunk_file {
+            unrun.push(name);
+        }
+    }
+    assert!(unrun.is_empty(), "conformance files no test runs: {unrun:?}");
+}
+
+/// The keys a case may have (conformance/README.md says what each means).
+const CASE_KEYS: &[&str] = &[
+    "about",
+    "after",
+    "answers",
+    "approval_timeout_ms",
+    "calls",
+    "data_files",
+    "doors",
+    "fifos",
+    "host",
+    "host_files",
+    "known_bug",
+    "links",
+    "mode",
+    "modes",
+    "name",
+    "posture",
+    "project_rules",
+    "provenance",
+    "root_link",
+    "start",
+    "tree",
+    "tree_many",
+    "user_config",
+    "view",
+];
+
+/// The keys a call or event of a case may have.
+const CALL_KEYS: &[&str] = &[
+    "args",
+    "args_text",
+    "carries_earlier",
+    "cli",
+    "event",
+    "expect",
+    "expect_chain",
+    "expect_contains",
+    "expect_error",
+    "expect_in_order",
+    "expect_no_prompt",
+    "expect_not_contains",
+    "expect_notes",
+    "expect_prefix",
+    "expect_prompt",
+    "external_write",
+    "mode",
+    "restart",
+    "to",
+    "tool",
+];
+
+/// A misspelt key would silently check nothing: every key must be one the runner reads.
+fn check_keys(case: &Value) -> Result<(), String> {
+    let unknown = |object: &Value, known: &[&str]| -> Vec<String> {
+        object
+            .as_object()
+            .map(|m| m.keys().filter(|k| !known.contains(&k.as_str())).cloned().collect())
+            .unwrap_or_default()
+    };
+    let mut wrong = unknown(case, CASE_KEYS);
+    for call in case.get("calls").and_then(Value::as_array).into_iter().flatten() {
+        wrong.extend(unknown(call, CALL_KEYS));
+    }
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("unknown keys {wrong:?} (a misspelling checks nothing)"))
+    }
+}
+
 /// How long one MCP answer may take before the case fails.
 const MCP_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -119,6 +211,9 @@ fn run_area(area: &str) {
             failures.push(format!("{area}/{name}: the name is used by more than one case"));
         }
         if let Err(why) = check_provenance(area, case) {
+            failures.push(format!("{area}/{name}: {why}"));
+        }
+        if let Err(why) = check_keys(case) {
             failures.push(format!("{area}/{name}: {why}"));
         }
         if filter.as_deref().is_some_and(|f| !name.contains(f)) {
