@@ -398,7 +398,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let args: serde_json::Value = serde_json::from_str(&args)
                 .context("the arguments must be a JSON object, such as '{\"file_path\": \"a.txt\"}'")?;
             let engine = posture.engine(Mode::Trust)?;
-            let options = SessionOptions { client_name: Some("ctxfs-cli".into()), resume: session, roots: None };
+            let options =
+                SessionOptions { client_name: Some("ctxfs-cli".into()), resume: session, ..Default::default() };
             let session = engine.open_session(options)?;
             let answer = session.call(&tool, args);
             if answer.text.ends_with('\n') {

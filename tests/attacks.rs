@@ -1411,22 +1411,46 @@ fn client_roots_only_narrow() {
             [vec![fx.ws.join("sub")], vec![fx.ws.join("in_dir_abs")], vec![fx.ws.join("sub"), fx.outside.clone()]]
         {
             let s = open(roots.clone());
-            fx.works(&s, "read", json!({"file_path": "sub/b.txt"}), INSIDE);
-            fx.works(&s, "list", json!({"path": "sub"}), "b.txt");
-            fx.works(&s, "grep", json!({"pattern": INSIDE, "path": "sub"}), "b.txt");
-            let g = fx.works(&s, "glob", json!({"pattern": "**", "path": "sub"}), "b.txt");
+            // The start moved to the root (issue 13, item 12): relative paths start there.
+            // The workspace as a path of the session's world (a tree's is `/`).
+            let ws = match fx.kind {
+                Kind::Device => text(&fx.ws),
+                Kind::Tree => String::new(),
+            };
+            let sub = format!("{ws}/sub");
+            let top = if ws.is_empty() { "/".to_string() } else { ws.clone() };
+            let told = s.instructions();
+            if !told.contains(&format!("Start directory: {sub}\n")) || !told.contains("The client's roots narrow") {
+                fx.fail(format!("roots {roots:?}: the instructions do not name the narrowed start:\n{told}"));
+            }
+            let first = fx.works(&s, "read", json!({"file_path": "b.txt"}), INSIDE);
+            let notice = format!("Note: the client's roots narrow this session to {sub}; nothing outside them is open. Relative paths start at {sub}.");
+            if !first.text.contains(&notice) {
+                fx.fail(format!(
+                    "roots {roots:?}: the first result does not say how the view is narrowed:\n{}",
+                    first.text
+                ));
+            }
+            fx.works(&s, "list", json!({"path": sub}), "b.txt");
+            fx.works(&s, "list", json!({}), "b.txt");
+            fx.works(&s, "grep", json!({"pattern": INSIDE, "path": sub}), "b.txt");
+            fx.works(&s, "grep", json!({"pattern": INSIDE}), "b.txt");
+            let g = fx.works(&s, "glob", json!({"pattern": "**", "path": sub}), "b.txt");
             if g.text.contains("a.txt") {
                 fx.fail(format!("roots {roots:?}: glob below sub shows a sibling:\n{}", g.text));
             }
             for p in ["a.txt", "in_abs", "hl.txt", "sub/up/a.txt"] {
-                fx.refused(&s, "read", json!({"file_path": p}));
+                fx.refused(&s, "read", json!({"file_path": format!("{ws}/{p}")}));
             }
-            for (tool, args) in look_calls(".") {
-                fx.refused(&s, tool, args);
+            fx.refused(&s, "read", json!({"file_path": "up/a.txt"}));
+            for p in [top.as_str(), ".."] {
+                for (tool, args) in look_calls(p) {
+                    fx.refused(&s, tool, args);
+                }
             }
-            fx.refused(&s, "write", json!({"file_path": "new.txt", "content": "x"}));
-            fx.refused(&s, "mv", json!({"source": "sub/b.txt", "destination": "b.txt"}));
-            fx.refused(&s, "mv", json!({"source": "a.txt", "destination": "sub/a.txt"}));
+            fx.refused(&s, "write", json!({"file_path": format!("{ws}/new.txt"), "content": "x"}));
+            fx.refused(&s, "mv", json!({"source": "b.txt", "destination": "../b.txt"}));
+            fx.refused(&s, "mv", json!({"source": format!("{ws}/a.txt"), "destination": "a.txt"}));
         }
         // A root above the boundary narrows nothing and widens nothing.
         let s = open(vec![fx.base.clone(), PathBuf::from("/")]);
@@ -1442,9 +1466,11 @@ fn client_roots_only_narrow() {
     });
 }
 
-/// The data directory (results, trash) inside the boundary is refused at start.
+/// The data directory (results, trash) inside the boundary is hidden from
+/// the sessions (issue 13, item 13: `--root ~` with the default one); the
+/// boundary itself as the data directory is refused at start.
 #[test]
-fn data_dir_inside_is_refused() {
+fn data_dir_inside_is_hidden() {
     for kind in [Kind::Device, Kind::Tree] {
         let fx = Fx::new(kind);
         let view = fx._dirs[2].path().join("view.json");
@@ -1453,16 +1479,37 @@ fn data_dir_inside_is_refused() {
             Kind::Device => Posture::Device { root: fx.ws.clone() },
             Kind::Tree => Posture::Tree { dir: fx.ws.clone(), view: view.clone() },
         };
+        if Engine::new(Config { posture: posture(), start: None, data_dir: Some(fx.ws.clone()) }).is_ok() {
+            fx.fail("the boundary itself was accepted as the data directory".into());
+        }
         // A link outside that leads into the workspace is inside too.
         let sneaky = fx._dirs[1].path().join("sneaky");
         symlink(fx.ws.join("sub"), &sneaky).unwrap();
-        for data in
-            [fx.ws.clone(), fx.ws.join(".ctxfs"), fx.ws.join("sub/deeper/data"), sneaky, fx.ws.join("in_dir_abs")]
-        {
-            let result = Engine::new(Config { posture: posture(), start: None, data_dir: Some(data.clone()) });
-            if result.is_ok() {
-                fx.fail(format!("a data directory inside the boundary was accepted: {}", data.display()));
+        // Each: the data directory given, its place in the workspace, what to remove after.
+        for (data, rel, made) in [
+            (fx.ws.join(".ctxfs"), ".ctxfs", ".ctxfs"),
+            (fx.ws.join("sub/deeper/data"), "sub/deeper/data", "sub/deeper"),
+            (sneaky.join("deeper2"), "sub/deeper2", "sub/deeper2"),
+        ] {
+            let engine = match Engine::new(Config { posture: posture(), start: None, data_dir: Some(data.clone()) }) {
+                Ok(engine) => engine,
+                Err(e) => {
+                    fx.fail(format!("a data directory inside the boundary was refused: {}: {e}", data.display()));
+                    continue;
+                }
+            };
+            let s = engine.open_session(SessionOptions::default()).unwrap();
+            let world = match kind {
+                Kind::Device => format!("{}/{rel}", text(&fx.ws)),
+                Kind::Tree => format!("/{rel}"),
+            };
+            for (tool, args) in look_calls(&world).into_iter().chain(look_calls(&format!("{world}/sessions.db"))) {
+                fx.refused(&s, tool, args);
             }
+            fx.refused(&s, "write", json!({"file_path": format!("{world}/x.txt"), "content": "x"}));
+            drop(s);
+            drop(engine);
+            fs::remove_dir_all(fx.ws.join(made)).unwrap();
         }
         // Beside the boundary (or above it) is fine.
         for data in [fx.data.join("elsewhere"), fx.base.join("data_beside")] {

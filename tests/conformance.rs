@@ -1012,8 +1012,10 @@ impl CoreDoor {
             .map(|_| std::sync::Arc::new(ScriptedApprover { answers: answers.clone(), asked: Default::default() }));
         let (mode, timeout) = (case_mode(case), approval_timeout(case));
         let engine = CoreDoor::build(&config, host, &world.config, mode, timeout)?;
+        // A case without answers has a user who cannot be asked, as an MCP client without elicitation.
+        let no_prompts = approver.is_none();
         let session = engine
-            .open_session(SessionOptions { client_name: Some("conformance".into()), ..Default::default() })
+            .open_session(SessionOptions { client_name: Some("conformance".into()), no_prompts, ..Default::default() })
             .map_err(|e| format!("open_session: {e:#}"))?;
         if let Some(approver) = &approver {
             session.set_approver(approver.clone());
@@ -1084,7 +1086,11 @@ impl Door for CoreDoor {
                 let session = engine
                     .reopen_session(
                         &id,
-                        SessionOptions { client_name: Some("conformance".into()), ..Default::default() },
+                        SessionOptions {
+                            client_name: Some("conformance".into()),
+                            no_prompts: self.approver.is_none(),
+                            ..Default::default()
+                        },
                     )
                     .map_err(|e| format!("reopen_session: {e:#}"))?;
                 self.attach(session, engine);

@@ -77,3 +77,43 @@ fn write_protected_file_refused_for_an_unprivileged_user() {
     assert!(lines[2]["text"].as_str().unwrap().contains("this session may: read only (the file is write-protected)"));
     assert_eq!(std::fs::read_to_string(root.join("ro.txt")).unwrap(), "keep\n");
 }
+
+/// `ctxfs call` with the given arguments: its stdout, stderr and success.
+fn call(args: &[&str]) -> (String, String, bool) {
+    let output = Command::new(CTXFS).args(args).output().expect("ctxfs call starts");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (text(&output.stdout), text(&output.stderr), output.status.success())
+}
+
+/// Issue 13, item 13: a data directory inside the boundary (`--root ~` with
+/// the default one) is hidden from the session, not refused, and stderr says so.
+#[test]
+fn a_data_directory_inside_the_root_is_hidden_not_refused() {
+    let base = tempfile::tempdir().unwrap();
+    let root = base.path().canonicalize().unwrap();
+    let data = root.join(".local/share/ctxfs");
+    std::fs::write(root.join("notes.txt"), "hello\n").unwrap();
+    let (root_text, data_text, config) =
+        (root.to_str().unwrap(), data.to_str().unwrap(), root.join("config").to_str().unwrap().to_string());
+    let posture = ["--root", root_text, "--data", data_text, "--config", config.as_str()];
+    let run = |tool: &str, args: &str| {
+        let mut all = vec!["call"];
+        all.extend(posture);
+        all.extend([tool, args]);
+        call(&all)
+    };
+    let (out, err, ok) = run("read", r#"{"file_path": "notes.txt"}"#);
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("1: hello"), "{out}");
+    assert!(err.contains("is hidden from every session"), "stderr should say where the data went: {err}");
+    assert!(data.join("sessions.db").exists(), "the data directory is used");
+    let (out, _, ok) = run("list", r#"{"path": ".local/share"}"#);
+    assert!(ok && !out.contains("ctxfs"), "the data directory is listed:\n{out}");
+    let (out, _, ok) = run("read", &format!(r#"{{"file_path": "{data_text}/sessions.db"}}"#));
+    assert!(!ok && out.contains("No such file or directory"), "the data directory reads as missing:\n{out}");
+    let (out, _, ok) = run("glob", r#"{"pattern": "**/sessions.db"}"#);
+    assert!(ok && !out.contains("sessions.db\n") && !out.contains(".local/share/ctxfs/"), "{out}");
+    let (out, _, ok) = run("write", r#"{"file_path": ".local/share/ctxfs/x.txt", "content": "x"}"#);
+    assert!(!ok, "a write into the data directory is refused:\n{out}");
+    assert!(!data.join("x.txt").exists());
+}

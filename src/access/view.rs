@@ -118,6 +118,12 @@ impl View {
         self.roots = Some(roots);
     }
 
+    /// Hides `path` and everything below it from the session (a floor at
+    /// none): it reads as missing. The data directory inside a boundary.
+    pub fn hide(&mut self, path: VPath) {
+        self.floors.insert(path, Level::None);
+    }
+
     fn inside_roots(&self, path: &VPath) -> bool {
         self.roots.as_ref().is_none_or(|roots| roots.iter().any(|r| path.starts_with(r)))
     }

@@ -57,6 +57,10 @@ pub struct SessionOptions {
     /// A session id to go on with (`--session`): reopened when the data
     /// directory has it, else a new session under that id.
     pub resume: Option<String>,
+    /// The client cannot show the user approval prompts (an MCP client
+    /// without elicitation): what would ask is refused, and the model's
+    /// instructions say so from the start.
+    pub no_prompts: bool,
 }
 
 /// A tool the model can call.

@@ -260,9 +260,25 @@ impl Engine {
         }
         // Checked before anything is created: a refused data directory leaves nothing behind.
         let data_dir = canonical_to_be(&data_dir)?;
-        if data_dir.starts_with(&host_root) {
-            bail!(
-                "the data directory {} lies inside the boundary {}; the model must not reach it. Choose another with --data.",
+        let mut view = view;
+        let mut trash = Some(data_dir.join("trash"));
+        // A data directory inside the boundary (`--root ~` with the default
+        // one) is hidden from every session: it reads as missing, walks skip
+        // it. The trash then goes outside, to the temporary directory if it can.
+        if let Ok(rel) = data_dir.strip_prefix(&host_root) {
+            let rel = rel.to_str().context("the data directory's path is not UTF-8")?;
+            if rel.is_empty() {
+                bail!("the data directory {} is the boundary itself; choose another with --data.", data_dir.display());
+            }
+            view.hide(vroot.join_rel(rel));
+            let uid = rustix::process::getuid().as_raw();
+            trash = Some(std::env::temp_dir().join(format!("ctxfs-trash-{uid}")))
+                .and_then(|t| std::path::absolute(&t).ok())
+                .filter(|t| !t.starts_with(&host_root));
+            let trash_text =
+                trash.as_ref().map_or("none, so rm is not available".to_string(), |t| t.display().to_string());
+            tracing::warn!(
+                "the data directory {} lies inside the boundary {}: it is hidden from every session (the model sees no such directory); the trash is {trash_text}",
                 data_dir.display(),
                 host_root.display()
             );
@@ -270,7 +286,7 @@ impl Engine {
         std::fs::create_dir_all(&data_dir)
             .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
         let inflight = data_dir.join("inflight");
-        let os = OsFs::open(&host_root, vroot.clone(), Some(data_dir.join("trash")))?.with_journal(&inflight);
+        let os = OsFs::open(&host_root, vroot.clone(), trash)?.with_journal(&inflight);
         // A ctxfs that stopped part-way (a crash, kill -9) left temporary files
         // or an unfinished multi-file change: cleaned up and rolled back first.
         for line in crate::vfs::journal::recover(&inflight, &host_root, &os) {
@@ -448,11 +464,22 @@ impl Engine {
             });
         });
         let mut view = self.view.clone();
+        let mut start = self.start.clone();
+        let mut narrowed = None;
         if let Some(roots) = &options.roots {
             let mapped: Vec<VPath> = roots.iter().filter_map(|r| self.root_to_vpath(r)).collect();
-            view.restrict_to(mapped);
+            view.restrict_to(mapped.clone());
+            let open: Vec<VPath> = mapped.into_iter().filter(|r| view.level(r).can_read()).collect();
+            // A start the roots hid moves to the first root, as an editor's first folder.
+            if !view.level(&start).can_read() {
+                if let Some(first) = open.first() {
+                    start = first.clone();
+                }
+            }
+            narrowed = Some(open);
         }
-        let mut access = Access::new(self.fs.clone(), view, self.start.clone());
+        let notice = narrowed.as_ref().map(|open| narrowed_notice(open, &start));
+        let mut access = Access::new(self.fs.clone(), view, start);
         access.set_alias(self.root_alias().cloned());
         let mut results_db = None;
         let store: Box<dyn ResultStore> = match SqliteStore::open(&self.sessions_db(), &id) {
@@ -471,16 +498,33 @@ impl Engine {
             id,
             results_db,
             client_name: options.client_name,
+            no_prompts: options.no_prompts,
             user: self.user.clone(),
             index: self.index.clone(),
             requests_unmarked: std::sync::atomic::AtomicBool::new(false),
+            narrowed: narrowed.is_some(),
             state: Mutex::new(SessionState {
+                notice,
                 access,
                 observed: Observed::default(),
                 hygiene,
                 nearby_seen: HashSet::new(),
             }),
         }))
+    }
+}
+
+/// The note on a view narrowed to a client's roots: the roots still open and the start.
+fn narrowed_notice(open: &[VPath], start: &VPath) -> String {
+    match open {
+        [] => "Note: the client's roots name no directory open to this session, so nothing is open.".into(),
+        roots => {
+            let names: Vec<&str> = roots.iter().map(VPath::as_str).collect();
+            format!(
+                "Note: the client's roots narrow this session to {}; nothing outside them is open. Relative paths start at {start}.",
+                names.join(", ")
+            )
+        }
     }
 }
 
@@ -493,6 +537,9 @@ fn check_session_id(id: &str) -> anyhow::Result<()> {
 }
 
 struct SessionState {
+    /// Said once, with the first result: how the client's roots narrowed the
+    /// view (the model's instructions were given before the roots were known).
+    notice: Option<String>,
     access: Access,
     observed: Observed,
     hygiene: Hygiene,
@@ -506,6 +553,8 @@ pub struct Session {
     /// The database the session's results are kept in, when not in memory.
     results_db: Option<PathBuf>,
     client_name: Option<String>,
+    /// The front door cannot ask the user (see `SessionOptions::no_prompts`).
+    no_prompts: bool,
     user: UserConfig,
     index: Arc<IndexSlot>,
     /// Set by a front door that cannot tell where a request begins (MCP):
@@ -513,6 +562,8 @@ pub struct Session {
     requests_unmarked: std::sync::atomic::AtomicBool,
     /// Whether a change may happen now: the mode, rules, grants, approvals.
     gate: Gate,
+    /// The client's roots narrowed the view (see `SessionOptions::roots`).
+    narrowed: bool,
     state: Mutex<SessionState>,
 }
 
@@ -577,10 +628,13 @@ impl Session {
         if let Ok(outcome) = &result {
             self.index_changes(&state.access, outcome);
         }
-        let appendix = match (&result, tool) {
+        let mut appendix = match (&result, tool) {
             (Ok(outcome), "read") => nearby_appendix(state, outcome),
             _ => None,
         };
+        if let Some(notice) = state.notice.take() {
+            appendix = Some(format!("\n{notice}{}", appendix.unwrap_or_default()));
+        }
         let facts = result.as_ref().map(facts::facts_of).unwrap_or_default();
         facts::answer(state.hygiene.answer(tool, &args, result, appendix), facts)
     }
@@ -737,6 +791,9 @@ impl Session {
         );
         text.push_str(&format!("Session: {} (its results stay recallable when it is resumed).\n", self.id));
         text.push_str(&format!("Start directory: {}\n", access.start()));
+        if self.narrowed {
+            text.push_str("The client's roots narrow this session: nothing outside them is open.\n");
+        }
         text.push_str("Paths open to this session:\n");
         for (path, level) in access.view().describe() {
             if path.starts_with(access.fs().boundary()) {
@@ -744,7 +801,7 @@ impl Session {
                 text.push_str(&format!("- {path} ({what})\n"));
             }
         }
-        if let Some(line) = self.gate.mode().instruction() {
+        if let Some(line) = self.gate.mode().instruction(!self.no_prompts) {
             text.push_str(line);
             text.push('\n');
         }

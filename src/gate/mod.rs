@@ -75,17 +75,27 @@ impl Mode {
         }
     }
 
-    /// The line the model's instructions carry about changes, if any.
-    pub fn instruction(self) -> Option<&'static str> {
-        match self {
-            Mode::ReadOnly => Some("Changes: none. This session is read-only (mode read-only); every change is refused."),
-            Mode::Ask => Some(
+    /// The line the model's instructions carry about changes, if any, for
+    /// a front door that can ask the user (`can_ask`) or not (an MCP client
+    /// without elicitation: what would ask is refused, and the line says so).
+    pub fn instruction(self, can_ask: bool) -> Option<&'static str> {
+        match (self, can_ask) {
+            (Mode::ReadOnly, _) => {
+                Some("Changes: none. This session is read-only (mode read-only); every change is refused.")
+            }
+            (Mode::Ask, true) => Some(
                 "Changes: the user approves each change before it is made (mode ask). A refused change says why; do not retry it unchanged.",
             ),
-            Mode::AcceptEdits => Some(
+            (Mode::Ask, false) => Some(
+                "Changes: this session asks the user before each change (mode ask), but this client shows no approval prompts, so a change is made only where an allow rule or a remembered grant covers it; any other is refused, and the refusal says how the user can allow it. Tell the user; do not retry a refused change unchanged.",
+            ),
+            (Mode::AcceptEdits, true) => Some(
                 "Changes: they run without asking (mode accept-edits), except that removing or moving a path outside the start directory asks the user first.",
             ),
-            Mode::Trust => None,
+            (Mode::AcceptEdits, false) => Some(
+                "Changes: they run without asking (mode accept-edits), except that removing or moving a path outside the start directory is refused: it would ask the user, and this client shows no approval prompts.",
+            ),
+            (Mode::Trust, _) => None,
         }
     }
 }
@@ -474,7 +484,7 @@ impl Gate {
         let approver = self.state().approver.clone();
         let refuse = |text: String| Err(ToolError::Message(text));
         let Some(approver) = approver else {
-            return refuse(unaskable(&request, plan, policy));
+            return refuse(unaskable(&request, plan, policy, &self.project));
         };
         let timeout = request.timeout;
         let (send, receive) = std::sync::mpsc::channel();
@@ -549,8 +559,9 @@ impl Gate {
     }
 }
 
-/// The refusal when the change needs asking and no one can be asked.
-fn unaskable(request: &ApprovalRequest, plan: &Plan, policy: &Policy) -> String {
+/// The refusal when the change needs asking and no one can be asked. It
+/// names the rules files by their paths: the user reads them to allow it.
+fn unaskable(request: &ApprovalRequest, plan: &Plan, policy: &Policy, project: &Project) -> String {
     let why = match request.mode {
         Mode::AcceptEdits => {
             "in mode accept-edits, removing or moving a path outside the start directory asks the user first"
@@ -570,12 +581,20 @@ fn unaskable(request: &ApprovalRequest, plan: &Plan, policy: &Policy) -> String 
     let subject = plan.subjects.iter().find(|s| request.paths.contains(&s.rel));
     let example = subject.map(|s| {
         let target = pattern::directory_of(&s.rel).unwrap_or_else(|| pattern::escape(&s.rel));
-        format!(" (such as {{\"allow\": {{\"{}\": [\"{}\"]}}}})", s.kind.as_str(), target.replace('\\', "\\\\"))
+        format!(" such as {{\"allow\": {{\"{}\": [\"{}\"]}}}}", s.kind.as_str(), target.replace('\\', "\\\\"))
     });
+    let files = match project.user_rules_path() {
+        Some(user) => format!(
+            "{} (every project) or {} (this project only)",
+            user.display(),
+            project.project_rules_path().display()
+        ),
+        None => format!("{} (this project)", project.project_rules_path().display()),
+    };
     text.push_str(&format!(
-            " To allow it, the user can start ctxfs with --mode accept-edits or --mode trust, or add an allow rule to rules.json{}.",
-            example.unwrap_or_default()
-        ));
+        " To allow it, the user can start ctxfs with --mode accept-edits or --mode trust, or add an allow rule{} to {files}.",
+        example.unwrap_or_default()
+    ));
     text
 }
 

@@ -276,7 +276,8 @@ impl Backend {
                 let options = SessionOptions {
                     client_name: params.client_name.clone().or_else(|| setup.client_name.clone()),
                     roots: setup.roots.clone(),
-                    resume: None,
+                    // The editor asks through window/showMessageRequest.
+                    ..Default::default()
                 };
                 let resume = params.resume.clone();
                 let engine = engine.clone();
@@ -419,7 +420,7 @@ impl Backend {
         Ok(SetModeResult {
             mode: mode.into(),
             previous: previous.into(),
-            instruction: mode.instruction().map(str::to_string),
+            instruction: mode.instruction(true).map(str::to_string),
         })
     }
 

@@ -25,9 +25,10 @@ pub struct McpApprover {
     pub cancelled: tokio::sync::watch::Receiver<bool>,
 }
 
-/// Whether the client said it can answer elicitation requests.
-pub fn client_elicits(peer: &rmcp::Peer<RoleServer>) -> bool {
-    peer.peer_info().is_some_and(|info| info.capabilities.elicitation.is_some())
+/// Whether the client said it can answer elicitation requests: at
+/// `initialize`, or (protocol 2026-07-28, without it) with the request.
+pub fn client_elicits(context: &rmcp::service::RequestContext<RoleServer>) -> bool {
+    context.client_capabilities().is_some_and(|c| c.elicitation.is_some())
 }
 
 /// The `elicitation/create` params for a prompt.

@@ -245,6 +245,8 @@ struct State<S> {
     instructions: String,
     /// The roots the session was last narrowed to.
     roots: Option<Vec<PathBuf>>,
+    /// The client cannot show approval prompts (no elicitation, no companion).
+    no_prompts: bool,
 }
 
 impl<H: Host> McpServer<H> {
@@ -253,7 +255,13 @@ impl<H: Host> McpServer<H> {
         McpServer {
             host,
             tools,
-            state: Mutex::new(State { client_name: None, session: None, instructions: String::new(), roots: None }),
+            state: Mutex::new(State {
+                client_name: None,
+                session: None,
+                instructions: String::new(),
+                roots: None,
+                no_prompts: false,
+            }),
             opening: tokio::sync::Mutex::new(()),
             resume: None,
             companion: None,
@@ -274,7 +282,8 @@ impl<H: Host> McpServer<H> {
     async fn open_locked(&self, roots: Option<Vec<PathBuf>>) {
         let client_name = self.state().client_name.clone();
         let host = self.host.clone();
-        let options = SessionOptions { client_name, roots: roots.clone(), resume: self.resume.clone() };
+        let no_prompts = self.state().no_prompts;
+        let options = SessionOptions { client_name, roots: roots.clone(), resume: self.resume.clone(), no_prompts };
         let opened = tokio::task::spawn_blocking(move || {
             host.open_session(options).map(|s| {
                 let instructions = s.instructions();
@@ -318,6 +327,7 @@ impl<H: Host> McpServer<H> {
             if state.client_name.is_none() {
                 state.client_name = context.client_info().map(|c| c.name);
             }
+            state.no_prompts = self.companion.is_none() && !approve::client_elicits(context);
         }
         self.open_locked(None).await;
         self.state().session.clone().unwrap_or_else(|| Err("no session".into()))
@@ -354,8 +364,9 @@ impl<H: Host> McpServer<H> {
             tracing::warn!("the client's roots name no local directory; the session is not narrowed");
             return;
         }
-        paths.sort();
-        paths.dedup();
+        // The client's order counts (the first root is the start), repeats do not.
+        let mut seen = std::collections::HashSet::new();
+        paths.retain(|p| seen.insert(p.clone()));
         if self.state().roots.as_ref() == Some(&paths) {
             return;
         }
@@ -372,7 +383,54 @@ fn to_mcp_tool(info: ToolInfo) -> Tool {
             serde_json::Map::from_iter([("type".to_string(), serde_json::Value::from("object"))])
         }
     };
-    Tool::new(info.name, info.description, Arc::new(schema))
+    let annotations = annotations(&info.name);
+    let title = annotations.as_ref().and_then(|a| a.title.clone());
+    let mut tool = Tool::new(info.name, info.description, Arc::new(schema));
+    if let Some(annotations) = annotations {
+        tool = tool.with_annotations(annotations);
+    }
+    if let Some(title) = title {
+        tool = tool.with_title(title);
+    }
+    tool
+}
+
+/// A tool's MCP annotations (issue 13, item 14), which clients use to let
+/// reads run unasked: a title, and hints from the tool table's effect. Every
+/// tool works on the project's files only, a closed world.
+fn annotations(name: &str) -> Option<rmcp::model::ToolAnnotations> {
+    use crate::tools::spec::{find, Effect};
+    let def = find(name)?;
+    let title = match name {
+        "read" => "Read a file",
+        "write" => "Write a file",
+        "edit" => "Edit a file",
+        "multiedit" => "Edit a file in several places",
+        "apply_patch" => "Apply a patch",
+        "list" => "List a directory",
+        "glob" => "Find files by name",
+        "grep" => "Search file contents",
+        "search" => "Search by meaning",
+        "mkdir" => "Make a directory",
+        "mv" => "Move or rename",
+        "rm" => "Remove (to the trash)",
+        "stat" => "Describe a path",
+        "recall" => "Recall an earlier result",
+        "skills_list" => "List skills",
+        "skill_view" => "Read a skill",
+        "skill_manage" => "Change a skill",
+        "tag" => "Tag files for search",
+        other => other,
+    };
+    let annotations = rmcp::model::ToolAnnotations::with_title(title).open_world(false);
+    Some(match def.traits.effect {
+        Effect::Reads => annotations.read_only(true),
+        Effect::ChangesIndex => annotations.read_only(false).destructive(false).idempotent(true),
+        // mkdir only adds, and twice is once; write with the same text twice is once.
+        Effect::ChangesFiles => {
+            annotations.read_only(false).destructive(name != "mkdir").idempotent(matches!(name, "mkdir" | "write"))
+        }
+    })
 }
 
 /// The MCP result for an engine answer: the text the model reads, `isError`,
@@ -415,6 +473,7 @@ impl<H: Host> ServerHandler for McpServer<H> {
             let first = state.session.is_none();
             if first {
                 state.client_name = Some(request.client_info.name.clone());
+                state.no_prompts = self.companion.is_none() && request.capabilities.elicitation.is_none();
             }
             first
         };
@@ -495,7 +554,7 @@ impl<H: Host> ServerHandler for McpServer<H> {
         let (done_send, done) = tokio::sync::oneshot::channel::<()>();
         if let Some(companion) = &self.companion {
             session.set_approver(Some(companion.approver()));
-        } else if approve::client_elicits(&context.peer) {
+        } else if approve::client_elicits(&context) {
             let approver = approve::McpApprover {
                 peer: context.peer.clone(),
                 handle: tokio::runtime::Handle::current(),

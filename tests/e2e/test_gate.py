@@ -60,7 +60,7 @@ async def connect(ws, data, config, tmp_path, mode=None, user=None, extra=()):
         async with stdio_client(params, errlog=errlog) as streams:
             async with ClientSession(streams[0], streams[1], **kwargs) as session:
                 with anyio.fail_after(TIMEOUT):
-                    await session.initialize()
+                    session.init_result = await session.initialize()
                 yield session
 
 
@@ -86,6 +86,8 @@ def test_the_default_mode_asks_and_allow_once_lets_one_change_run(workspace, tmp
 
     async def main():
         async with connect(ws, data, config, tmp_path, user=user) as session:
+            instructions = session.init_result.instructions
+            assert "the user approves each change" in instructions, instructions
             read = await call(session, "read", {"file_path": "notes/todo.md"})
             assert not read.is_error and not user.asked, "reads never ask"
             edited = await call(session, "edit", {"file_path": "notes/todo.md", "old_string": "milk", "new_string": "bread"})
@@ -153,11 +155,18 @@ def test_a_client_without_elicitation_gets_refusals_that_say_why(workspace, tmp_
 
     async def main():
         async with connect(ws, data, config, tmp_path) as session:
+            # The model is told from the start that nobody can approve (issue 13, item 11).
+            instructions = session.init_result.instructions
+            assert "this client shows no approval prompts" in instructions, instructions
+            assert "the user approves each change" not in instructions, instructions
             refused = await call(session, "write", {"file_path": "notes/new.md", "content": "x\n"})
             assert refused.is_error
             text = text_of(refused)
             assert "(mode ask)" in text and "cannot ask" in text, text
             assert "--mode accept-edits" in text, text
+            # Where the rules go, by their paths.
+            assert f"{config / 'rules.json'} (every project)" in text, text
+            assert f"{data / 'projects'}/" in text and "rules.json (this project only)" in text, text
             read = await call(session, "read", {"file_path": "notes/todo.md"})
             assert not read.is_error, "reads need no approval"
         async with connect(ws, data, config, tmp_path, mode="accept-edits") as session:

@@ -95,6 +95,15 @@ def test_initialize_lists_the_tools(workspace, tmp_path):
                 tool = by_name[name]
                 assert tool.input_schema.get("type") == "object", (name, tool.input_schema)
                 assert tool.description, name
+                # Titles and hints, which clients use to let reads run unasked (issue 13, item 14).
+                assert tool.title and tool.annotations and tool.annotations.title == tool.title, (name, tool)
+                assert tool.annotations.open_world_hint is False, (name, tool.annotations)
+            reads = {"read", "list", "glob", "grep", "search", "stat", "recall", "skills_list", "skill_view"}
+            for name in TOOLS:
+                assert by_name[name].annotations.read_only_hint is (name in reads), (name, by_name[name].annotations)
+            assert by_name["rm"].annotations.destructive_hint is True
+            assert by_name["mkdir"].annotations.destructive_hint is False
+            assert by_name["mkdir"].annotations.idempotent_hint is True
 
     run(main)
 
@@ -166,6 +175,12 @@ def test_client_roots_narrow_the_session(workspace, tmp_path):
             ok = await call(session, "read", {"file_path": str(ws / "inside" / "a.txt")})
             assert not ok.is_error, text_of(ok)
             assert "1: in" in text_of(ok)
+            # The start moved to the root, and the first result says so (issue 13, item 12).
+            assert f"the client's roots narrow this session to {ws / 'inside'}" in text_of(ok), text_of(ok)
+            for name, arguments in [("list", {}), ("glob", {"pattern": "**"}), ("grep", {"pattern": "in"})]:
+                found = await call(session, name, arguments)
+                assert not found.is_error and "a.txt" in text_of(found), (name, text_of(found))
+                assert "b.txt" not in text_of(found), (name, text_of(found))
             denied = await call(session, "read", {"file_path": str(ws / "elsewhere" / "b.txt")})
             assert denied.is_error, text_of(denied)
             assert "out" not in text_of(denied).split("\n", 1)[-1]
