@@ -1,5 +1,7 @@
 //! search: the hybrid index when the engine has one, else BM25 by words
-//! over passages of the files the session can see, computed at query time.
+//! over passages of the files the session can see, computed at query time
+//! with the index's own chunker, words and BM25 (so an answer has the same
+//! shape either way).
 //!
 //! Both rank exactly the visible files, so hidden files change neither the
 //! scores nor the order. The index itself lives in `index`; this is the
@@ -13,33 +15,13 @@ use std::collections::HashMap;
 use std::io::Read;
 use std::sync::Mutex;
 
-/// Lines per passage, and how many lines consecutive passages share.
-const PASSAGE_LINES: usize = 30;
-const PASSAGE_OVERLAP: usize = 5;
 /// Files larger than this are not searched by words.
 const MAX_FILE_BYTES: u64 = 1024 * 1024;
 const DEFAULT_LIMIT: u32 = 10;
 
-/// Splits text into lowercase words, cutting identifiers at `_` and case changes.
-pub fn words(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for raw in text.split(|c: char| !c.is_alphanumeric()) {
-        let mut current = String::new();
-        let mut prev_lower = false;
-        for c in raw.chars() {
-            if c.is_uppercase() && prev_lower && !current.is_empty() {
-                out.push(std::mem::take(&mut current));
-            }
-            prev_lower = c.is_lowercase() || c.is_ascii_digit();
-            current.extend(c.to_lowercase());
-        }
-        if !current.is_empty() {
-            out.push(current);
-        }
-    }
-    out
-}
+pub use crate::index::terms::words;
 
+/// A passage of a visible file, as the index's chunker cuts it, with its words counted.
 struct Passage {
     path: String,
     first: usize,
@@ -49,29 +31,37 @@ struct Passage {
     len: usize,
 }
 
+/// The file cut as the index cuts it without an embedder (480 tokens of ⌈bytes/2⌉, 64 of overlap),
+/// so results have the same shape whether or not the index opened.
 fn passages(path: &str, text: &str) -> Vec<Passage> {
-    let lines: Vec<&str> = text.lines().collect();
-    let mut out = Vec::new();
-    let mut start = 0;
-    while start < lines.len() {
-        let end = (start + PASSAGE_LINES).min(lines.len());
-        let body = lines[start..end].join("\n");
-        let tokens = words(&body);
-        let mut terms = HashMap::new();
-        for token in &tokens {
-            *terms.entry(token.clone()).or_insert(0) += 1;
-        }
-        out.push(Passage { path: path.to_string(), first: start + 1, last: end, text: body, terms, len: tokens.len() });
-        if end == lines.len() {
-            break;
-        }
-        start = end - PASSAGE_OVERLAP;
-    }
-    out
+    let pieces = crate::index::chunk::chunk(
+        text,
+        &crate::index::chunk::HalfBytes,
+        crate::index::chunk::SIZE,
+        crate::index::chunk::OVERLAP,
+    );
+    pieces
+        .into_iter()
+        .map(|piece| {
+            let tokens = crate::index::terms::terms(&piece.text);
+            let mut terms = HashMap::new();
+            for token in &tokens {
+                *terms.entry(token.clone()).or_insert(0) += 1;
+            }
+            Passage {
+                path: path.to_string(),
+                first: piece.first_line,
+                last: piece.last_line,
+                text: piece.text,
+                terms,
+                len: tokens.len(),
+            }
+        })
+        .collect()
 }
 
 pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
-    let query = words(&params.query);
+    let query = crate::index::terms::query_terms(&params.query);
     if query.is_empty() {
         return Err(ToolError::Message("The query has no words; describe what you are looking for.".into()));
     }
@@ -84,15 +74,24 @@ pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
         return Err(ToolError::NotADir(root.path));
     }
     if let Some(index) = ctx.index {
-        let hits = index
-            .search(ctx.access, &root, &params.query, limit)
+        let rankings = crate::index::hybrid::Rankings::from_env();
+        let found = index
+            .search_report(ctx.access, &root, &params.query, limit, rankings, ctx.progress.unwrap_or(&|_| {}))
             .map_err(|e| ToolError::Message(format!("Search failed: {e}. grep still works.")))?;
         let mut body = String::new();
-        for hit in &hits {
+        for hit in &found.hits {
             body.push_str(&format!("{}:{}-{}\n{}\n\n", hit.path, hit.first_line, hit.last_line, hit.text.trim_end()));
         }
-        if hits.is_empty() {
+        if found.hits.is_empty() {
             body = format!("No passages match {:?} in {}.\n", params.query, root.path);
+        }
+        if found.pending > 0 {
+            body.push_str(&format!(
+                "[{} new or changed files ({:.1} MB) are not indexed yet and were not searched; \
+                 indexing goes on with each search (or run `ctxfs index`): search again for the rest.]\n",
+                found.pending,
+                found.pending_bytes as f64 / 1e6
+            ));
         }
         return Ok(Outcome::Text { body, path: Some(root.path) });
     }
@@ -118,7 +117,7 @@ pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
     let mut body = String::new();
     for (index, _) in ranked.into_iter().take(limit) {
         let p = &corpus[index];
-        body.push_str(&format!("{}:{}-{}\n{}\n\n", p.path, p.first, p.last, p.text));
+        body.push_str(&format!("{}:{}-{}\n{}\n\n", p.path, p.first, p.last, p.text.trim_end()));
     }
     if body.is_empty() {
         body = format!("No passages match {:?} in {}.\n", params.query, root.path);
@@ -126,33 +125,26 @@ pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
     Ok(Outcome::Text { body, path: Some(root.path) })
 }
 
-/// BM25 (k1 1.2, b 0.75) over the given passages only; ties broken by path and line.
+/// BM25 (the index's: `index::rank`) over the given passages only; ties broken by path and line.
 fn rank(corpus: &[Passage], query: &[String]) -> Vec<(usize, f64)> {
+    use crate::index::rank::{bm25, idf};
     let n = corpus.len() as f64;
     if corpus.is_empty() {
         return Vec::new();
     }
     let avg = corpus.iter().map(|p| p.len as f64).sum::<f64>() / n;
-    let mut unique: Vec<&String> = query.iter().collect();
-    unique.sort();
-    unique.dedup();
-    let idf: Vec<f64> = unique
-        .iter()
-        .map(|term| {
-            let df = corpus.iter().filter(|p| p.terms.contains_key(*term)).count() as f64;
-            ((n - df + 0.5) / (df + 0.5) + 1.0).ln()
-        })
-        .collect();
+    let idfs: Vec<f64> =
+        query.iter().map(|term| idf(n, corpus.iter().filter(|p| p.terms.contains_key(term)).count() as f64)).collect();
     let mut scored: Vec<(usize, f64)> = corpus
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            let score = unique
+            let score = query
                 .iter()
-                .zip(&idf)
-                .map(|(term, idf)| {
-                    let tf = f64::from(*p.terms.get(*term).unwrap_or(&0));
-                    idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * p.len as f64 / avg.max(1.0)))
+                .zip(&idfs)
+                .map(|(term, idf)| match p.terms.get(term) {
+                    Some(tf) => bm25(*idf, f64::from(*tf), p.len as f64, avg),
+                    None => 0.0,
                 })
                 .sum::<f64>();
             (i, score)
@@ -190,17 +182,4 @@ pub fn tag(ctx: &mut Ctx<'_>, params: super::params::TagParams) -> ToolResult {
         .tag(&target.real, &bytes, params.task.as_deref(), params.related.as_deref())
         .map_err(|e| ToolError::Message(format!("Could not tag {}: {e}.", target.path)))?;
     Ok(Outcome::Text { body: format!("Tagged {}\n", target.path), path: Some(target.path) })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn words_split_identifiers() {
-        assert_eq!(
-            words("retryFailedUpload snake_case HTTPServer"),
-            ["retry", "failed", "upload", "snake", "case", "httpserver"]
-        );
-    }
 }

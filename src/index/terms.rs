@@ -1,0 +1,103 @@
+//! The words search counts: text split into lowercase words, identifiers cut at `_` and case changes and also kept joined; not the ranking, the store or the embedder's tokens.
+//!
+//! `words` is the plain splitter (`retryFailedUpload` → `retry`, `failed`,
+//! `upload`). `terms` is what the index stores and a query is matched by:
+//! the same words, and after the parts of every identifier of two parts or
+//! more the parts joined (`readexact`, `spawnblocking`), so a question that
+//! names an identifier matches it more sharply than its parts scattered
+//! through a file. English function words are left out of a query by
+//! `query_terms`, unless nothing else is left.
+
+/// Splits text into lowercase words, cutting identifiers at `_` and case changes.
+pub fn words(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for raw in text.split(|c: char| !c.is_alphanumeric()) {
+        split_run(raw, &mut out);
+    }
+    out
+}
+
+/// The parts of one alphanumeric run, cut where a lowercase letter or digit meets an uppercase one.
+fn split_run(raw: &str, out: &mut Vec<String>) {
+    let mut current = String::new();
+    let mut prev_lower = false;
+    for c in raw.chars() {
+        if c.is_uppercase() && prev_lower && !current.is_empty() {
+            out.push(std::mem::take(&mut current));
+        }
+        prev_lower = c.is_lowercase() || c.is_ascii_digit();
+        current.extend(c.to_lowercase());
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+}
+
+/// The words of a text for the index: `words`, and after the parts of each
+/// identifier (a run of letters, digits and `_`) that has two or more, the
+/// parts joined.
+pub fn terms(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for ident in text.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
+        let start = out.len();
+        for raw in ident.split('_') {
+            split_run(raw, &mut out);
+        }
+        if out.len() - start >= 2 {
+            let joined: String = out[start..].concat();
+            out.push(joined);
+        }
+    }
+    out
+}
+
+/// English function words, left out of a query's word rankings (see `query_terms`).
+const STOP: [&str; 64] = [
+    "a", "an", "the", "of", "to", "in", "on", "for", "and", "or", "is", "are", "be", "by", "with", "as", "at", "it",
+    "its", "this", "that", "from", "when", "if", "into", "not", "no", "do", "does", "how", "what", "which", "where",
+    "we", "you", "can", "will", "all", "any", "such", "than", "then", "there", "these", "those", "was", "were", "has",
+    "have", "had", "should", "would", "may", "so", "but", "also", "only", "our", "your", "their", "them", "they", "i",
+    "s",
+];
+
+/// The query's words for the word rankings: `terms`, without repeats, and
+/// without English function words unless nothing else is left. A question in
+/// plain English ("where do we retry the failed upload") otherwise weighs
+/// "the" and "we" by their rarity in code, where they live in the odd comment.
+pub fn query_terms(query: &str) -> Vec<String> {
+    let mut out = terms(query);
+    out.sort();
+    out.dedup();
+    if out.iter().any(|t| !STOP.contains(&t.as_str())) {
+        out.retain(|t| !STOP.contains(&t.as_str()));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_split_identifiers() {
+        assert_eq!(
+            words("retryFailedUpload snake_case HTTPServer"),
+            ["retry", "failed", "upload", "snake", "case", "httpserver"]
+        );
+    }
+
+    #[test]
+    fn terms_keep_identifiers_joined_after_their_parts() {
+        assert_eq!(
+            terms("fn read_exact(TcpStream) plain x2y"),
+            ["fn", "read", "exact", "readexact", "tcp", "stream", "tcpstream", "plain", "x2y"]
+        );
+        assert_eq!(terms("__init__ a-b"), ["init", "a", "b"]);
+    }
+
+    #[test]
+    fn query_terms_drop_function_words_unless_nothing_else_is_left() {
+        assert_eq!(query_terms("where is the spawn_blocking pool"), ["blocking", "pool", "spawn", "spawnblocking"]);
+        assert_eq!(query_terms("the it"), ["it", "the"]);
+    }
+}
