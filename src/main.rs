@@ -70,6 +70,11 @@ enum Command {
         #[command(subcommand)]
         action: GrantsAction,
     },
+    /// List the sessions kept in a data directory, or prune them by age and size.
+    Sessions {
+        #[command(subcommand)]
+        action: SessionsAction,
+    },
     /// Cut a file into search pieces by tokens and print each as a JSON line
     /// (`start`, `end`, `first_line`, `last_line`, `tokens`, `text`), for debugging and tests.
     Chunk {
@@ -147,6 +152,31 @@ struct PostureArgs {
     /// Default: "embedder_model" in config.json.
     #[arg(long, value_name = "NAME")]
     embedder_model: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+enum SessionsAction {
+    /// Each session: its id, when it was created and last used, its results and their size.
+    List {
+        /// The data directory. Default: the platform's.
+        #[arg(long, value_name = "DIR")]
+        data: Option<PathBuf>,
+    },
+    /// Remove sessions unused for longer than DAYS, then the ones used longest ago while all
+    /// stored results take more than MEGABYTES (never one used within the last hour).
+    /// Defaults: "retention" in config.json, else 30 days and 1024 MB.
+    Prune {
+        /// The data directory. Default: the platform's.
+        #[arg(long, value_name = "DIR")]
+        data: Option<PathBuf>,
+        #[arg(long, value_name = "DAYS")]
+        days: Option<u64>,
+        #[arg(long, value_name = "MEGABYTES")]
+        megabytes: Option<u64>,
+        /// Say what would be removed, and remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -365,11 +395,74 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print!("{text}");
             Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
+        Command::Sessions { action } => sessions_command(action),
         Command::Chunk { tokenizer, size, overlap, data, file } => {
             chunk_file(tokenizer, size, overlap, data, &file)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Index { posture, path } => index_tree(&posture, path.as_deref()),
+    }
+}
+
+/// `ctxfs sessions list|prune`.
+fn sessions_command(action: SessionsAction) -> anyhow::Result<ExitCode> {
+    use ctxfs::hygiene::store;
+    let data_of = |data: Option<PathBuf>| -> anyhow::Result<PathBuf> {
+        Ok(match data {
+            Some(dir) => std::path::absolute(dir)?,
+            None => ctxfs::engine::default_data_dir(),
+        })
+    };
+    let day = |secs: i64| {
+        let days = secs / 86_400;
+        // Civil date from days since the epoch (proleptic Gregorian).
+        let (z, era_days) = (days + 719_468, 146_097);
+        let era = z.div_euclid(era_days);
+        let doe = z - era * era_days;
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let d = doy - (153 * mp + 2) / 5 + 1;
+        let m = if mp < 10 { mp + 3 } else { mp - 9 };
+        let y = yoe + era * 400 + i64::from(m <= 2);
+        format!("{y:04}-{m:02}-{d:02}")
+    };
+    match action {
+        SessionsAction::List { data } => {
+            let db = data_of(data)?.join("sessions.db");
+            let listed = store::sessions(&db)?;
+            if listed.is_empty() {
+                println!("No sessions in {}.", db.display());
+                return Ok(ExitCode::SUCCESS);
+            }
+            println!("{:<28} {:<10} {:<10} {:>8} {:>10}", "session", "created", "used", "results", "stored");
+            for s in listed {
+                let size = format!("{:.1} MB", s.bytes as f64 / 1_048_576.0);
+                println!("{:<28} {:<10} {:<10} {:>8} {:>10}", s.id, day(s.created), day(s.used), s.results, size);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        SessionsAction::Prune { data, days, megabytes, dry_run } => {
+            let db = data_of(data)?.join("sessions.db");
+            let configured = ctxfs::instructions::UserConfig::platform().retention();
+            let retention = store::Retention {
+                days: days.unwrap_or(configured.days),
+                megabytes: megabytes.unwrap_or(configured.megabytes),
+            };
+            let pruned = store::prune(&db, retention, dry_run)?;
+            let verb = if dry_run { "Would remove" } else { "Removed" };
+            println!(
+                "{verb} {} session(s), {:.1} MB (keeping {} days, at most {} MB).",
+                pruned.sessions.len(),
+                pruned.bytes as f64 / 1_048_576.0,
+                retention.days,
+                retention.megabytes
+            );
+            for id in pruned.sessions {
+                println!("  {id}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

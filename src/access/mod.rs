@@ -89,7 +89,7 @@ impl ToolError {
                 ToolError::Message(format!("Cannot move {path}: the source and the target are on different devices."))
             }
             FsError::NameTooLong => ToolError::Message(format!(
-                "Cannot use {path}: a name is longer than 255 bytes or the path longer than 4096 bytes."
+                "Cannot use {path}: names may have at most {NAME_MAX} bytes, and paths at most {PATH_MAX} bytes and {DEPTH_MAX} levels."
             )),
             FsError::Changed => ToolError::Message(format!(
                 "{path} has changed since this session last read it. Read it again before changing it."
@@ -106,6 +106,20 @@ fn io_reason(e: &std::io::Error) -> String {
         Some(cut) => text[..cut].to_lowercase(),
         None => text.to_lowercase(),
     }
+}
+
+pub use crate::vfs::os::NAME_MAX;
+/// The longest path, in bytes (Linux's `PATH_MAX`).
+pub const PATH_MAX: usize = 4096;
+/// The deepest path, in names.
+pub const DEPTH_MAX: usize = 255;
+
+/// How deep a path is, and its longest name in bytes.
+pub fn path_shape(path: &VPath) -> (usize, usize) {
+    path.as_str()
+        .split('/')
+        .filter(|n| !n.is_empty())
+        .fold((0, 0), |(depth, longest), name| (depth + 1, longest.max(name.len())))
 }
 
 /// The largest file any tool loads whole.
@@ -187,6 +201,19 @@ impl Access {
         VPath::resolve(&self.start, text).map_err(ToolError::InvalidPath)
     }
 
+    /// Refuses to make a path the platform could not hold: a name over 255
+    /// bytes, over 4096 bytes in all, or deeper than 255 levels (a tree that
+    /// deep would make every later call on it slow).
+    fn check_makeable(path: &VPath) -> Result<(), ToolError> {
+        let (depth, longest) = path_shape(path);
+        if longest > NAME_MAX || path.as_str().len() > PATH_MAX || depth > DEPTH_MAX {
+            return Err(ToolError::Message(format!(
+                "Cannot make {path}: names may have at most {NAME_MAX} bytes, and paths at most {PATH_MAX} bytes and {DEPTH_MAX} levels."
+            )));
+        }
+        Ok(())
+    }
+
     /// The level of a path by the view, taking the boundary into account.
     pub fn level(&self, path: &VPath) -> Level {
         if path.starts_with(self.fs.boundary()) {
@@ -237,6 +264,9 @@ impl Access {
     /// Checks a path text for `need` and resolves it.
     pub fn target(&self, text: &str, need: Need) -> Result<Target, ToolError> {
         let path = self.path(text)?;
+        if need == Need::Create {
+            Access::check_makeable(&path)?;
+        }
         self.check(text, path, need)
     }
 

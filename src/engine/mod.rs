@@ -163,8 +163,12 @@ fn index_path(boundary: &VPath, data_dir: &Path, host_root: &Path) -> PathBuf {
 /// Adapters may run the others, which touch one file or directory, on their
 /// protocol thread; these belong on a thread that may block.
 pub fn may_wait(tool: &str) -> bool {
-    !matches!(tool, "read" | "list" | "stat" | "recall" | "skills_list" | "skill_view")
+    !matches!(tool, "read" | "list" | "stat" | "skills_list" | "skill_view")
 }
+
+/// The most bytes of a file (or directory listing) a call may touch and
+/// still count as quick: above it, the call's cost grows with its input.
+const QUICK_BYTES: u64 = 256 * 1024;
 
 /// The platform's data directory for ctxfs (`~/.local/share/ctxfs` on Linux).
 pub fn default_data_dir() -> PathBuf {
@@ -238,7 +242,14 @@ impl Engine {
         }
         std::fs::create_dir_all(&data_dir)
             .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
-        let fs: Arc<dyn Fs> = layer(Arc::new(OsFs::open(&host_root, vroot.clone(), Some(data_dir.join("trash")))?));
+        let inflight = data_dir.join("inflight");
+        let os = OsFs::open(&host_root, vroot.clone(), Some(data_dir.join("trash")))?.with_journal(&inflight);
+        // A ctxfs that stopped part-way (a crash, kill -9) left temporary files
+        // or an unfinished multi-file change: cleaned up and rolled back first.
+        for line in crate::vfs::journal::recover(&inflight, &host_root, &os) {
+            tracing::warn!("{line}");
+        }
+        let fs: Arc<dyn Fs> = layer(Arc::new(os));
         Ok(Engine::with_fs(fs, view, config.start.as_deref(), data_dir, host_root, HostKind::Resend))
     }
 
@@ -384,6 +395,17 @@ impl Engine {
     }
 
     fn session_with_id(&self, id: String, options: SessionOptions) -> anyhow::Result<Arc<Session>> {
+        // The first session of a process prunes old results, at most once a
+        // day per data directory, in the background.
+        static PRUNED: std::sync::Once = std::sync::Once::new();
+        PRUNED.call_once(|| {
+            let (db, retention) = (self.sessions_db(), self.user.retention());
+            let _ = std::thread::Builder::new().name("ctxfs-prune".into()).spawn(move || {
+                if let Err(e) = crate::hygiene::store::prune_daily(&db, retention) {
+                    tracing::warn!(error = %e, "could not prune the stored results");
+                }
+            });
+        });
         let mut view = self.view.clone();
         if let Some(roots) = &options.roots {
             let mapped: Vec<VPath> = roots.iter().filter_map(|r| self.root_to_vpath(r)).collect();
@@ -546,6 +568,33 @@ impl Session {
         }
     }
 
+    /// Whether this call may take long or wait on something: a tool that
+    /// may (see `may_wait`), or a read or listing of something large. A front
+    /// door runs only the others on its protocol thread. Never waits itself:
+    /// while a call holds the session, the answer is yes.
+    pub fn call_may_wait(&self, tool: &str, args: &serde_json::Value) -> bool {
+        if may_wait(tool) {
+            return true;
+        }
+        let field = match tool {
+            "read" => "file_path",
+            "list" | "stat" => "path",
+            _ => return false,
+        };
+        let Ok(state) = self.state.try_lock() else { return true };
+        let text = args.get(field).and_then(|v| v.as_str()).unwrap_or(".");
+        // Resolving a path costs with its depth: a deep one is not looked at here.
+        let shallow = state.access.path(text).is_ok_and(|p| crate::access::path_shape(&p).0 <= 64);
+        if !shallow {
+            return true;
+        }
+        match state.access.target(text, crate::access::Need::Look) {
+            Ok(target) => target.meta.as_ref().is_some_and(|m| m.len > QUICK_BYTES),
+            // A refusal is quick to give.
+            Err(_) => false,
+        }
+    }
+
     /// The session's permission mode.
     pub fn mode(&self) -> Mode {
         self.gate.mode()
@@ -612,6 +661,12 @@ impl Session {
     /// The session's changes, newest first, each with its unified diff.
     pub fn changes(&self, limit: usize) -> Vec<(crate::hygiene::ChangeEntry, String)> {
         self.listing(|h| h.changes(limit))
+    }
+
+    /// A stored result's full text, as recall would show it whole, but
+    /// without recording a result (an editor showing it to the user).
+    pub fn stored_result(&self, id: &str) -> Option<String> {
+        self.listing(|h| h.stored(id))
     }
 
     /// The whole text before and after the change result `id` made to `path`.

@@ -162,6 +162,18 @@ impl Fs for Fence {
         self.inner.read_link(real)
     }
 
+    fn begin_intent(
+        &self,
+        steps: &[crate::vfs::journal::IntentStep],
+    ) -> Result<Option<crate::vfs::journal::Intent>, FsError> {
+        let dry = matches!(*self.mode.lock().unwrap_or_else(|e| e.into_inner()), Mode::DryRun);
+        if dry {
+            Ok(None)
+        } else {
+            self.inner.begin_intent(steps)
+        }
+    }
+
     fn write_file_if(&self, real: &VPath, data: &[u8], expect: Expect) -> Result<(), FsError> {
         if self.admit(Op::Write { path: real.clone(), bytes: data.to_vec() })? {
             self.inner.write_file_if(real, data, expect)

@@ -105,6 +105,13 @@ pub struct Hygiene {
     history: Vec<ReadRecord>,
 }
 
+/// The most full reads the dedupe table keeps (the oldest go first).
+const MAX_TABLE_READS: usize = 4096;
+/// The most listings and searches the dedupe table keeps.
+const MAX_TABLE_SEARCHES: usize = 1024;
+/// The most reads the compaction history keeps (its table shows at most 50 rows).
+const MAX_HISTORY: usize = 4096;
+
 /// Tools whose same call with the same result is answered with a stub.
 const DEDUPE_BY_RESULT: [&str; 4] = ["list", "glob", "grep", "search"];
 
@@ -204,6 +211,11 @@ impl Hygiene {
             .collect()
     }
 
+    /// A stored result's full text, without recording anything (for editors).
+    pub fn stored(&self, id: &str) -> Option<String> {
+        self.store.get(parse_id(id)?).ok().flatten()
+    }
+
     /// The whole text before and after the change result `id` made to `path`.
     pub fn change_texts(&self, id: &str, path: &str) -> Option<Texts> {
         let id = parse_id(id)?;
@@ -246,6 +258,14 @@ impl Hygiene {
                         };
                         self.table_reads.push(record.clone());
                         self.history.push(record);
+                        // A session's memory stays flat however many calls it makes:
+                        // the oldest entries go first (a later read is then a full one).
+                        if self.table_reads.len() > MAX_TABLE_READS {
+                            self.table_reads.drain(..self.table_reads.len() - MAX_TABLE_READS);
+                        }
+                        if self.history.len() > MAX_HISTORY {
+                            self.history.drain(..self.history.len() - MAX_HISTORY);
+                        }
                         // Reads are not capped: they have their own window.
                         (body.stored(), body.render_capped(&head, &id_str, false))
                     }
@@ -264,6 +284,13 @@ impl Hygiene {
                         }
                         _ => {
                             self.table_searches.insert(key, SearchRecord { id, body_sha });
+                            if self.table_searches.len() > MAX_TABLE_SEARCHES {
+                                let oldest =
+                                    self.table_searches.iter().min_by_key(|(_, s)| s.id).map(|(k, _)| k.clone());
+                                if let Some(oldest) = oldest {
+                                    self.table_searches.remove(&oldest);
+                                }
+                            }
                         }
                     }
                 }

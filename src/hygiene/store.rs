@@ -206,6 +206,8 @@ pub struct SqliteStore {
     /// The next id to give and the last one of this session's block.
     next: u64,
     block_last: u64,
+    /// When the session's `used` time was last written (seconds).
+    touched: i64,
 }
 
 /// Ids a session takes from the counter at a time.
@@ -273,9 +275,19 @@ fn prepare(db: &rusqlite::Connection) -> anyhow::Result<()> {
              text TEXT NOT NULL
          ) WITHOUT ROWID;",
     )?;
-    if !has_column(db, "results", "meta")? {
-        db.execute_batch("ALTER TABLE results ADD COLUMN meta TEXT")?;
+    for (table, column, kind) in [
+        ("results", "meta", "TEXT"),
+        ("results", "packed", "BLOB"),
+        ("results", "lines", "INTEGER"),
+        ("results", "size", "INTEGER"),
+        ("blobs", "packed", "BLOB"),
+        ("sessions", "used", "INTEGER"),
+    ] {
+        if !has_column(db, table, column)? {
+            db.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {kind}"))?;
+        }
     }
+    db.execute_batch("CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)")?;
     if !has_table(db, "id_counter")? {
         // The counter starts past every id an earlier version gave or reserved.
         let mut highest: i64 = db.query_row("SELECT COALESCE(MAX(id), 0) FROM results", [], |row| row.get(0))?;
@@ -293,6 +305,34 @@ fn prepare(db: &rusqlite::Connection) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Texts at least this long are kept compressed.
+const PACK_FROM: usize = 4096;
+
+/// A text as kept: small ones as they are, larger ones compressed (LZ4).
+fn pack(text: &str) -> (&str, Option<Vec<u8>>) {
+    if text.len() < PACK_FROM {
+        (text, None)
+    } else {
+        ("", Some(lz4_flex::compress_prepend_size(text.as_bytes())))
+    }
+}
+
+/// A text as it was kept.
+fn unpack(text: String, packed: Option<Vec<u8>>) -> anyhow::Result<String> {
+    match packed {
+        None => Ok(text),
+        Some(bytes) => {
+            let raw = lz4_flex::decompress_size_prepended(&bytes)
+                .map_err(|e| anyhow::anyhow!("a stored text is damaged: {e}"))?;
+            Ok(String::from_utf8(raw)?)
+        }
+    }
+}
+
+fn now_secs() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs() as i64
+}
+
 fn text_sha(text: &str) -> String {
     crate::tools::hex(&crate::tools::sha256(text.as_bytes()))
 }
@@ -302,22 +342,20 @@ impl SqliteStore {
     pub fn open(path: &std::path::Path, session: &str) -> anyhow::Result<SqliteStore> {
         let db = connect(path)?;
         prepare(&db)?;
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
-        db.execute(
-            "INSERT OR IGNORE INTO sessions (id, created) VALUES (?1, ?2)",
-            rusqlite::params![session, now as i64],
-        )?;
+        let now = now_secs();
+        db.execute("INSERT OR IGNORE INTO sessions (id, created) VALUES (?1, ?2)", rusqlite::params![session, now])?;
+        db.execute("UPDATE sessions SET used = ?2 WHERE id = ?1", rusqlite::params![session, now])?;
         // A block this session held when it last stopped without closing is
         // not handed out again: the ids in it may have been given.
         db.execute("DELETE FROM id_blocks WHERE session = ?1", [session])?;
-        Ok(SqliteStore { db, session: session.to_string(), next: 1, block_last: 0 })
+        Ok(SqliteStore { db, session: session.to_string(), next: 1, block_last: 0, touched: now })
     }
 
     /// Opens the database at `path` to list and read `session`'s results
     /// beside the session's own store (a reader takes no ids).
     pub fn reader(path: &std::path::Path, session: &str) -> anyhow::Result<SqliteStore> {
         let db = connect(path)?;
-        Ok(SqliteStore { db, session: session.to_string(), next: 1, block_last: 0 })
+        Ok(SqliteStore { db, session: session.to_string(), next: 1, block_last: 0, touched: i64::MAX })
     }
 
     /// Takes a new block of ids from the data directory's counter.
@@ -354,8 +392,10 @@ impl SqliteStore {
 
     fn blob(&self, sha: Option<String>) -> anyhow::Result<Option<String>> {
         let Some(sha) = sha else { return Ok(None) };
-        let mut stmt = self.db.prepare_cached("SELECT text FROM blobs WHERE sha = ?1")?;
-        Ok(optional(stmt.query_row([sha], |row| row.get(0)))?)
+        let mut stmt = self.db.prepare_cached("SELECT text, packed FROM blobs WHERE sha = ?1")?;
+        let found: Option<(String, Option<Vec<u8>>)> =
+            optional(stmt.query_row([sha], |row| Ok((row.get(0)?, row.get(1)?))))?;
+        found.map(|(text, packed)| unpack(text, packed)).transpose()
     }
 }
 
@@ -392,36 +432,58 @@ impl ResultStore for SqliteStore {
 
     fn put(&mut self, id: u64, meta: &ResultMeta, text: &str) -> anyhow::Result<()> {
         let meta_json = serde_json::to_string(meta)?;
+        let (plain, packed) = pack(text);
         let mut insert = self.db.prepare_cached(
-            "INSERT OR REPLACE INTO results (session, id, tool, text, meta) VALUES (?1, ?2, ?3, ?4, ?5)",
+            "INSERT OR REPLACE INTO results (session, id, tool, text, meta, packed, lines, size)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         )?;
-        insert.execute(rusqlite::params![self.session, id as i64, meta.tool, text, meta_json])?;
+        insert.execute(rusqlite::params![
+            self.session,
+            id as i64,
+            meta.tool,
+            plain,
+            meta_json,
+            packed,
+            count_lines(text) as i64,
+            text.len() as i64
+        ])?;
+        // When the session was last used, for retention: written at most once a minute.
+        let now = now_secs();
+        if now - self.touched >= 60 {
+            self.db.execute("UPDATE sessions SET used = ?2 WHERE id = ?1", rusqlite::params![self.session, now])?;
+            self.touched = now;
+        }
         Ok(())
     }
 
     fn get(&self, id: u64) -> anyhow::Result<Option<String>> {
-        let mut stmt = self.db.prepare_cached("SELECT text FROM results WHERE session = ?1 AND id = ?2")?;
-        Ok(optional(stmt.query_row(rusqlite::params![self.session, id as i64], |row| row.get(0)))?)
+        let mut stmt = self.db.prepare_cached("SELECT text, packed FROM results WHERE session = ?1 AND id = ?2")?;
+        let found: Option<(String, Option<Vec<u8>>)> =
+            optional(stmt.query_row(rusqlite::params![self.session, id as i64], |row| Ok((row.get(0)?, row.get(1)?))))?;
+        found.map(|(text, packed)| unpack(text, packed)).transpose()
     }
 
     fn list(&self, limit: usize) -> anyhow::Result<Vec<ResultEntry>> {
-        let mut stmt = self
-            .db
-            .prepare_cached("SELECT id, tool, meta, text FROM results WHERE session = ?1 ORDER BY id DESC LIMIT ?2")?;
-        let rows = stmt.query_map(rusqlite::params![self.session, limit.min(i64::MAX as usize) as i64], |row| {
-            let id: i64 = row.get(0)?;
-            let tool: String = row.get(1)?;
-            let meta: Option<String> = row.get(2)?;
-            let text: String = row.get(3)?;
-            Ok((id, tool, meta, text))
-        })?;
+        let mut stmt = self.db.prepare_cached(
+            "SELECT id, tool, meta, lines, size, CASE WHEN lines IS NULL THEN text END FROM results
+             WHERE session = ?1 ORDER BY id DESC LIMIT ?2",
+        )?;
+        type Row = (i64, String, Option<String>, Option<i64>, Option<i64>, Option<String>);
+        let rows: Vec<Row> = stmt
+            .query_map(rusqlite::params![self.session, limit.min(i64::MAX as usize) as i64], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?))
+            })?
+            .collect::<Result<_, _>>()?;
         let mut out = Vec::new();
-        for row in rows {
-            let (id, tool, meta, text) = row?;
+        for (id, tool, meta, lines, size, text) in rows {
             let meta = meta
                 .and_then(|m| serde_json::from_str::<ResultMeta>(&m).ok())
                 .unwrap_or_else(|| ResultMeta { tool: tool.clone(), ..ResultMeta::default() });
-            out.push(ResultEntry { id: id as u64, meta, lines: count_lines(&text), size: text.len() });
+            // Rows of an earlier version have no sizes: counted from their text.
+            let text = text.unwrap_or_default();
+            let lines = lines.map_or_else(|| count_lines(&text), |n| n as usize);
+            let size = size.map_or(text.len(), |n| n as usize);
+            out.push(ResultEntry { id: id as u64, meta, lines, size });
         }
         Ok(out)
     }
@@ -429,7 +491,7 @@ impl ResultStore for SqliteStore {
     fn put_changes(&mut self, id: u64, tool: &str, changes: &[ChangeRecord]) -> anyhow::Result<()> {
         let tx = self.db.transaction()?;
         {
-            let mut blob = tx.prepare_cached("INSERT OR IGNORE INTO blobs (sha, text) VALUES (?1, ?2)")?;
+            let mut blob = tx.prepare_cached("INSERT OR IGNORE INTO blobs (sha, text, packed) VALUES (?1, ?2, ?3)")?;
             let mut row = tx.prepare_cached(
                 "INSERT OR REPLACE INTO changes (session, id, seq, tool, path, kind, from_path, before_sha, after_sha)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -440,7 +502,8 @@ impl ResultStore for SqliteStore {
                         None => Ok(None),
                         Some(text) => {
                             let sha = text_sha(text);
-                            blob.execute(rusqlite::params![sha, text])?;
+                            let (plain, packed) = pack(text);
+                            blob.execute(rusqlite::params![sha, plain, packed])?;
                             Ok(Some(sha))
                         }
                     }
@@ -496,6 +559,155 @@ impl ResultStore for SqliteStore {
             Some((before, after)) => Ok(Some((self.blob(before)?, self.blob(after)?))),
         }
     }
+}
+
+/// How long sessions are kept, and how much room their stored results may
+/// take, in one data directory. Set in config.json (`"retention": {"days":
+/// 30, "megabytes": 1024}`) or on `ctxfs sessions prune`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// Sessions not used for longer are removed.
+    pub days: u64,
+    /// Above this, the sessions used longest ago are removed until it fits.
+    pub megabytes: u64,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention { days: 30, megabytes: 1024 }
+    }
+}
+
+/// Sessions used this recently are never removed for room (they may be open).
+const IN_USE_SECS: i64 = 3600;
+
+/// One session of a data directory, as `ctxfs sessions list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionInfo {
+    pub id: String,
+    /// Seconds since the epoch.
+    pub created: i64,
+    pub used: i64,
+    pub results: u64,
+    /// Bytes its results take as stored (compressed where they are).
+    pub bytes: u64,
+}
+
+/// What a prune removed (or would remove, on a dry run).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pruned {
+    pub sessions: Vec<String>,
+    /// Bytes of results and change texts freed.
+    pub bytes: u64,
+}
+
+/// The sessions of the database at `path`, the most recently used first.
+pub fn sessions(path: &std::path::Path) -> anyhow::Result<Vec<SessionInfo>> {
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let db = connect(path)?;
+    prepare(&db)?;
+    let mut stmt = db.prepare(
+        "SELECT s.id, s.created, COALESCE(s.used, s.created), COUNT(r.id),
+                COALESCE(SUM(length(r.text) + COALESCE(length(r.packed), 0)), 0)
+         FROM sessions s LEFT JOIN results r ON r.session = s.id
+         GROUP BY s.id ORDER BY 3 DESC, 1",
+    )?;
+    let rows = stmt.query_map([], |row| {
+        Ok(SessionInfo {
+            id: row.get(0)?,
+            created: row.get(1)?,
+            used: row.get(2)?,
+            results: row.get::<_, i64>(3)? as u64,
+            bytes: row.get::<_, i64>(4)? as u64,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Removes the sessions `retention` does not keep: those unused for longer
+/// than its days, then, while everything stored takes more than its size,
+/// the ones used longest ago (never one used within the last hour). With
+/// `dry_run`, only says what it would remove.
+pub fn prune(path: &std::path::Path, retention: Retention, dry_run: bool) -> anyhow::Result<Pruned> {
+    let listed = sessions(path)?;
+    if listed.is_empty() {
+        return Ok(Pruned::default());
+    }
+    let db = connect(path)?;
+    let now = now_secs();
+    let blob_bytes: i64 =
+        db.query_row("SELECT COALESCE(SUM(length(text) + COALESCE(length(packed), 0)), 0) FROM blobs", [], |row| {
+            row.get(0)
+        })?;
+    let mut total: u64 = listed.iter().map(|s| s.bytes).sum::<u64>() + blob_bytes as u64;
+    let limit = retention.megabytes.saturating_mul(1024 * 1024);
+    let max_age = retention.days.saturating_mul(86_400).min(i64::MAX as u64) as i64;
+    let mut pruned = Pruned::default();
+    // Oldest use first.
+    for session in listed.iter().rev() {
+        let too_old = now - session.used > max_age;
+        let too_big = total > limit && now - session.used > IN_USE_SECS;
+        if !(too_old || too_big) {
+            continue;
+        }
+        pruned.sessions.push(session.id.clone());
+        pruned.bytes += session.bytes;
+        total = total.saturating_sub(session.bytes);
+    }
+    if dry_run || pruned.sessions.is_empty() {
+        return Ok(pruned);
+    }
+    let mut db = db;
+    let tx = db.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    for id in &pruned.sessions {
+        for table in ["results", "changes", "id_blocks", "sessions"] {
+            let column = if table == "sessions" { "id" } else { "session" };
+            tx.execute(&format!("DELETE FROM {table} WHERE {column} = ?1"), [id])?;
+        }
+    }
+    let freed_blobs = tx.execute(
+        "DELETE FROM blobs WHERE sha NOT IN (SELECT before_sha FROM changes WHERE before_sha IS NOT NULL
+                                             UNION SELECT after_sha FROM changes WHERE after_sha IS NOT NULL)",
+        [],
+    )?;
+    tx.commit()?;
+    let blob_after: i64 =
+        db.query_row("SELECT COALESCE(SUM(length(text) + COALESCE(length(packed), 0)), 0) FROM blobs", [], |row| {
+            row.get(0)
+        })?;
+    pruned.bytes += (blob_bytes - blob_after).max(0) as u64;
+    tracing::info!(
+        sessions = pruned.sessions.len(),
+        blobs = freed_blobs,
+        bytes = pruned.bytes,
+        "pruned the stored results"
+    );
+    Ok(pruned)
+}
+
+/// Prunes by `retention` at most once a day per data directory (the time of
+/// the last prune is kept in the database); for the start of a server.
+pub fn prune_daily(path: &std::path::Path, retention: Retention) -> anyhow::Result<Option<Pruned>> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let db = connect(path)?;
+    prepare(&db)?;
+    let last: Option<String> =
+        optional(db.query_row("SELECT value FROM settings WHERE key = 'pruned_at'", [], |row| row.get(0)))?;
+    let now = now_secs();
+    if last.and_then(|l| l.parse::<i64>().ok()).is_some_and(|l| now - l < 86_400) {
+        return Ok(None);
+    }
+    db.execute(
+        "INSERT INTO settings (key, value) VALUES ('pruned_at', ?1)
+         ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        [now.to_string()],
+    )?;
+    drop(db);
+    prune(path, retention, false).map(Some)
 }
 
 #[cfg(test)]
@@ -607,5 +819,60 @@ mod tests {
         assert_eq!(store.change_texts(1, "/b").unwrap(), None);
         let blobs: i64 = store.db.query_row("SELECT COUNT(*) FROM blobs", [], |row| row.get(0)).unwrap();
         assert_eq!(blobs, 3, "x, y and b, each once");
+    }
+
+    #[test]
+    fn large_texts_are_kept_compressed_and_read_back_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions.db");
+        let mut store = SqliteStore::open(&path, "s").unwrap();
+        let big: String = (0..20_000).map(|i| format!("-line {i}\n+line {i} changed\n")).collect();
+        let id = put(&mut store, "edit", &big);
+        assert_eq!(store.get(id).unwrap().as_deref(), Some(big.as_str()));
+        let listed = store.list(1).unwrap();
+        assert_eq!((listed[0].lines, listed[0].size), (40_000, big.len()));
+        let stored: i64 = store
+            .db
+            .query_row(
+                "SELECT length(text) + COALESCE(length(packed), 0) FROM results WHERE id = ?1",
+                [id as i64],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!((stored as usize) < big.len() / 3, "{stored} bytes stored for {}", big.len());
+    }
+
+    #[test]
+    fn prune_removes_old_sessions_then_the_oldest_until_it_fits() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions.db");
+        for (id, age_days) in [("old", 40), ("mid", 10), ("new", 2)] {
+            let mut store = SqliteStore::open(&path, id).unwrap();
+            put(&mut store, "read", &"x".repeat(3000));
+            store
+                .put_changes(
+                    1_000_000 + age_days,
+                    "write",
+                    &[ChangeRecord {
+                        path: format!("/{id}"),
+                        kind: ChangeKind::Created,
+                        from: None,
+                        before: None,
+                        after: Some(format!("{id} text\n")),
+                    }],
+                )
+                .unwrap();
+            let used = now_secs() - age_days as i64 * 86_400;
+            store.db.execute("UPDATE sessions SET used = ?2 WHERE id = ?1", rusqlite::params![id, used]).unwrap();
+        }
+        let dry = prune(&path, Retention { days: 30, megabytes: 1024 }, true).unwrap();
+        assert_eq!(dry.sessions, vec!["old".to_string()]);
+        assert_eq!(sessions(&path).unwrap().len(), 3, "a dry run removes nothing");
+        let done = prune(&path, Retention { days: 30, megabytes: 0 }, false).unwrap();
+        assert_eq!(done.sessions, vec!["old".to_string(), "mid".to_string(), "new".to_string()]);
+        assert!(sessions(&path).unwrap().is_empty());
+        let db = connect(&path).unwrap();
+        let blobs: i64 = db.query_row("SELECT COUNT(*) FROM blobs", [], |r| r.get(0)).unwrap();
+        assert_eq!(blobs, 0, "texts no change refers to are gone too");
     }
 }

@@ -44,6 +44,20 @@ pub struct Instruction {
     pub origin: Origin,
     /// Its place in the chain, from 0.
     pub order: usize,
+    /// Where the file is, for an editor to open it.
+    #[serde(skip)]
+    pub location: Location,
+}
+
+/// Where an instruction file is.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Location {
+    /// A path of the session's world (in the view).
+    InView(VPath),
+    /// The user's own file, outside the view (a host path).
+    Host(PathBuf),
+    #[default]
+    Unknown,
 }
 
 /// The whole chain, with notes on files that were skipped.
@@ -87,6 +101,23 @@ impl UserConfig {
         let text = std::fs::read_to_string(self.dir.as_ref()?.join("config.json")).ok()?;
         let config: serde_json::Value = serde_json::from_str(&text).ok()?;
         config.get(key)?.as_str().map(str::to_owned)
+    }
+
+    /// How long sessions are kept: `"retention": {"days": N, "megabytes": N}`
+    /// in `config.json`, each defaulting as `Retention::default`.
+    pub fn retention(&self) -> crate::hygiene::store::Retention {
+        let mut retention = crate::hygiene::store::Retention::default();
+        let text = self.dir.as_ref().and_then(|d| std::fs::read_to_string(d.join("config.json")).ok());
+        let config: Option<serde_json::Value> = text.and_then(|t| serde_json::from_str(&t).ok());
+        if let Some(section) = config.as_ref().and_then(|c| c.get("retention")) {
+            if let Some(days) = section.get("days").and_then(|v| v.as_u64()) {
+                retention.days = days;
+            }
+            if let Some(megabytes) = section.get("megabytes").and_then(|v| v.as_u64()) {
+                retention.megabytes = megabytes;
+            }
+        }
+        retention
     }
 
     /// Instruction files named in `config.json` (`{"instructions": [...]}`),
@@ -168,7 +199,8 @@ fn directory_file(access: &Access, dir: &VPath, chain: &mut Chain, origin: Origi
         let path = dir.join(name);
         match load_in_view(access, &path) {
             Loaded::Text(text) => {
-                return Some(Instruction { path: relative(access, &path), text, origin, order: 0 });
+                let location = Location::InView(path.clone());
+                return Some(Instruction { path: relative(access, &path), text, origin, order: 0, location });
             }
             Loaded::Skipped(note) => {
                 chain.notes.push(note);
@@ -194,7 +226,13 @@ fn load_host(path: &Path, label: String, origin: Origin, chain: &mut Chain) {
         }
     };
     match decode(&label, &bytes) {
-        Loaded::Text(text) => chain.files.push(Instruction { path: label, text, origin, order: 0 }),
+        Loaded::Text(text) => chain.files.push(Instruction {
+            path: label,
+            text,
+            origin,
+            order: 0,
+            location: Location::Host(path.to_path_buf()),
+        }),
         Loaded::Skipped(note) => chain.notes.push(note),
         Loaded::Absent => {}
     }

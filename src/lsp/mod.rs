@@ -94,6 +94,7 @@ where
         .custom_method("ctxfs/setMode", Backend::set_mode)
         .custom_method("ctxfs/grants", Backend::grants)
         .custom_method("ctxfs/results", Backend::results)
+        .custom_method("ctxfs/resultText", Backend::result_text)
         .custom_method("ctxfs/changes", Backend::changes)
         .custom_method("ctxfs/changeText", Backend::change_text)
         .custom_method(transport::INVALID, Backend::invalid)
@@ -278,6 +279,7 @@ impl Backend {
                     resume: None,
                 };
                 let resume = params.resume.clone();
+                let engine = engine.clone();
                 let opened = tokio::task::spawn_blocking(move || match resume {
                     Some(id) => engine.reopen_session(&id, options),
                     None => engine.open_session(options),
@@ -307,7 +309,8 @@ impl Backend {
         let resumed = params.resume.is_some();
         let answer = worker.submit(|session| (session.instructions(), session.instruction_chain()));
         let (instructions, chain) = answer.await.map_err(|_| server_error("the session's thread is gone"))?;
-        Ok(OpenSessionResult { session: worker.session.id().to_string(), resumed, instructions, chain: chain.into() })
+        let chain = InstructionChain::new(chain, |path| engine.vpath_to_host(path));
+        Ok(OpenSessionResult { session: worker.session.id().to_string(), resumed, instructions, chain })
     }
 
     async fn call(&self, params: CallParams) -> Result<CallResult> {
@@ -476,6 +479,22 @@ impl Backend {
             .await
             .map_err(|e| server_error(format!("listing the results failed: {e}")))?;
         Ok(ResultsResult { results: listed.into_iter().map(ResultItem::from).collect() })
+    }
+
+    /// A stored result's full text, without recording a result. Not queued behind its calls.
+    async fn result_text(&self, params: ResultTextParams) -> Result<ResultTextResult> {
+        self.engine()?;
+        let worker = self.worker(&params.session)?;
+        let session = worker.session.clone();
+        let id = params.id.clone();
+        let text = tokio::task::spawn_blocking(move || session.stored_result(&id))
+            .await
+            .map_err(|e| server_error(format!("reading the result failed: {e}")))?;
+        let number = crate::hygiene::format::parse_id(&params.id);
+        match (text, number) {
+            (Some(text), Some(n)) => Ok(ResultTextResult { id: crate::hygiene::format::id_text(n), text }),
+            _ => Err(Error::invalid_params(format!("no stored result {} in this session", params.id))),
+        }
     }
 
     /// Lists a session's changes, newest first, with their diffs. Not queued behind its calls.

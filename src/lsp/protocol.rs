@@ -167,15 +167,25 @@ pub struct InstructionFile {
     pub origin: String,
     /// Its place in the chain, from 0.
     pub order: usize,
+    /// The file's absolute path on this machine, for an editor to open it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
 }
 
-impl From<Chain> for InstructionChain {
-    fn from(chain: Chain) -> InstructionChain {
+impl InstructionChain {
+    /// The chain as data; `host` maps a path of the session's world to the machine's.
+    pub fn new(chain: Chain, host: impl Fn(&crate::paths::VPath) -> Option<PathBuf>) -> InstructionChain {
         InstructionChain {
             files: chain
                 .files
                 .into_iter()
                 .map(|f| InstructionFile {
+                    file: match &f.location {
+                        crate::instructions::Location::InView(path) => host(path),
+                        crate::instructions::Location::Host(path) => Some(path.clone()),
+                        crate::instructions::Location::Unknown => None,
+                    }
+                    .map(|p| p.to_string_lossy().into_owned()),
                     path: f.path,
                     text: f.text,
                     origin: match f.origin {
@@ -434,6 +444,25 @@ impl From<crate::hygiene::ResultEntry> for ResultItem {
     }
 }
 
+/// `ctxfs/resultText`: a stored result's full text for the user to read,
+/// without recording a new result (unlike `ctxfs/recall`, which is the model's).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResultTextParams {
+    /// The session's id, from `ctxfs/openSession`.
+    pub session: String,
+    /// The result's id, with or without `#`.
+    pub id: String,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ResultTextResult {
+    /// The id, as `#000c`.
+    pub id: String,
+    /// The full stored result: what follows its bracket, uncapped.
+    pub text: String,
+}
+
 /// `ctxfs/changes`: the files the session changed, newest first.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -659,6 +688,7 @@ pub fn methods() -> Vec<(&'static str, Option<schemars::Schema>, Option<schemars
         ("ctxfs/setMode", Some(schema_for!(SetModeParams)), Some(schema_for!(SetModeResult))),
         ("ctxfs/grants", Some(schema_for!(GrantsParams)), Some(schema_for!(GrantsResult))),
         ("ctxfs/results", Some(schema_for!(ResultsParams)), Some(schema_for!(ResultsResult))),
+        ("ctxfs/resultText", Some(schema_for!(ResultTextParams)), Some(schema_for!(ResultTextResult))),
         ("ctxfs/changes", Some(schema_for!(ChangesParams)), Some(schema_for!(ChangesResult))),
         ("ctxfs/changeText", Some(schema_for!(ChangeTextParams)), Some(schema_for!(ChangeTextResult))),
     ]

@@ -253,7 +253,15 @@ fn several(
         grants.insert(folder.to_str().context("a workspace folder's path is not UTF-8")?.to_string(), Level::Stage);
     }
     let view = View::from_file(&ViewFile { grants, floors: BTreeMap::new() }).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let fs: Arc<dyn Fs> = Arc::new(OsFs::open(&ancestor, vroot, trash)?);
+    let mut os = OsFs::open(&ancestor, vroot, trash)?;
+    if !data.starts_with(&ancestor) {
+        let inflight = data.join("inflight");
+        os = os.with_journal(&inflight);
+        for line in crate::vfs::journal::recover(&inflight, &ancestor, &os) {
+            tracing::warn!("{line}");
+        }
+    }
+    let fs: Arc<dyn Fs> = Arc::new(os);
     let fs: Arc<dyn Fs> = Arc::new(Overlay::new(fs, docs.clone(), ancestor.clone()));
     let start = start.or_else(|| folders[0].to_str().map(str::to_string));
     let mut engine = Engine::with_fs(fs, view, start.as_deref(), data, ancestor.clone(), host);

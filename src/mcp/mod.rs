@@ -141,9 +141,9 @@ pub trait HostSession: Send + Sync + 'static {
     fn set_approver(&self, _approver: Option<Arc<dyn crate::gate::Approver>>) {}
     /// Sets who hears how far a search's indexing has come (`None`: nobody).
     fn set_progress(&self, _sink: Option<crate::engine::ProgressSink>) {}
-    /// Whether a call of the tool may take long or wait on something (the
-    /// user, the index, a walk of a tree). Only those leave the protocol's thread.
-    fn may_wait(&self, _tool: &str) -> bool {
+    /// Whether a call may take long or wait on something (the user, the
+    /// index, a walk of a tree, a large file). Only those leave the protocol's thread.
+    fn may_wait(&self, _tool: &str, _args: &serde_json::Value) -> bool {
         true
     }
 }
@@ -180,8 +180,8 @@ impl HostSession for Session {
             None => Session::clear_approver(self),
         }
     }
-    fn may_wait(&self, tool: &str) -> bool {
-        crate::engine::may_wait(tool)
+    fn may_wait(&self, tool: &str, args: &serde_json::Value) -> bool {
+        Session::call_may_wait(self, tool, args)
     }
 }
 
@@ -469,7 +469,12 @@ impl<H: Host> ServerHandler for McpServer<H> {
             Err(why) => return Ok(tool_error(format!("The session could not be opened: {why}")).into()),
         };
         let name = request.name.to_string();
-        let args = serde_json::Value::Object(request.arguments.unwrap_or_default());
+        let mut args = request.arguments.unwrap_or_default();
+        // Arguments that were not an object (see the transport): the tool refuses them.
+        let args = match args.remove(transport::NOT_AN_OBJECT) {
+            Some(given) => given,
+            None => serde_json::Value::Object(args),
+        };
         tracing::debug!(tool = name, "call");
         // A change the gate asks about is put to the user by elicitation,
         // when the client can; else the session's mode decides alone.
@@ -502,7 +507,7 @@ impl<H: Host> ServerHandler for McpServer<H> {
             None => (None, None),
         };
         session.set_progress(sink);
-        let answer = if session.may_wait(&name) {
+        let answer = if session.may_wait(&name, &args) {
             // The ticket moves into the blocking job: the next call starts only
             // when this one has really finished, even if this future is dropped.
             tokio::task::spawn_blocking(move || {

@@ -17,7 +17,7 @@
 
 use super::order::Sequencer;
 use rmcp::model::{
-    ClientNotification, ClientRequest, ErrorData, GetExtensions, GetMeta, JsonRpcMessage, NumberOrString,
+    ClientNotification, ClientRequest, ErrorCode, ErrorData, GetExtensions, GetMeta, JsonRpcMessage, NumberOrString,
     ProtocolVersion, RequestId,
 };
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
@@ -135,7 +135,14 @@ where
 
     /// Turns one complete line into a message, or answers it and returns None.
     fn parse(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
-        let mut line: &[u8] = &self.line;
+        let line = std::mem::take(&mut self.line);
+        let parsed = self.parse_line(&line, true);
+        self.line = line;
+        parsed
+    }
+
+    fn parse_line(&self, line: &[u8], repair: bool) -> Option<RxJsonRpcMessage<RoleServer>> {
+        let mut line: &[u8] = line;
         if let Some(rest) = line.strip_suffix(b"\r") {
             line = rest;
         }
@@ -146,13 +153,31 @@ where
             return None;
         }
         match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(line) {
+            // A tools/call rmcp could not read as one (its arguments are not an
+            // object): answered by the tool as a tool error, which the model reads.
+            Ok(JsonRpcMessage::Request(request)) if repair && is_unread_tool_call(&request.request) => {
+                let mut value: serde_json::Value = serde_json::from_slice(line).ok()?;
+                if !arguments_not_an_object(&value) {
+                    return Some(JsonRpcMessage::Request(request));
+                }
+                let params = &mut value["params"];
+                let given = params["arguments"].take();
+                params["arguments"] = serde_json::json!({ NOT_AN_OBJECT: given });
+                let bytes = serde_json::to_vec(&value).unwrap_or_default();
+                self.parse_line(&bytes, false)
+            }
             Ok(message) => Some(message),
             Err(error) => {
                 match serde_json::from_slice::<serde_json::Value>(line) {
-                    Err(_) => {
-                        // Not JSON at all: no id to answer to.
-                        tracing::warn!("ignored a line that is not JSON ({} bytes): {error}", line.len());
+                    Err(_) if repair => {
+                        // JavaScript and Python write a lone surrogate as `\udcff`,
+                        // which JSON parsers refuse: read it as U+FFFD instead.
+                        if let Some(repaired) = replace_lone_surrogates(line) {
+                            return self.parse_line(&repaired, false);
+                        }
+                        self.not_json(line, &error);
                     }
+                    Err(_) => self.not_json(line, &error),
                     Ok(value) => {
                         let id = value.get("id").and_then(request_id);
                         let method = value.get("method").and_then(serde_json::Value::as_str);
@@ -177,6 +202,21 @@ where
                 }
                 None
             }
+        }
+    }
+
+    /// A line that is not JSON: answered "Parse error" when an id can still
+    /// be read from its start or end, else only logged.
+    fn not_json(&self, line: &[u8], error: &serde_json::Error) {
+        match id_from_head(line).or_else(|| id_from_tail(line)) {
+            Some(id) => {
+                tracing::warn!("answered a line that is not JSON ({} bytes): {error}", line.len());
+                self.answer_error(
+                    ErrorData::new(ErrorCode::PARSE_ERROR, format!("Parse error: {error}"), None),
+                    Some(id),
+                );
+            }
+            None => tracing::warn!("ignored a line that is not JSON ({} bytes): {error}", line.len()),
         }
     }
 
@@ -214,6 +254,58 @@ fn opens_lifecycle(request: &ClientRequest) -> bool {
                 && meta.protocol_version().is_some_and(|v| ProtocolVersion::KNOWN_VERSIONS.contains(&v))
         }
     }
+}
+
+/// The key a `tools/call` whose `arguments` is not an object carries them
+/// under, so the call reaches the tool (which refuses it in words the model
+/// reads) instead of failing as a JSON-RPC error.
+pub(crate) const NOT_AN_OBJECT: &str = "\u{0}ctxfs:arguments-not-an-object";
+
+fn is_unread_tool_call(request: &ClientRequest) -> bool {
+    matches!(request, ClientRequest::CustomRequest(custom) if custom.method == "tools/call")
+}
+
+fn arguments_not_an_object(value: &serde_json::Value) -> bool {
+    value.get("method").and_then(serde_json::Value::as_str) == Some("tools/call")
+        && value.get("params").and_then(|p| p.get("arguments")).is_some_and(|a| !a.is_object() && !a.is_null())
+}
+
+/// The line with every `\uXXXX` escape of a lone surrogate (one not part of
+/// a pair) replaced by `\ufffd`; `None` when there is none.
+fn replace_lone_surrogates(line: &[u8]) -> Option<Vec<u8>> {
+    let hex4 = |b: &[u8]| -> Option<u16> { u16::from_str_radix(std::str::from_utf8(b.get(..4)?).ok()?, 16).ok() };
+    let mut out = Vec::with_capacity(line.len());
+    let mut changed = false;
+    let mut i = 0;
+    while i < line.len() {
+        if line[i] == b'\\' && i + 1 < line.len() {
+            if line[i + 1] == b'u' {
+                if let Some(unit) = hex4(&line[i + 2..]) {
+                    let is_high = (0xD800..0xDC00).contains(&unit);
+                    let is_low = (0xDC00..0xE000).contains(&unit);
+                    let next_low = line.get(i + 6..i + 8) == Some(b"\\u")
+                        && hex4(&line[i + 8..]).is_some_and(|u| (0xDC00..0xE000).contains(&u));
+                    if is_high && next_low {
+                        out.extend_from_slice(&line[i..i + 12]);
+                        i += 12;
+                        continue;
+                    }
+                    if is_high || is_low {
+                        out.extend_from_slice(b"\\ufffd");
+                        changed = true;
+                        i += 6;
+                        continue;
+                    }
+                }
+            }
+            out.extend_from_slice(&line[i..i + 2]);
+            i += 2;
+            continue;
+        }
+        out.push(line[i]);
+        i += 1;
+    }
+    changed.then_some(out)
 }
 
 fn keep_tail(tail: &mut Vec<u8>, chunk: &[u8]) {
@@ -483,5 +575,15 @@ mod tests {
         assert_eq!(id_from_tail(br#"aa","id":5}}"#), None);
         assert_eq!(id_from_tail(br#"aa\"id\":5}"#), None);
         assert_eq!(id_from_tail(br#"aa"}}"#), None);
+    }
+
+    #[test]
+    fn lone_surrogates_become_replacement_characters_and_pairs_stay() {
+        let repaired = replace_lone_surrogates(br#"{"a":"x\udcffy","b":"\ud83d\ude00","c":"\ud800"}"#).unwrap();
+        let value: serde_json::Value = serde_json::from_slice(&repaired).unwrap();
+        assert_eq!(value["a"], "x\u{fffd}y");
+        assert_eq!(value["b"], "\u{1f600}");
+        assert_eq!(value["c"], "\u{fffd}");
+        assert!(replace_lone_surrogates(br#"{"a":"\\udcff"}"#).is_none(), "an escaped backslash is no escape");
     }
 }

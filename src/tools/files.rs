@@ -11,6 +11,7 @@ use super::text::{self, PatchOp, TextFile};
 use super::{sha256, Change, ChangeTexts, Ctx, FileChange, Outcome, ReadOutcome, Sha, ToolResult};
 use crate::access::{Need, Target, ToolError, MAX_OPEN_BYTES};
 use crate::paths::VPath;
+use crate::vfs::journal::IntentStep;
 use crate::vfs::{Expect, Kind};
 use std::collections::HashSet;
 
@@ -59,6 +60,9 @@ fn load_for_change(ctx: &Ctx<'_>, target: &Target) -> Result<(Sha, TextFile), To
 /// Writes bytes to a checked target, making missing parents first, if what
 /// is there is still what `expect` says (checked as the change takes effect).
 fn store(ctx: &mut Ctx<'_>, target: &Target, bytes: &[u8], expect: Expect) -> Result<Sha, ToolError> {
+    if bytes.len() as u64 > MAX_OPEN_BYTES {
+        return Err(ToolError::Message(text::EditError::TooLarge { bytes: bytes.len() }.message(target.path.as_str())));
+    }
     ctx.access.create_parents(target)?;
     ctx.access.fs().write_file_if(&target.real, bytes, expect).map_err(|e| ToolError::from_fs(e, &target.path))?;
     let sha = sha256(bytes);
@@ -324,6 +328,16 @@ pub fn apply_patch(ctx: &mut Ctx<'_>, params: ApplyPatchParams) -> ToolResult {
 /// Carries out checked patch steps: writes first, removals last, and on a
 /// failure puts back what was already written.
 fn commit(ctx: &mut Ctx<'_>, steps: Vec<Step>) -> ToolResult {
+    // A change of several files is recorded first, so that a crash part-way
+    // through is rolled back whole at the next start.
+    let intent = if steps.len() > 1 {
+        let record = intent_steps(ctx, &steps)?;
+        ctx.access.fs().begin_intent(&record).map_err(|e| {
+            ToolError::Message(format!("Nothing was changed: the change could not be recorded first ({e})."))
+        })?
+    } else {
+        None
+    };
     let mut undo: Vec<Undo> = Vec::new();
     let mut changes: Vec<Option<FileChange>> = Vec::with_capacity(steps.len());
     let mut failure = None;
@@ -424,7 +438,45 @@ fn commit(ctx: &mut Ctx<'_>, steps: Vec<Step>) -> ToolResult {
         for step in undo.into_iter().rev() {
             step(ctx);
         }
+        if let Some(intent) = intent {
+            intent.done();
+        }
         return Err(error);
     }
+    if let Some(intent) = intent {
+        intent.done();
+    }
     Ok(Outcome::Patch(changes.into_iter().flatten().collect()))
+}
+
+/// What each file of a patch is before and after it, for the record that
+/// makes a crash roll back (see `vfs::journal`).
+fn intent_steps(ctx: &Ctx<'_>, steps: &[Step]) -> Result<Vec<IntentStep>, ToolError> {
+    let old = |target: &Target| {
+        ctx.access.fs().read_file(&target.real, MAX_OPEN_BYTES).map_err(|e| ToolError::from_fs(e, &target.path))
+    };
+    let mut out = Vec::with_capacity(steps.len());
+    for step in steps {
+        match step {
+            Step::Create { target, bytes, .. } => {
+                out.push(IntentStep { path: target.real.clone(), old: None, new: Some(sha256(bytes)) })
+            }
+            Step::Update { target, bytes, moved_to, .. } => {
+                let before = old(target)?;
+                match moved_to {
+                    Some(dest) if dest.real != target.real => {
+                        out.push(IntentStep { path: dest.real.clone(), old: None, new: Some(sha256(bytes)) });
+                        out.push(IntentStep { path: target.real.clone(), old: Some(before), new: None });
+                    }
+                    _ => {
+                        out.push(IntentStep { path: target.real.clone(), old: Some(before), new: Some(sha256(bytes)) })
+                    }
+                }
+            }
+            Step::Delete { target, .. } => {
+                out.push(IntentStep { path: target.real.clone(), old: Some(old(target)?), new: None })
+            }
+        }
+    }
+    Ok(out)
 }

@@ -335,7 +335,15 @@ pub enum EditError {
         /// Whether matches start on more lines than are listed.
         more: bool,
     },
+    /// The result would be larger than a file the tools open.
+    TooLarge {
+        /// The result's size in bytes.
+        bytes: usize,
+    },
 }
+
+/// The largest text an edit may make: what the tools open (64 MiB).
+pub const MAX_TEXT_BYTES: usize = crate::access::MAX_OPEN_BYTES as usize;
 
 /// A recognised near miss for an `old_string` that was not found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -389,6 +397,10 @@ impl EditError {
                     "old_string matches {count} times in {path} ({noun} {listed}); give more context to make it unique, or set replace_all."
                 )
             }
+            EditError::TooLarge { bytes } => format!(
+                "Not changed: {path} would become {bytes} bytes, more than the {} MiB a file may have here.",
+                MAX_TEXT_BYTES >> 20
+            ),
         }
     }
 }
@@ -419,6 +431,9 @@ pub fn apply_edit(text_lf: &str, old: &str, new: &str, replace_all: bool) -> Res
     let starts: Vec<usize> = text_lf.match_indices(old.as_ref()).map(|(i, _)| i).collect();
     match starts.len() {
         0 => Err(EditError::NotFound { hint: not_found_hint(text_lf, &old) }),
+        1 if text_lf.len() - old.len() + new.len() > MAX_TEXT_BYTES => {
+            Err(EditError::TooLarge { bytes: text_lf.len() - old.len() + new.len() })
+        }
         1 => {
             let at = starts[0];
             let mut out = String::with_capacity(text_lf.len() - old.len() + new.len());
@@ -427,7 +442,15 @@ pub fn apply_edit(text_lf: &str, old: &str, new: &str, replace_all: bool) -> Res
             out.push_str(&text_lf[at + old.len()..]);
             Ok((out, 1))
         }
-        count if replace_all => Ok((text_lf.replace(old.as_ref(), &new), count)),
+        count if replace_all => {
+            // Checked before the text is made: a small file can grow without bound.
+            let bytes = (text_lf.len() as u128 + count as u128 * new.len() as u128)
+                .saturating_sub(count as u128 * old.len() as u128);
+            if bytes > MAX_TEXT_BYTES as u128 {
+                return Err(EditError::TooLarge { bytes: bytes.min(usize::MAX as u128) as usize });
+            }
+            Ok((text_lf.replace(old.as_ref(), &new), count))
+        }
         count => {
             let mut lines = Vec::new();
             let mut more = false;

@@ -12,6 +12,7 @@
 //! (`FsError::Raced`): a link appearing between the check and the use is a
 //! race, and a race fails closed.
 
+pub mod journal;
 pub mod mem;
 pub mod os;
 pub mod overlay;
@@ -229,6 +230,13 @@ pub trait Fs: Send + Sync {
     /// `write_file_if` with no condition, for set-ups and tests.
     fn write_file(&self, real: &VPath, data: &[u8]) -> Result<(), FsError> {
         self.write_file_if(real, data, Expect::Anything)
+    }
+
+    /// Records a change of several files before its first step, so that a
+    /// crash part-way is rolled back whole at the next start (see `journal`).
+    /// `None` where nothing is recorded (in memory, a dry run).
+    fn begin_intent(&self, _steps: &[journal::IntentStep]) -> Result<Option<journal::Intent>, FsError> {
+        Ok(None)
     }
 
     /// Makes one directory; its parent must exist.

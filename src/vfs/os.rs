@@ -37,6 +37,8 @@ pub struct OsFs {
     vroot: VPath,
     root_fd: Arc<OwnedFd>,
     trash_dir: Option<PathBuf>,
+    /// What this process is in the middle of, for the cleanup after a crash.
+    journal: Option<super::journal::Journal>,
     /// Counts changes in the trees searched lately, its own and (once watched) everyone's.
     watchers: super::watch::Watchers,
 }
@@ -59,8 +61,24 @@ impl OsFs {
             vroot,
             root_fd: Arc::new(root_fd),
             trash_dir,
+            journal: None,
             watchers: Default::default(),
         })
+    }
+
+    /// Keeps this process's journal (temporary files, unfinished multi-file
+    /// changes) under `root`, which must lie outside the boundary.
+    pub fn with_journal(mut self, root: &Path) -> OsFs {
+        self.journal = Some(super::journal::Journal::new(root));
+        self
+    }
+
+    /// The host path of a real path.
+    fn host_path(&self, real: &VPath) -> PathBuf {
+        match real.strip_prefix(&self.vroot) {
+            Some(rel) if !rel.is_empty() => self.host_root.join(rel),
+            _ => self.host_root.clone(),
+        }
     }
 
     /// The canonical host directory of the boundary.
@@ -231,7 +249,7 @@ impl Fs for OsFs {
         }
         let mut file = std::fs::File::from(fd);
         let mut out = Vec::with_capacity(meta.len as usize);
-        Read::by_ref(&mut file).take(max + 1).read_to_end(&mut out)?;
+        Read::by_ref(&mut file).take(max.saturating_add(1)).read_to_end(&mut out)?;
         if out.len() as u64 > max {
             return Err(FsError::TooLarge { len: out.len() as u64 });
         }
@@ -245,8 +263,11 @@ impl Fs for OsFs {
         let mut out = Vec::new();
         while let Some(entry) = dir.read() {
             let entry = entry.map_err(errno)?;
-            let name = entry.file_name().to_string_lossy();
-            if name == "." || name == ".." {
+            // A name that is not UTF-8 cannot be named by a path of the
+            // session's, so it is not listed (walks skip it too), and a write's
+            // temporary file is not the user's.
+            let Ok(name) = entry.file_name().to_str() else { continue };
+            if name == "." || name == ".." || is_temp_name(name).is_some() {
                 continue;
             }
             let kind = match entry.file_type() {
@@ -261,7 +282,7 @@ impl Fs for OsFs {
                 }
                 _ => Kind::Special,
             };
-            out.push(DirEntry { name: name.into_owned(), kind });
+            out.push(DirEntry { name: name.to_string(), kind });
         }
         Ok(out)
     }
@@ -311,6 +332,9 @@ impl Fs for OsFs {
             Expect::Absent | Expect::Anything => None,
         };
         let temp = temp_name(name);
+        if let Some(journal) = &self.journal {
+            journal.note_temp(&self.host_path(&real.parent().unwrap_or_else(VPath::root)), &temp);
+        }
         let create = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fd = rfs::openat(&dir, temp.as_str(), create, Mode::from_raw_mode(0o666)).map_err(errno)?;
         let mut file = std::fs::File::from(fd);
@@ -326,6 +350,7 @@ impl Fs for OsFs {
             let _ = rfs::unlinkat(&dir, temp.as_str(), AtFlags::empty());
             return Err(e);
         }
+        crash_point("CTXFS_CRASH_BEFORE_RENAME");
         let placed = match observed {
             None => {
                 let flags = if expect == Expect::Absent { RenameFlags::NOREPLACE } else { RenameFlags::empty() };
@@ -342,7 +367,15 @@ impl Fs for OsFs {
         }
         // The rename is durable once the directory is synced.
         rfs::fsync(&dir_rw).map_err(errno)?;
+        crash_point("CTXFS_CRASH_AFTER_WRITES");
         Ok(())
+    }
+
+    fn begin_intent(&self, steps: &[super::journal::IntentStep]) -> Result<Option<super::journal::Intent>, FsError> {
+        match &self.journal {
+            Some(journal) => Ok(Some(journal.begin(&self.host_root, steps)?)),
+            None => Ok(None),
+        }
     }
 
     fn create_dir(&self, real: &VPath) -> Result<(), FsError> {
@@ -397,6 +430,25 @@ impl Fs for OsFs {
         let names = self.names(real)?;
         let fd = self.open_dir_strict(&names, LIST)?;
         super::walk::walk_fd_in_view(fd, real.clone(), options, visit, readable)
+    }
+}
+
+/// A crash on purpose, for tests of what a crash leaves: with
+/// `CTXFS_CRASH_AFTER_WRITES=N` in its environment the process aborts right
+/// after its Nth file write, with `CTXFS_CRASH_BEFORE_RENAME=N` just before
+/// its Nth write puts the new file in place (its temporary file written), as
+/// a `kill -9` at that moment would stop it.
+fn crash_point(name: &'static str) {
+    static POINTS: std::sync::OnceLock<[(&str, Option<AtomicU64>); 2]> = std::sync::OnceLock::new();
+    let points = POINTS.get_or_init(|| {
+        ["CTXFS_CRASH_AFTER_WRITES", "CTXFS_CRASH_BEFORE_RENAME"]
+            .map(|var| (var, std::env::var(var).ok().and_then(|n| n.parse().ok()).map(AtomicU64::new)))
+    });
+    for (var, left) in points {
+        if *var == name && left.as_ref().is_some_and(|left| left.fetch_sub(1, Ordering::SeqCst) == 1) {
+            tracing::error!("{var}: stopping here, as a crash would");
+            std::process::abort();
+        }
     }
 }
 

@@ -492,6 +492,10 @@ impl Fs for Overlay {
         self.inner.create_dir(real)
     }
 
+    fn begin_intent(&self, steps: &[super::journal::IntentStep]) -> Result<Option<super::journal::Intent>, FsError> {
+        self.inner.begin_intent(steps)
+    }
+
     fn rename(&self, from: &VPath, to: &VPath) -> Result<(), FsError> {
         self.inner.rename(from, to)
     }

@@ -475,6 +475,10 @@ fn read_listing<'w>(
         let Ok(name) = std::str::from_utf8(bytes) else {
             continue;
         };
+        // A write's temporary file is not the user's: never shown.
+        if super::os::is_temp_name(name).is_some() {
+            continue;
+        }
         let kind = match item.file_type() {
             FileType::Directory => Kind::Dir,
             FileType::RegularFile => Kind::File,

@@ -287,6 +287,11 @@ def test_every_tool(workspace):
             assert str(ws.resolve()) in opened["instructions"]
             assert opened["resumed"] is False
             assert opened["chain"] == {"files": [], "notes": []}
+            (ws / "AGENTS.md").write_text("Be brief.\n")
+            again = await ed.open_session()
+            files = again["chain"]["files"]
+            assert files[0]["path"] == "AGENTS.md" and files[0]["file"] == str(ws.resolve() / "AGENTS.md"), files
+            (ws / "AGENTS.md").unlink()
             tools = {t["name"] for t in (await ed.request("ctxfs/tools"))["tools"]}
             done = set()
 
@@ -644,6 +649,13 @@ def test_results_changes_and_change_texts_for_editors(workspace):
             assert results[0]["isError"] is True and results[0]["tool"] == "read"
             limited = (await ed.request("ctxfs/results", {"session": s, "limit": 2}))["results"]
             assert [r["id"] for r in limited] == ids[:2]
+            # The user reads a stored result: its text, and no new result in the session.
+            shown = await ed.request("ctxfs/resultText", {"session": s, "id": read["id"]})
+            assert shown["id"] == read["id"] and shown["text"].startswith("1: hello\n2: world"), shown
+            after = (await ed.request("ctxfs/results", {"session": s}))["results"]
+            assert [r["id"] for r in after] == ids, "resultText records nothing"
+            with pytest.raises(Exception, match="no stored result"):
+                await ed.request("ctxfs/resultText", {"session": s, "id": "#ffff"})
 
             changes = (await ed.request("ctxfs/changes", {"session": s}))["changes"]
             shape = [(c["tool"], Path(c["path"]).name, c["kind"]) for c in changes]

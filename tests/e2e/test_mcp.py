@@ -292,8 +292,17 @@ def test_raw_stdio_survives_bad_input(workspace, tmp_path):
         raw.send_bytes(b"\x00\xff garbage \xfe\n")
         raw.send_bytes(b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":"nope"}\n')
         assert "error" in raw.answer_to(3)
+        # Arguments that are not an object: a tool error the model reads, with an id.
         raw.send(tool_call(4, "read", "not an object"))
-        assert "error" in raw.answer_to(4)
+        answer = raw.answer_to(4)["result"]
+        assert answer["isError"] is True and answer["content"][0]["text"].startswith("[#"), answer
+        # A lone surrogate (as JavaScript and Python write one): answered, read as U+FFFD.
+        raw.send_bytes(b'{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"name":"read","arguments":{"file_path":"a\\udcff"}}}\n')
+        answer = raw.answer_to(41)["result"]
+        assert answer["isError"] is True and "No such file" in answer["content"][0]["text"], answer
+        # Not JSON, but an id can be read: answered "Parse error".
+        raw.send_bytes(b'{"jsonrpc":"2.0","id":42,"method":"ping",,,}\n')
+        assert raw.answer_to(42)["error"]["code"] == -32700
         raw.send({"jsonrpc": "2.0", "id": 5, "method": "no/such/method"})
         assert raw.answer_to(5)["error"]["code"] == -32601
         raw.send(tool_call(6, "no_such_tool", {}))
@@ -398,6 +407,41 @@ def test_answered_results_survive_a_kill_and_the_session_resumes(workspace, tmp_
         assert answer["isError"] is True and "No stored result" in answer["content"][0]["text"], answer
         first_own = re.match(r"\[(#[0-9a-f]{4,})", answer["content"][0]["text"]).group(1)
         assert int(first_own[1:], 16) > max(numbers), (first_own, ids)
+    finally:
+        raw.close()
+
+
+def test_deep_paths_are_refused_and_a_big_read_stalls_nobody(workspace, tmp_path):
+    """Paths beyond the platform's limits are refused with a sentence, and a
+    call whose cost grows with its input (a read of a big file) runs off the
+    protocol thread: a ping sent after it is answered first."""
+    ws, data = workspace
+    big = ws / "big.txt"
+    with open(big, "w") as f:
+        line = "y" * 999 + "\n"
+        for _ in range(60_000):
+            f.write(line)
+    raw = Raw(["--root", str(ws), "--data", str(data)], tmp_path / "stderr.log")
+    try:
+        initialize(raw)
+        deep = "/".join(["d"] * 300)
+        raw.send(tool_call(2, "mkdir", {"path": deep}))
+        answer = raw.answer_to(2)["result"]
+        assert answer["isError"] is True and "255 levels" in answer["content"][0]["text"], answer
+        assert not (ws / "d").exists()
+        raw.send(tool_call(3, "write", {"file_path": "n" * 300, "content": "x"}))
+        answer = raw.answer_to(3)["result"]
+        assert answer["isError"] is True and "at most 255 bytes" in answer["content"][0]["text"], answer
+
+        # The read goes first, the ping right after it; the ping's answer comes first.
+        raw.send(tool_call(4, "read", {"file_path": "big.txt"}))
+        raw.send({"jsonrpc": "2.0", "id": 5, "method": "ping"})
+        order = []
+        while len(order) < 2:
+            message = raw.recv()
+            if message.get("id") in (4, 5) and "method" not in message:
+                order.append(message["id"])
+        assert order == [5, 4], order
     finally:
         raw.close()
 
