@@ -8,11 +8,10 @@
 //! changes neither which results come back, nor their order, nor how many.
 //! Access itself is decided by `access`; this module only asks it.
 //!
-//! Evidence comes at two grains and is fused file-first (`rank`): passages
-//! are ranked by BM25 over their words and by meaning; files by whole-file
-//! BM25 (a file's words are its passages'), by their best passage by words
-//! and by meaning, and by path and tags. The answer is the best passage of
-//! each of the best files, then second passages. Words are `terms::terms`:
+//! Evidence comes at two grains and is fused (`rank`): passages are ranked
+//! by BM25 over their words and by meaning; files by whole-file BM25 (a
+//! file's words are its passages') and by path and tags, each file ranking
+//! voting for the file's opening passage. Words are `terms::terms`:
 //! identifiers split at `_` and case changes and also kept joined, English
 //! function words left out of a query. Weights and constants were chosen on
 //! the tuning halves of bench/search_heldout.py's question sets and are
@@ -44,16 +43,16 @@
 //! For benchmarks, `CTXFS_SEARCH_RANKINGS` (read once) limits which
 //! rankings take part: `words`, `meaning`, `paths`, `files`, joined by `+`
 //! or `,`; unset, `fused` or `all` is all four; `exact` scores every
-//! passage's vector instead of those the sign bits pick; `flat` and
+//! passage's vector instead of those the sign bits pick; `blend` and
 //! `grouped` choose the other fusions `rank` keeps for measuring. It is a knob for measuring,
 //! not a setting for users; `Index::search_with` takes the same choice per call.
 
+use super::rank;
 use super::store::{decode_vector, quantize, IndexStore, NewChunk};
+use super::terms::{query_terms, query_words, terms};
 use crate::access::{Access, Target};
 use crate::paths::VPath;
 use crate::tools::find::{visible_files, Found};
-use super::rank;
-use super::terms::{query_terms, terms};
 use crate::tools::text::TextFile;
 use crate::tools::{sha256, Sha};
 use crate::vfs::Source;
@@ -133,10 +132,10 @@ pub struct Searched {
 /// How a search's rankings are fused (see `rank`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fusion {
+    /// Passages and files fused, a file ranking voting for the file's opening passage (the default).
+    Opening,
     /// Passages fused, whole files and paths voting for their best passage, a few passages a file first.
     Blend,
-    /// Files and paths voting for a file's first passage (as before whole files voted).
-    Flat,
     /// Files fused on their own, then each file's best passage in turn.
     Grouped,
 }
@@ -152,22 +151,38 @@ pub struct Rankings {
     pub paths: bool,
     /// BM25 over whole files.
     pub files: bool,
-    /// How the rankings are fused (`rank`): blended (the default), `flat` or `grouped`.
+    /// How the rankings are fused (`rank`): by opening passages (the default), `blend` or `grouped`.
     pub fusion: Fusion,
+    /// Match a query by its split words only, not its identifiers joined too (for measuring; `unjoined`).
+    pub unjoined: bool,
     /// Score every passage's vector exactly instead of the `RERANK` its sign bits pick
     /// (for measuring what that costs; `exact` in `CTXFS_SEARCH_RANKINGS`).
     pub exact_meaning: bool,
 }
 
 impl Rankings {
-    pub const ALL: Rankings =
-        Rankings { words: true, meaning: true, paths: true, files: true, fusion: Fusion::Blend, exact_meaning: false };
-    pub const NONE: Rankings =
-        Rankings { words: false, meaning: false, paths: false, files: false, fusion: Fusion::Blend, exact_meaning: false };
+    pub const ALL: Rankings = Rankings {
+        words: true,
+        meaning: true,
+        paths: true,
+        files: true,
+        fusion: Fusion::Opening,
+        unjoined: false,
+        exact_meaning: false,
+    };
+    pub const NONE: Rankings = Rankings {
+        words: false,
+        meaning: false,
+        paths: false,
+        files: false,
+        fusion: Fusion::Opening,
+        unjoined: false,
+        exact_meaning: false,
+    };
 
     /// `words`, `meaning`, `paths`, `files`, joined by `+` or `,`; `fused`,
-    /// `all` or nothing is all four; `exact` adds `exact_meaning`, `flat` the
-    /// passage-only fusion.
+    /// `all` or nothing is all four; `exact` adds `exact_meaning`; `blend`
+    /// and `grouped` choose those fusions; `unjoined` matches split words only.
     pub fn parse(text: &str) -> Result<Rankings, String> {
         let mut out = Rankings::NONE;
         for part in text.split(['+', ',']).map(str::trim).filter(|p| !p.is_empty()) {
@@ -178,11 +193,13 @@ impl Rankings {
                 "files" => out.files = true,
                 "fused" | "all" => (out.words, out.meaning, out.paths, out.files) = (true, true, true, true),
                 "exact" => out.exact_meaning = true,
-                "flat" => out.fusion = Fusion::Flat,
+                "opening" | "flat" => out.fusion = Fusion::Opening,
+                "blend" => out.fusion = Fusion::Blend,
                 "grouped" => out.fusion = Fusion::Grouped,
+                "unjoined" => out.unjoined = true,
                 other => {
                     return Err(format!(
-                        "{other:?} is not a ranking (words, meaning, paths, files, fused, exact, flat, grouped)"
+                        "{other:?} is not a ranking (words, meaning, paths, files, fused, exact, opening, blend, grouped, unjoined)"
                     ))
                 }
             }
@@ -398,7 +415,8 @@ enum Work {
     /// Binary, too large or unreadable.
     Skip { size: i64 },
     /// New or changed, left for later: the search's time to index ran out.
-    Pending { size: i64 },
+    /// A changed file's indexed version (`stale`) is still searched meanwhile.
+    Pending { size: i64, stale: Option<Seen> },
 }
 
 pub struct Index {
@@ -411,6 +429,8 @@ pub struct Index {
     walks: Mutex<Vec<Walked>>,
     /// Terms' postings read from the store, kept while it does not change.
     postings: Mutex<PostingsCache>,
+    /// How long a search indexes new or changed files before it answers (`SEARCH_INDEX_BUDGET`).
+    index_budget: std::time::Duration,
 }
 
 /// Which postings: of passages' words, or of files' paths and tags.
@@ -487,6 +507,8 @@ struct Units {
     file_len: Vec<f64>,
     files_n: f64,
     file_avg: f64,
+    /// File row → the visible files that are it (one, or several for a path reached through links).
+    by_rowid: HashMap<i64, Vec<u32>>,
 }
 
 impl Units {
@@ -506,8 +528,10 @@ impl Units {
             file_len: Vec::with_capacity(seen.len()),
             files_n: 0.0,
             file_avg: 1.0,
+            by_rowid: HashMap::with_capacity(seen.len()),
         };
         for (f, s) in seen.iter().enumerate() {
+            u.by_rowid.entry(s.rowid).or_default().push(f as u32);
             u.starts.push(u.id.len() as u32);
             let mut len = 0u64;
             if let Some(blob) = mirror.blobs.get(&s.blob) {
@@ -653,6 +677,7 @@ impl Index {
             mirror: RwLock::new(Mirror::default()),
             walks: Mutex::new(Vec::new()),
             postings: Mutex::new(PostingsCache::default()),
+            index_budget: SEARCH_INDEX_BUDGET,
         })
     }
 
@@ -686,6 +711,11 @@ impl Index {
         cache.held += read.len();
         cache.terms.insert((kind, term.to_owned()), read.clone());
         Ok(read)
+    }
+
+    /// Sets how long a search indexes new or changed files before it answers from what is indexed.
+    pub fn set_index_budget(&mut self, budget: std::time::Duration) {
+        self.index_budget = budget;
     }
 
     pub fn has_vectors(&self) -> bool {
@@ -950,10 +980,12 @@ impl Index {
     ) -> Work {
         let late = || deadline.is_some_and(|d| std::time::Instant::now() >= d);
         let pending = |size: i64| {
-            if let Some(entry) = self.mirror().files.get(real.as_str()) {
+            let mirror = self.mirror();
+            let stale = mirror.files.get(real.as_str()).map(|entry| {
                 entry.mark.store(epoch, Ordering::Relaxed);
-            }
-            Work::Pending { size }
+                Seen { shown: shown.clone(), blob: entry.blob, rowid: entry.rowid }
+            });
+            Work::Pending { size, stale: stale.filter(|s| mirror.is_current(&s.blob)) }
         };
         let unchanged = |size: i64, mtime: i64| -> Option<Work> {
             let mirror = self.mirror();
@@ -1028,7 +1060,7 @@ impl Index {
             }
         }
         let escaped = AtomicBool::new(false);
-        let deadline = std::time::Instant::now() + SEARCH_INDEX_BUDGET;
+        let deadline = std::time::Instant::now() + self.index_budget;
         let (seen, done) = self.refresh(store, access, root, true, &escaped, Some(deadline), progress)?;
         let seen = Arc::new(Visible::new(seen));
         // A file reached through a link to outside the root (or into `.git`)
@@ -1103,9 +1135,12 @@ impl Index {
                             }
                         }
                         Work::Skip { size } => counts.add(&counts.skipped, size),
-                        Work::Pending { size } => {
+                        Work::Pending { size, stale } => {
                             counts.pending.fetch_add(1, Ordering::Relaxed);
                             counts.pending_bytes.fetch_add(size.max(0) as u64, Ordering::Relaxed);
+                            if let (Some(stale), true) = (stale, collect) {
+                                unchanged.lock().unwrap_or_else(|e| e.into_inner()).push(stale);
+                            }
                         }
                         work => {
                             if sender.send(work).is_err() {
@@ -1306,11 +1341,11 @@ impl Index {
         };
         let file_order = |a: u32, b: u32| seen[a as usize].shown.cmp(&seen[b as usize].shown);
         let starts = &units.starts;
-        let terms = query_terms(query);
+        let terms = if rankings.unjoined { query_words(query) } else { query_terms(query) };
         let weights = rank::Weights::from_env();
         let mut passage_rankings: Vec<(f64, Vec<u32>)> = Vec::new();
         let mut file_rankings: Vec<(f64, Vec<u32>)> = Vec::new();
-        // The file rankings that are not made of passages (whole files, paths): they vote in the blended fusion.
+        // The file rankings that are not made of passages (whole files, paths): they vote for a passage of their file.
         let mut own_file_rankings: Vec<(f64, Vec<u32>)> = Vec::new();
         let mut words_scores: Vec<f64> = Vec::new();
         let mut meaning_scores: Vec<f64> = Vec::new();
@@ -1363,17 +1398,16 @@ impl Index {
 
         // Paths and tags: BM25 over each visible file's path and tags.
         if rankings.paths && !seen.is_empty() && !terms.is_empty() {
-            let mut by_rowid: HashMap<i64, Vec<usize>> = HashMap::new();
-            for (i, s) in seen.iter().enumerate() {
-                by_rowid.entry(s.rowid).or_default().push(i);
-            }
+            let by_rowid = &units.by_rowid;
             let n = seen.len() as f64;
             let mut scores = vec![0f64; seen.len()];
             for term in &terms {
                 let postings = self.postings(&store, Postings::Meta, term)?;
                 let hits: Vec<(usize, u32)> = postings
                     .iter()
-                    .filter_map(|(rowid, tf)| by_rowid.get(rowid).map(|files| files.iter().map(move |f| (*f, *tf))))
+                    .filter_map(|(rowid, tf)| {
+                        by_rowid.get(rowid).map(|files| files.iter().map(move |f| (*f as usize, *tf)))
+                    })
                     .flatten()
                     .collect();
                 let idf = rank::idf(n, hits.len() as f64);
@@ -1441,9 +1475,10 @@ impl Index {
         let fallback = |file: u32| {
             let range = starts[file as usize]..starts[file as usize + 1];
             let best = |scores: &[f64]| {
-                range.clone().filter(|u| scores.get(*u as usize).is_some_and(|s| *s > 0.0)).max_by(|a, b| {
-                    scores[*a as usize].total_cmp(&scores[*b as usize]).then_with(|| order(*b, *a))
-                })
+                range
+                    .clone()
+                    .filter(|u| scores.get(*u as usize).is_some_and(|s| *s > 0.0))
+                    .max_by(|a, b| scores[*a as usize].total_cmp(&scores[*b as usize]).then_with(|| order(*b, *a)))
             };
             best(&words_scores).or_else(|| best(&meaning_scores)).unwrap_or(range.start)
         };
@@ -1461,7 +1496,7 @@ impl Index {
                 rank::fuse_blend(&passage_rankings, &own_file_rankings, &layout, per_file, limit)
             }
             Fusion::Grouped => rank::fuse_file_first(&passage_rankings, &file_rankings, &layout, limit),
-            Fusion::Flat => {
+            Fusion::Opening => {
                 let mut flat = passage_rankings.clone();
                 for (weight, files) in &own_file_rankings {
                     flat.push((*weight, files.iter().map(|f| starts[*f as usize]).collect()));
@@ -1794,6 +1829,34 @@ mod tests {
         index.note_written(&VPath::parse("/w/a.md").unwrap(), b"the omega protocol replaced it\n", None).unwrap();
         assert_eq!(texts("omega"), vec!["the omega protocol replaced it\n"]);
         assert!(texts("alpha").is_empty());
+    }
+
+    #[test]
+    fn a_search_out_of_time_to_index_answers_from_what_is_indexed_and_says_what_is_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        fs.add_file("/w/a.md", "the alpha protocol\n");
+        let access = access(fs.clone(), &[("/w", Level::Ro)]);
+        let root = access.target("/w", Need::Look).unwrap();
+        let mut index = index(dir.path());
+        assert_eq!(index.search(&access, &root, "alpha", 5).unwrap().len(), 1);
+        // No time to index: the new file is left for later, the indexed one still answers.
+        index.set_index_budget(std::time::Duration::ZERO);
+        fs.add_file("/w/b.md", "the alpha and beta protocols\n");
+        let first = index.search_report(&access, &root, "alpha", 5, Rankings::ALL, &|_| {}).unwrap();
+        assert_eq!(first.hits.iter().map(|h| h.path.as_str()).collect::<Vec<_>>(), ["/w/a.md"]);
+        assert_eq!((first.pending, first.pending_bytes), (1, 29));
+        // A changed file out of time keeps its indexed version (it is not taken for gone).
+        fs.add_file("/w/a.md", "the alpha protocol, changed\n");
+        let second = index.search_report(&access, &root, "alpha", 5, Rankings::ALL, &|_| {}).unwrap();
+        assert_eq!(second.hits.len(), 1);
+        assert_eq!(second.hits[0].text, "the alpha protocol\n");
+        assert_eq!(second.pending, 2);
+        // With time, the next search indexes the rest.
+        index.set_index_budget(SEARCH_INDEX_BUDGET);
+        let third = index.search_report(&access, &root, "alpha", 5, Rankings::ALL, &|_| {}).unwrap();
+        assert_eq!((third.hits.len(), third.pending), (2, 0));
+        assert!(third.hits.iter().any(|h| h.text == "the alpha protocol, changed\n"));
     }
 
     #[test]

@@ -6,14 +6,17 @@
 //! computed over what it was handed. Ties go by `order` (shown path, line,
 //! place), never by position, so the walk's order changes nothing.
 //!
-//! Fusion (`fuse_blend`, the default): passages are fused by reciprocal rank
-//! of the passage rankings (words, meaning); each file ranking (whole-file
-//! BM25, path and tags) adds its reciprocal rank to its file's best passage;
-//! and at most `per_file` passages of a file come before the other files'
-//! best ones: the best passages of the best files. Two other fusions are
-//! kept for measuring: `fuse_file_first` (files ranked by their own fusion,
-//! then each file's best passage in turn) and `fuse_flat` (file rankings
-//! voting for a file's first passage, as before whole files voted).
+//! Fusion (`fuse_flat`, the default): passages are fused by reciprocal rank
+//! of the passage rankings (words, meaning) and of the file rankings
+//! (whole-file BM25, path and tags), a file ranking voting for the file's
+//! opening passage, which is what says what a file is (a module's doc
+//! comment, its imports, its first definitions). So the answer holds the
+//! best passages and the openings of the best files. Two other fusions are
+//! kept for measuring, both below it on the tuning questions
+//! (bench/README.md): `fuse_blend` (a file ranking votes for the file's best
+//! passage instead, at most `per_file` passages a file first) and
+//! `fuse_file_first` (files ranked by a fusion of their own, then each
+//! file's best passage in turn).
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -28,8 +31,7 @@ pub(crate) struct Weights {
     /// hit near the top of one ranking counts for more than one in the middle
     /// of several.
     pub k: f64,
-    /// Passages by words (on code, a query's identifiers are more precise
-    /// evidence than the static embedder's sense of it) and by meaning.
+    /// Passages by words and by meaning.
     pub words: f64,
     pub meaning: f64,
     /// Files by their best passage by words, by their best passage by meaning,
@@ -45,17 +47,16 @@ pub(crate) struct Weights {
 
 impl Weights {
     /// Chosen on the tuning halves of bench/search_heldout.py's question sets (bench/README.md).
-    pub const DEFAULT: Weights =
-        Weights {
-            k: 30.0,
-            words: 1.2,
-            meaning: 1.0,
-            file_words: 1.0,
-            file_meaning: 1.0,
-            files: 1.0,
-            paths: 1.0,
-            per_file: 2.0,
-        };
+    pub const DEFAULT: Weights = Weights {
+        k: 30.0,
+        words: 1.0,
+        meaning: 1.0,
+        file_words: 1.0,
+        file_meaning: 1.0,
+        files: 1.5,
+        paths: 0.5,
+        per_file: 2.0,
+    };
 
     /// `name=value` pairs, `,`-separated, over the defaults (names as the fields).
     pub fn parse(text: &str) -> Result<Weights, String> {
@@ -155,10 +156,7 @@ pub(crate) fn select_most(agree: &[u16], dims: usize, n: usize, order: &dyn Fn(u
 
 /// Each file's best score among its units (files own the units `starts[f]..starts[f + 1]`).
 pub(crate) fn best_per_file(unit_scores: &[f64], starts: &[u32]) -> Vec<f64> {
-    starts
-        .windows(2)
-        .map(|w| unit_scores[w[0] as usize..w[1] as usize].iter().copied().fold(0.0, f64::max))
-        .collect()
+    starts.windows(2).map(|w| unit_scores[w[0] as usize..w[1] as usize].iter().copied().fold(0.0, f64::max)).collect()
 }
 
 /// Reciprocal rank fusion of weighted rankings of indices, with the constant `k`.

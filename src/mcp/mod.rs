@@ -19,7 +19,6 @@ mod approve;
 mod order;
 mod transport;
 
-
 /// How often a search's indexing is reported as `notifications/progress`, at most.
 const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 
