@@ -5,6 +5,7 @@
 //! `cli`}. See ARCHITECTURE.md.
 
 pub mod access;
+pub mod acp;
 pub mod cli;
 pub mod engine;
 pub mod gate;

@@ -29,6 +29,19 @@ enum Command {
         /// new session, whose id the instructions name.
         #[arg(long, value_name = "ID")]
         session: Option<String>,
+        #[command(flatten)]
+        link: AcpLinkArgs,
+    },
+    /// Relay the Agent Client Protocol to AGENT (`ctxfs acp [FLAGS] -- AGENT [ARGS…]`), adding
+    /// ctxfs as an MCP server to every session, its diffs to the app's tool calls and its
+    /// approvals to the app's permission prompts. Without --root or --tree, each session's
+    /// working directory is its root. Register it in the app as a custom agent.
+    Acp {
+        #[command(flatten)]
+        defaults: LspArgs,
+        /// The agent's command line, after `--`.
+        #[arg(last = true, required = true, value_name = "AGENT")]
+        agent: Vec<std::ffi::OsString>,
     },
     /// Serve LSP on stdin/stdout (Content-Length framing), for editor extensions.
     /// The posture comes from initializationOptions, else these flags, else the
@@ -152,6 +165,15 @@ struct PostureArgs {
     /// Default: "embedder_model" in config.json.
     #[arg(long, value_name = "NAME")]
     embedder_model: Option<String>,
+}
+
+/// The link from a `ctxfs mcp` that `ctxfs acp` injected back to the relay (set by the relay).
+#[derive(Args, Debug, Clone)]
+struct AcpLinkArgs {
+    #[arg(long, hide = true, requires = "acp_token")]
+    acp_link: Option<PathBuf>,
+    #[arg(long, hide = true, requires = "acp_link")]
+    acp_token: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -335,12 +357,17 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Mcp { posture, session } => {
+        Command::Mcp { posture, session, link } => {
             let engine = Arc::new(posture.engine(Mode::Ask)?);
             // One thread for the protocol: calls run one at a time in the
             // blocking pool anyway, and a second worker only costs wake-ups.
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            let served = runtime.block_on(ctxfs::mcp::serve_stdio(engine, session));
+            let served = match (link.acp_link, link.acp_token) {
+                (Some(socket), Some(token)) => {
+                    runtime.block_on(ctxfs::acp::link::serve(engine, socket, token, session))
+                }
+                _ => runtime.block_on(ctxfs::mcp::serve_stdio(engine, session)),
+            };
             // A call still running when the client left gets a moment to finish.
             runtime.shutdown_timeout(Duration::from_secs(10));
             served?;
@@ -355,6 +382,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             runtime.shutdown_background();
             served?;
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Acp { defaults, agent } => {
+            let options = ctxfs::acp::Options { defaults: defaults.defaults()?, agent };
+            let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+            let healthy = runtime.block_on(ctxfs::acp::run(options));
+            // The app's stdin reader may still be blocked in a read.
+            runtime.shutdown_background();
+            Ok(if healthy? { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         Command::Call { posture, session, tool, args } => {
             let args: serde_json::Value = serde_json::from_str(&args)

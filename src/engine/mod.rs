@@ -163,7 +163,7 @@ fn index_path(boundary: &VPath, data_dir: &Path, host_root: &Path) -> PathBuf {
 /// Adapters may run the others, which touch one file or directory, on their
 /// protocol thread; these belong on a thread that may block.
 pub fn may_wait(tool: &str) -> bool {
-    !matches!(tool, "read" | "list" | "stat" | "skills_list" | "skill_view")
+    crate::tools::spec::find(tool).is_none_or(|t| t.traits.may_block)
 }
 
 /// The most bytes of a file (or directory listing) a call may touch and
@@ -500,16 +500,14 @@ impl Session {
         if state.hygiene.host() == HostKind::Fresh && self.requests_unmarked.load(Ordering::Relaxed) {
             state.hygiene.new_request(false);
         }
-        if tool == "recall" {
-            return match serde_json::from_value::<crate::tools::params::RecallParams>(args) {
+        if crate::tools::spec::find(tool).is_some_and(|t| t.traits.from_history) {
+            return match crate::tools::spec::parse::<crate::tools::spec::Recall>(args) {
                 Ok(p) => state.hygiene.recall(&p.id, p.offset, p.limit),
-                Err(e) => {
-                    state.hygiene.answer(tool, &serde_json::Value::Null, Err(registry::args_error(tool, &e)), None)
-                }
+                Err(e) => state.hygiene.answer(tool, &serde_json::Value::Null, Err(e), None),
             };
         }
-        let index = match tool {
-            "search" | "tag" => {
+        let index = match crate::tools::spec::find(tool) {
+            Some(def) if def.traits.needs_index => {
                 self.index.settle();
                 self.index.get().map(|i| &**i)
             }

@@ -1,40 +1,15 @@
-//! The tool table: names, generated schemas, and dispatch to `tools`.
-//!
-//! One place lists every tool. Its schema and description come from the
-//! parameter type (`tools::params`), so what the model reads is what the
-//! code takes. Argument errors become tool errors the model can fix.
+//! The tools as the doors show them: schemas and descriptions from the tool
+//! table (`tools::spec`), and dispatch through it. Not where tools are listed.
 
 use super::ToolInfo;
 use crate::access::ToolError;
-use crate::tools::params::*;
-use crate::tools::{files, find, nodes, search, skills, Ctx, ToolResult};
-use schemars::JsonSchema;
-use serde::de::DeserializeOwned;
+pub use crate::tools::spec::args_error;
+use crate::tools::spec::{self, ToolDef, TABLE};
+use crate::tools::{Ctx, ToolResult};
 
-/// Every tool, in the order `tools/list` shows them.
-pub const TOOL_NAMES: [&str; 18] = [
-    "read",
-    "write",
-    "edit",
-    "multiedit",
-    "apply_patch",
-    "list",
-    "glob",
-    "grep",
-    "search",
-    "mkdir",
-    "mv",
-    "rm",
-    "stat",
-    "recall",
-    "skills_list",
-    "skill_view",
-    "skill_manage",
-    "tag",
-];
-
-fn info<P: JsonSchema>(name: &str) -> ToolInfo {
-    let mut schema = serde_json::to_value(schemars::schema_for!(P)).expect("schemas serialise");
+fn info(tool: &ToolDef) -> ToolInfo {
+    let name = tool.name;
+    let mut schema = tool.schema().to_value();
     drop_null_options(&mut schema);
     let object = schema.as_object_mut().expect("a parameter schema is an object");
     object.remove("$schema");
@@ -84,70 +59,18 @@ fn drop_null_options(value: &mut serde_json::Value) {
     map.values_mut().for_each(drop_null_options);
 }
 
-/// The tools with their schemas.
+/// The tools with their schemas, in the table's order.
 pub fn tools() -> Vec<ToolInfo> {
-    TOOL_NAMES
-        .iter()
-        .map(|name| match *name {
-            "read" => info::<ReadParams>(name),
-            "write" => info::<WriteParams>(name),
-            "edit" => info::<EditParams>(name),
-            "multiedit" => info::<MultiEditParams>(name),
-            "apply_patch" => info::<ApplyPatchParams>(name),
-            "list" => info::<ListParams>(name),
-            "glob" => info::<GlobParams>(name),
-            "grep" => info::<GrepParams>(name),
-            "search" => info::<SearchParams>(name),
-            "mkdir" => info::<MkdirParams>(name),
-            "mv" => info::<MvParams>(name),
-            "rm" => info::<RmParams>(name),
-            "stat" => info::<StatParams>(name),
-            "recall" => info::<RecallParams>(name),
-            "skills_list" => info::<SkillsListParams>(name),
-            "skill_view" => info::<SkillViewParams>(name),
-            "skill_manage" => info::<SkillManageParams>(name),
-            "tag" => info::<TagParams>(name),
-            other => unreachable!("{other} is in TOOL_NAMES without a schema"),
-        })
-        .collect()
-}
-
-/// An argument error, in words the model can act on.
-pub fn args_error(tool: &str, error: &serde_json::Error) -> ToolError {
-    ToolError::Message(format!("Invalid arguments for {tool}: {error}."))
-}
-
-fn run<P: DeserializeOwned>(
-    ctx: &mut Ctx<'_>,
-    tool: &str,
-    args: serde_json::Value,
-    f: fn(&mut Ctx<'_>, P) -> ToolResult,
-) -> ToolResult {
-    let args = if args.is_null() { serde_json::Value::Object(Default::default()) } else { args };
-    let params = serde_json::from_value::<P>(args).map_err(|e| args_error(tool, &e))?;
-    f(ctx, params)
+    TABLE.iter().map(info).collect()
 }
 
 /// Runs the tool `tool` (all but recall, which hygiene answers).
 pub fn dispatch(ctx: &mut Ctx<'_>, tool: &str, args: serde_json::Value) -> ToolResult {
-    match tool {
-        "read" => run(ctx, tool, args, files::read),
-        "write" => run(ctx, tool, args, files::write),
-        "edit" => run(ctx, tool, args, files::edit),
-        "multiedit" => run(ctx, tool, args, files::multiedit),
-        "apply_patch" => run(ctx, tool, args, files::apply_patch),
-        "list" => run(ctx, tool, args, nodes::list),
-        "glob" => run(ctx, tool, args, find::glob),
-        "grep" => run(ctx, tool, args, find::grep),
-        "search" => run(ctx, tool, args, search::search),
-        "mkdir" => run(ctx, tool, args, nodes::mkdir),
-        "mv" => run(ctx, tool, args, nodes::mv),
-        "rm" => run(ctx, tool, args, nodes::rm),
-        "stat" => run(ctx, tool, args, nodes::stat),
-        "skills_list" => run(ctx, tool, args, skills::skills_list),
-        "skill_view" => run(ctx, tool, args, skills::skill_view),
-        "skill_manage" => run(ctx, tool, args, skills::skill_manage),
-        "tag" => run(ctx, tool, args, search::tag),
-        other => Err(ToolError::Message(format!("Unknown tool {other:?}. The tools are: {}.", TOOL_NAMES.join(", ")))),
+    match spec::find(tool) {
+        Some(def) => def.run(ctx, args),
+        None => {
+            let names: Vec<&str> = spec::names().collect();
+            Err(ToolError::Message(format!("Unknown tool {tool:?}. The tools are: {}.", names.join(", "))))
+        }
     }
 }

@@ -44,10 +44,10 @@ use std::time::Duration;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The tools that change files: the ones the gate checks.
-pub const GATED_TOOLS: [&str; 8] = ["write", "edit", "multiedit", "apply_patch", "mkdir", "mv", "rm", "skill_manage"];
-
+/// Whether the gate decides about calls of `tool`: those that change files
+/// (by the tool table); an unknown tool is, to fail closed.
 pub fn is_gated(tool: &str) -> bool {
-    GATED_TOOLS.contains(&tool)
+    crate::tools::spec::find(tool).is_none_or(|t| t.gated())
 }
 
 /// A session's permission mode, from strictest to freest.

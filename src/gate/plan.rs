@@ -5,6 +5,7 @@
 use super::fence::Op;
 use super::Kind;
 use crate::paths::VPath;
+use crate::tools::spec::ChangeContext;
 use crate::tools::{text, Change, FileChange, Outcome};
 use crate::vfs::{Fs, Kind as NodeKind};
 use serde_json::Value;
@@ -217,7 +218,6 @@ fn describe(
     fs: &dyn Fs,
     boundary: &VPath,
 ) -> (String, String) {
-    let arg = |name: &str| args.get(name).and_then(Value::as_str).unwrap_or_default().to_string();
     match (tool, preview) {
         ("rm", _) => {
             let Some(subject) = subjects.iter().find(|s| s.kind == Kind::Remove) else {
@@ -242,27 +242,16 @@ fn describe(
         (_, Outcome::Changed(change)) => {
             let summary = file_diff(fs, ops, change, boundary);
             let path = rel(boundary, &change.path);
+            // The tool's own words from its typed arguments, else generic ones.
+            let context = ChangeContext { path: &path, change: &change.change, before: change.texts.before.as_deref() };
+            let own = crate::tools::spec::find(tool).and_then(|t| t.describe(args, &context));
             let description = match &change.change {
-                Change::Created { lines } => match tool {
-                    "skill_manage" => {
-                        format!("create the skill {} ({path}, {})", arg("name"), plural(*lines, "line", "lines"))
-                    }
-                    _ => format!("create {path} ({})", plural(*lines, "line", "lines")),
-                },
+                Change::Created { lines } => {
+                    own.unwrap_or_else(|| format!("create {path} ({})", plural(*lines, "line", "lines")))
+                }
                 Change::Modified { diff } => {
                     let (added, removed) = counts(diff);
-                    let what = match tool {
-                        "edit" => match edit_count(fs, ops, args) {
-                            Some(n) => format!("replace {} in {path}", plural(n, "occurrence", "occurrences")),
-                            None => format!("edit {path}"),
-                        },
-                        "multiedit" => {
-                            let n = args.get("edits").and_then(Value::as_array).map_or(0, Vec::len);
-                            format!("make {} in {path}", plural(n, "replacement", "replacements"))
-                        }
-                        "skill_manage" => format!("replace the SKILL.md of the skill {} ({path})", arg("name")),
-                        _ => format!("rewrite {path}"),
-                    };
+                    let what = own.unwrap_or_else(|| format!("rewrite {path}"));
                     format!("{what} (+{added} −{removed} lines)")
                 }
                 Change::Deleted => format!("move {path} to the trash"),
@@ -294,17 +283,6 @@ fn describe(
             (format!("{tool} {paths}"), String::new())
         }
     }
-}
-
-/// How many occurrences an edit replaces, by running it on the current text.
-fn edit_count(fs: &dyn Fs, ops: &[Op], args: &Value) -> Option<usize> {
-    let Op::Write { path, .. } = ops.iter().find(|op| matches!(op, Op::Write { .. }))? else { return None };
-    let bytes = fs.read_file(path, crate::access::MAX_OPEN_BYTES).ok()?;
-    let file = text::TextFile::decode(&bytes).ok()?;
-    let old = args.get("old_string")?.as_str()?;
-    let new = args.get("new_string")?.as_str()?;
-    let all = args.get("replace_all").and_then(Value::as_bool).unwrap_or(false);
-    text::apply_edit(file.text(), old, new, all).ok().map(|(_, n)| n)
 }
 
 /// A summary cut to what a prompt can show.

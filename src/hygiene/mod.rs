@@ -112,9 +112,6 @@ const MAX_TABLE_SEARCHES: usize = 1024;
 /// The most reads the compaction history keeps (its table shows at most 50 rows).
 const MAX_HISTORY: usize = 4096;
 
-/// Tools whose same call with the same result is answered with a stub.
-const DEDUPE_BY_RESULT: [&str; 4] = ["list", "glob", "grep", "search"];
-
 impl Hygiene {
     pub fn new(host: HostKind, store: Box<dyn ResultStore>) -> Hygiene {
         let next_id = 1;
@@ -273,7 +270,7 @@ impl Hygiene {
             }
             Outcome::Text { body: text, .. } | Outcome::Moved { body: text, .. } => {
                 let body = Body::lines(text);
-                if DEDUPE_BY_RESULT.contains(&tool) {
+                if crate::tools::spec::find(tool).is_some_and(|t| t.traits.dedupes) {
                     let key = format!("{tool} {}", canonical_json(args));
                     let body_sha = crate::tools::sha256(body.stored().as_bytes());
                     match self.table_searches.get(&key) {

@@ -348,7 +348,8 @@ impl Backend {
         token: Option<Token>,
         mut counts: tokio::sync::mpsc::UnboundedReceiver<(u32, String)>,
     ) -> Option<tokio::sync::oneshot::Sender<()>> {
-        if !matches!(tool, "grep" | "glob" | "search") || (token.is_none() && !setup.progress) {
+        let reports = crate::tools::spec::find(tool).is_some_and(|t| t.traits.progress);
+        if !reports || (token.is_none() && !setup.progress) {
             return None;
         }
         let (done, mut finished) = tokio::sync::oneshot::channel::<()>();

@@ -99,6 +99,24 @@ where
     serve_transport(host, transport, resume).await
 }
 
+/// Serves one MCP connection, with a companion watching its calls (the ACP
+/// relay's side channel, `crate::acp::link`).
+pub async fn serve_with<H, R, W>(
+    host: Arc<H>,
+    companion: Option<Arc<dyn Companion>>,
+    read: R,
+    write: W,
+    resume: Option<String>,
+) -> anyhow::Result<()>
+where
+    H: Host,
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    let transport = transport::LineTransport::new(read, write, Sequencer::new());
+    serve_transport_with(host, companion, transport, resume).await
+}
+
 async fn serve_transport<H, R, W>(
     host: Arc<H>,
     transport: transport::LineTransport<R, W>,
@@ -109,8 +127,23 @@ where
     R: AsyncRead + Send + Unpin + 'static,
     W: AsyncWrite + Send + Unpin + 'static,
 {
+    serve_transport_with(host, None, transport, resume).await
+}
+
+async fn serve_transport_with<H, R, W>(
+    host: Arc<H>,
+    companion: Option<Arc<dyn Companion>>,
+    transport: transport::LineTransport<R, W>,
+    resume: Option<String>,
+) -> anyhow::Result<()>
+where
+    H: Host,
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
     let mut server = McpServer::new(host);
     server.resume = resume;
+    server.companion = companion;
     let running = match rmcp::serve_server(server, transport).await {
         Ok(running) => running,
         Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
@@ -145,6 +178,41 @@ pub trait HostSession: Send + Sync + 'static {
     fn may_wait(&self, _tool: &str, _args: &serde_json::Value) -> bool {
         true
     }
+    /// Something outside the MCP connection changed what the model holds.
+    fn context(&self, _event: &ContextEvent) {}
+    /// The whole text before and after the change result `id` made to `path`.
+    fn change_texts(&self, _id: &str, _path: &str) -> Option<crate::hygiene::Texts> {
+        None
+    }
+}
+
+/// An event about the model's context that MCP itself never carries (the
+/// ACP relay sees them in the app's protocol).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ContextEvent {
+    /// The next request carries no earlier result (a loaded or resumed session).
+    Reset,
+    /// The agent compacted its context.
+    Compact,
+    /// The result with this id never reaches the model (its turn was cancelled).
+    Forget(String),
+}
+
+/// Watches one connection's sessions and calls; set up by `serve_with`.
+/// Calls run on the protocol's thread or a blocking one, so its methods
+/// may block, but briefly.
+pub trait Companion: Send + Sync + 'static {
+    /// Who is asked about changes, in place of elicitation.
+    fn approver(&self) -> Arc<dyn crate::gate::Approver>;
+    /// A session was opened (or re-opened, narrowed to roots) and is now the one in use.
+    fn opened(&self, session: Arc<dyn HostSession>);
+    /// Runs one call through `run` and returns its answer.
+    fn call(
+        &self,
+        tool: &str,
+        args: serde_json::Value,
+        run: &mut dyn FnMut(serde_json::Value) -> ToolAnswer,
+    ) -> ToolAnswer;
 }
 
 impl Host for Engine {
@@ -182,6 +250,25 @@ impl HostSession for Session {
     fn may_wait(&self, tool: &str, args: &serde_json::Value) -> bool {
         Session::call_may_wait(self, tool, args)
     }
+    fn context(&self, event: &ContextEvent) {
+        match event {
+            ContextEvent::Reset => Session::new_request(self, false),
+            ContextEvent::Compact => {
+                let table = Session::compact(self);
+                tracing::info!(lines = table.lines().count(), "compacted: the dedupe table is empty");
+            }
+            ContextEvent::Forget(id) => {
+                let earlier =
+                    crate::hygiene::format::parse_id(id).map(|n| crate::hygiene::format::id_text(n.saturating_sub(1)));
+                if let Some(Err(e)) = earlier.map(|earlier| Session::rewind(self, &earlier)) {
+                    tracing::warn!("could not forget {id}: {e}");
+                }
+            }
+        }
+    }
+    fn change_texts(&self, id: &str, path: &str) -> Option<crate::hygiene::Texts> {
+        Session::change_texts(self, id, path)
+    }
 }
 
 /// One connection's handler.
@@ -193,6 +280,7 @@ pub struct McpServer<H: Host> {
     opening: tokio::sync::Mutex<()>,
     /// The session id to go on with (`--session`), also when roots reopen it.
     resume: Option<String>,
+    companion: Option<Arc<dyn Companion>>,
 }
 
 struct State<S> {
@@ -213,6 +301,7 @@ impl<H: Host> McpServer<H> {
             state: Mutex::new(State { client_name: None, session: None, instructions: String::new(), roots: None }),
             opening: tokio::sync::Mutex::new(()),
             resume: None,
+            companion: None,
         }
     }
 
@@ -245,6 +334,9 @@ impl<H: Host> McpServer<H> {
         match opened {
             Ok((session, instructions)) => {
                 tracing::info!(session = session.id(), "session opened");
+                if let Some(companion) = &self.companion {
+                    companion.opened(session.clone());
+                }
                 state.session = Some(Ok(session));
                 state.instructions = instructions;
             }
@@ -479,7 +571,9 @@ impl<H: Host> ServerHandler for McpServer<H> {
         // when the client can; else the session's mode decides alone.
         let (cancel_send, cancelled) = tokio::sync::watch::channel(false);
         let (done_send, done) = tokio::sync::oneshot::channel::<()>();
-        if approve::client_elicits(&context.peer) {
+        if let Some(companion) = &self.companion {
+            session.set_approver(Some(companion.approver()));
+        } else if approve::client_elicits(&context.peer) {
             let approver = approve::McpApprover {
                 peer: context.peer.clone(),
                 handle: tokio::runtime::Handle::current(),
@@ -509,8 +603,12 @@ impl<H: Host> ServerHandler for McpServer<H> {
         let answer = if session.may_wait(&name, &args) {
             // The ticket moves into the blocking job: the next call starts only
             // when this one has really finished, even if this future is dropped.
+            let companion = self.companion.clone();
             tokio::task::spawn_blocking(move || {
-                let answer = session.call(&name, args);
+                let answer = match companion {
+                    Some(companion) => companion.call(&name, args, &mut |args| session.call(&name, args)),
+                    None => session.call(&name, args),
+                };
                 session.set_progress(None);
                 drop(ticket);
                 drop(done_send);
@@ -521,7 +619,10 @@ impl<H: Host> ServerHandler for McpServer<H> {
         } else {
             // A call of one file or directory runs right here: the hand-off
             // to the blocking pool and back cost as much as the call.
-            let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| session.call(&name, args)));
+            let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &self.companion {
+                Some(companion) => companion.call(&name, args, &mut |args| session.call(&name, args)),
+                None => session.call(&name, args),
+            }));
             drop(ticket);
             drop(done_send);
             answer.map_err(|_| "panicked".to_owned())

@@ -7,6 +7,7 @@
 //! atomic. Numbering results and capping them is not done here.
 
 use super::params::{ApplyPatchParams, EditParams, MultiEditParams, ReadParams, WriteParams};
+use super::spec::{ChangeContext, Tool, Traits};
 use super::text::{self, PatchOp, TextFile};
 use super::{sha256, Change, ChangeTexts, Ctx, FileChange, Outcome, ReadOutcome, Sha, ToolResult};
 use crate::access::{Need, Target, ToolError, MAX_OPEN_BYTES};
@@ -479,4 +480,78 @@ fn intent_steps(ctx: &Ctx<'_>, steps: &[Step]) -> Result<Vec<IntentStep>, ToolEr
         }
     }
     Ok(out)
+}
+
+// --- The tools' definitions (see `spec`) -------------------------------------
+
+pub struct Read;
+
+impl Tool for Read {
+    const NAME: &'static str = "read";
+    const TRAITS: Traits = Traits::GUARDED.reads().quick();
+    type Params = ReadParams;
+
+    fn run(ctx: &mut Ctx<'_>, params: ReadParams) -> ToolResult {
+        read(ctx, params)
+    }
+}
+
+pub struct Write;
+
+impl Tool for Write {
+    const NAME: &'static str = "write";
+    type Params = WriteParams;
+
+    fn run(ctx: &mut Ctx<'_>, params: WriteParams) -> ToolResult {
+        write(ctx, params)
+    }
+}
+
+pub struct Edit;
+
+impl Tool for Edit {
+    const NAME: &'static str = "edit";
+    type Params = EditParams;
+
+    fn run(ctx: &mut Ctx<'_>, params: EditParams) -> ToolResult {
+        edit(ctx, params)
+    }
+
+    fn describe(params: &EditParams, change: &ChangeContext<'_>) -> Option<String> {
+        let before = change.before?;
+        let count = match params.replace_all {
+            Some(true) => before.matches(text::to_lf(&params.old_string).as_ref()).count(),
+            _ => 1,
+        };
+        let noun = if count == 1 { "occurrence" } else { "occurrences" };
+        Some(format!("replace {count} {noun} in {}", change.path))
+    }
+}
+
+pub struct MultiEdit;
+
+impl Tool for MultiEdit {
+    const NAME: &'static str = "multiedit";
+    type Params = MultiEditParams;
+
+    fn run(ctx: &mut Ctx<'_>, params: MultiEditParams) -> ToolResult {
+        multiedit(ctx, params)
+    }
+
+    fn describe(params: &MultiEditParams, change: &ChangeContext<'_>) -> Option<String> {
+        let n = params.edits.len();
+        let noun = if n == 1 { "replacement" } else { "replacements" };
+        Some(format!("make {n} {noun} in {}", change.path))
+    }
+}
+
+pub struct ApplyPatch;
+
+impl Tool for ApplyPatch {
+    const NAME: &'static str = "apply_patch";
+    type Params = ApplyPatchParams;
+
+    fn run(ctx: &mut Ctx<'_>, params: ApplyPatchParams) -> ToolResult {
+        apply_patch(ctx, params)
+    }
 }

@@ -7,6 +7,7 @@
 //! same call on the same tree answers the same text.
 
 use super::params::{GlobParams, GrepOutput, GrepParams};
+use super::spec::{Tool, Traits};
 use super::{Ctx, Outcome, ToolResult};
 use crate::access::{Access, Level, Need, Target, ToolError};
 use crate::paths::VPath;
@@ -405,4 +406,30 @@ pub fn grep(ctx: &mut Ctx<'_>, params: GrepParams) -> ToolResult {
         body.push_str(&format!("(Stopped at {lines} lines; narrow the pattern, the path or the glob.)\n"));
     }
     Ok(Outcome::Text { body, path: Some(root.path) })
+}
+
+// --- The tools' definitions (see `spec`) -------------------------------------
+
+pub struct Glob;
+
+impl Tool for Glob {
+    const NAME: &'static str = "glob";
+    const TRAITS: Traits = Traits::GUARDED.reads().dedupes().progress();
+    type Params = GlobParams;
+
+    fn run(ctx: &mut Ctx<'_>, params: GlobParams) -> ToolResult {
+        glob(ctx, params)
+    }
+}
+
+pub struct Grep;
+
+impl Tool for Grep {
+    const NAME: &'static str = "grep";
+    const TRAITS: Traits = Traits::GUARDED.reads().dedupes().progress();
+    type Params = GrepParams;
+
+    fn run(ctx: &mut Ctx<'_>, params: GrepParams) -> ToolResult {
+        grep(ctx, params)
+    }
 }

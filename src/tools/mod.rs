@@ -11,6 +11,7 @@ pub mod nodes;
 pub mod params;
 pub mod search;
 pub mod skills;
+pub mod spec;
 pub mod text;
 
 use crate::access::{Access, ToolError};

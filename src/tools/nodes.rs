@@ -4,6 +4,7 @@
 //! or writes a file's bytes (that is `files`).
 
 use super::params::{ListParams, MkdirParams, MvParams, RmParams, StatParams};
+use super::spec::{Tool, Traits};
 use super::text::TextFile;
 use super::{Change, ChangeTexts, Ctx, FileChange, Outcome, ToolResult};
 use crate::access::{Access, Need, Target, ToolError, MAX_OPEN_BYTES};
@@ -218,4 +219,63 @@ pub fn remove(ctx: &mut Ctx<'_>, target: &Target) -> Result<(), ToolError> {
     ctx.observed.forget_below(&node);
     tracing::info!(path = %target.path, "moved to the trash");
     Ok(())
+}
+
+// --- The tools' definitions (see `spec`) -------------------------------------
+
+pub struct List;
+
+impl Tool for List {
+    const NAME: &'static str = "list";
+    const TRAITS: Traits = Traits::GUARDED.reads().quick().dedupes();
+    type Params = ListParams;
+
+    fn run(ctx: &mut Ctx<'_>, params: ListParams) -> ToolResult {
+        list(ctx, params)
+    }
+}
+
+pub struct Stat;
+
+impl Tool for Stat {
+    const NAME: &'static str = "stat";
+    const TRAITS: Traits = Traits::GUARDED.reads().quick();
+    type Params = StatParams;
+
+    fn run(ctx: &mut Ctx<'_>, params: StatParams) -> ToolResult {
+        stat(ctx, params)
+    }
+}
+
+pub struct Mkdir;
+
+impl Tool for Mkdir {
+    const NAME: &'static str = "mkdir";
+    type Params = MkdirParams;
+
+    fn run(ctx: &mut Ctx<'_>, params: MkdirParams) -> ToolResult {
+        mkdir(ctx, params)
+    }
+}
+
+pub struct Mv;
+
+impl Tool for Mv {
+    const NAME: &'static str = "mv";
+    type Params = MvParams;
+
+    fn run(ctx: &mut Ctx<'_>, params: MvParams) -> ToolResult {
+        mv(ctx, params)
+    }
+}
+
+pub struct Rm;
+
+impl Tool for Rm {
+    const NAME: &'static str = "rm";
+    type Params = RmParams;
+
+    fn run(ctx: &mut Ctx<'_>, params: RmParams) -> ToolResult {
+        rm(ctx, params)
+    }
 }

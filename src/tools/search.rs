@@ -6,8 +6,15 @@
 //! Both rank exactly the visible files, so hidden files change neither the
 //! scores nor the order. The index itself lives in `index`; this is the
 //! tool's answer format (`/path:12-30` then the passage) and its fallback.
+//!
+//! An answer is kept under the context cap (400 lines, 40,000 characters,
+//! past which the middle of a result is elided): when the passages would not
+//! fit, each is shown as its best lines, the window of its share of the
+//! answer holding the most of the query's words, with that window's line
+//! range. So every result is seen, not the first and last few.
 
 use super::params::SearchParams;
+use super::spec::{Effect, Tool, Traits};
 use super::{Ctx, Outcome, ToolResult};
 use crate::access::{Need, ToolError};
 use crate::vfs::Source;
@@ -18,6 +25,11 @@ use std::sync::Mutex;
 /// Files larger than this are not searched by words.
 const MAX_FILE_BYTES: u64 = 1024 * 1024;
 const DEFAULT_LIMIT: u32 = 10;
+/// Lines and characters an answer stays within, under the context cap's 400 and 40,000.
+const ANSWER_LINES: usize = 380;
+const ANSWER_CHARS: usize = 38_000;
+/// The fewest lines a passage is cut to, however many results there are.
+const MIN_PASSAGE_LINES: usize = 6;
 
 pub use crate::index::terms::words;
 
@@ -78,10 +90,9 @@ pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
         let found = index
             .search_report(ctx.access, &root, &params.query, limit, rankings, ctx.progress.unwrap_or(&|_| {}))
             .map_err(|e| ToolError::Message(format!("Search failed: {e}. grep still works.")))?;
-        let mut body = String::new();
-        for hit in &found.hits {
-            body.push_str(&format!("{}:{}-{}\n{}\n\n", hit.path, hit.first_line, hit.last_line, hit.text.trim_end()));
-        }
+        let shown: Vec<Shown<'_>> =
+            found.hits.iter().map(|h| (h.path.as_str(), h.first_line, h.last_line, h.text.as_str())).collect();
+        let mut body = answer(&shown, &query);
         if found.hits.is_empty() {
             body = format!("No passages match {:?} in {}.\n", params.query, root.path);
         }
@@ -114,15 +125,81 @@ pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
     })?;
     let corpus = found.into_inner().unwrap_or_else(|e| e.into_inner());
     let ranked = rank(&corpus, &query);
-    let mut body = String::new();
-    for (index, _) in ranked.into_iter().take(limit) {
-        let p = &corpus[index];
-        body.push_str(&format!("{}:{}-{}\n{}\n\n", p.path, p.first, p.last, p.text.trim_end()));
-    }
+    let shown: Vec<Shown<'_>> = ranked
+        .into_iter()
+        .take(limit)
+        .map(|(index, _)| {
+            let p = &corpus[index];
+            (p.path.as_str(), p.first, p.last, p.text.as_str())
+        })
+        .collect();
+    let mut body = answer(&shown, &query);
     if body.is_empty() {
         body = format!("No passages match {:?} in {}.\n", params.query, root.path);
     }
     Ok(Outcome::Text { body, path: Some(root.path) })
+}
+
+/// A result to show: path, first and last line, text.
+type Shown<'a> = (&'a str, usize, usize, &'a str);
+
+/// The answer's text: each result's `path:first-last` and passage, every
+/// passage cut to its best lines when they would not all fit (module header).
+fn answer(results: &[Shown<'_>], query: &[String]) -> String {
+    let whole = |(path, first, last, text): &Shown<'_>| format!("{path}:{first}-{last}\n{}\n\n", text.trim_end());
+    let full: Vec<String> = results.iter().map(whole).collect();
+    let lines: usize = full.iter().map(|r| r.lines().count()).sum();
+    let chars: usize = full.iter().map(|r| r.chars().count()).sum();
+    if lines <= ANSWER_LINES && chars <= ANSWER_CHARS {
+        return full.concat();
+    }
+    let n = results.len().max(1);
+    // Each result's share: its path line and the blank line after it, then passage lines.
+    let share_lines = (ANSWER_LINES / n).saturating_sub(2).max(MIN_PASSAGE_LINES);
+    let share_chars = ANSWER_CHARS / n;
+    let mut out = String::new();
+    for (path, first, last, text) in results {
+        let all: Vec<&str> = text.trim_end().lines().collect();
+        let (from, to) = best_window(&all, query, share_lines, share_chars);
+        // A passage whose text has fewer lines than its range (a cut inside a line) keeps its own range.
+        let (shown_first, shown_last) =
+            if from == 0 && to == all.len() { (*first, *last) } else { (first + from, (first + to - 1).min(*last)) };
+        out.push_str(&format!("{path}:{shown_first}-{shown_last}\n{}\n\n", all[from..to].join("\n")));
+    }
+    out
+}
+
+/// The window of at most `max_lines` lines (and, cut from its end, `max_chars`
+/// characters, at least one line) holding the most of the query's words:
+/// first the most distinct words, then the most occurrences, then the earliest.
+fn best_window(lines: &[&str], query: &[String], max_lines: usize, max_chars: usize) -> (usize, usize) {
+    let width = max_lines.min(lines.len()).max(1);
+    let hits: Vec<Vec<usize>> = lines
+        .iter()
+        .map(|line| {
+            let words = crate::index::terms::terms(line);
+            query.iter().map(|q| words.iter().filter(|w| *w == q).count()).collect()
+        })
+        .collect();
+    // Windows start at the passage's start or two lines above a line holding a word (moved up to fit).
+    let mut starts = vec![0];
+    starts.extend(hits.iter().enumerate().filter(|(_, h)| h.iter().any(|c| *c > 0)).map(|(i, _)| i.saturating_sub(2)));
+    let mut best = (0usize, (0usize, 0usize));
+    for start in starts {
+        let start = start.min(lines.len().saturating_sub(width));
+        let window = &hits[start..(start + width).min(lines.len())];
+        let distinct = (0..query.len()).filter(|q| window.iter().any(|h| h[*q] > 0)).count();
+        let total: usize = window.iter().flatten().sum();
+        if (distinct, total) > best.1 || (start < best.0 && (distinct, total) == best.1) {
+            best = (start, (distinct, total));
+        }
+    }
+    let from = best.0;
+    let mut to = (from + width).min(lines.len());
+    while to > from + 1 && lines[from..to].iter().map(|l| l.chars().count() + 1).sum::<usize>() > max_chars {
+        to -= 1;
+    }
+    (from, to)
 }
 
 /// BM25 (the index's: `index::rank`) over the given passages only; ties broken by path and line.
@@ -182,4 +259,70 @@ pub fn tag(ctx: &mut Ctx<'_>, params: super::params::TagParams) -> ToolResult {
         .tag(&target.real, &bytes, params.task.as_deref(), params.related.as_deref())
         .map_err(|e| ToolError::Message(format!("Could not tag {}: {e}.", target.path)))?;
     Ok(Outcome::Text { body: format!("Tagged {}\n", target.path), path: Some(target.path) })
+}
+
+// --- The tools' definitions (see `spec`) -------------------------------------
+
+pub struct Search;
+
+impl Tool for Search {
+    const NAME: &'static str = "search";
+    const TRAITS: Traits = Traits::GUARDED.reads().dedupes().progress().needs_index();
+    type Params = SearchParams;
+
+    fn run(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
+        search(ctx, params)
+    }
+}
+
+pub struct Tag;
+
+impl Tool for Tag {
+    const NAME: &'static str = "tag";
+    const TRAITS: Traits = Traits::GUARDED.effect(Effect::ChangesIndex).needs_index();
+    type Params = super::params::TagParams;
+
+    fn run(ctx: &mut Ctx<'_>, params: super::params::TagParams) -> ToolResult {
+        tag(ctx, params)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_that_fits_is_every_passage_whole() {
+        let results = [("/w/a.rs", 1, 2, "fn alpha() {}\nfn beta() {}\n"), ("/w/b.rs", 5, 5, "gamma\n")];
+        assert_eq!(
+            answer(&results, &["alpha".into()]),
+            "/w/a.rs:1-2\nfn alpha() {}\nfn beta() {}\n\n/w/b.rs:5-5\ngamma\n\n"
+        );
+    }
+
+    #[test]
+    fn passages_that_would_pass_the_cap_are_cut_to_their_best_lines() {
+        // Ten passages of 60 lines: 620 lines whole, over the cap; the query's word is on line 40 of each.
+        let texts: Vec<String> = (0..10)
+            .map(|f| {
+                (0..60)
+                    .map(|l| if l == 39 { format!("let retry_budget = {f};") } else { format!("// filler {l}") })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .collect();
+        let paths: Vec<String> = (0..10).map(|f| format!("/w/f{f}.rs")).collect();
+        let results: Vec<Shown<'_>> = (0..10).map(|f| (paths[f].as_str(), 101, 160, texts[f].as_str())).collect();
+        let body = answer(&results, &["budget".into(), "retry".into()]);
+        assert!(body.lines().count() <= ANSWER_LINES && body.chars().count() <= ANSWER_CHARS);
+        for (f, path) in paths.iter().enumerate() {
+            // 38 lines a result less its path and blank line: 36 lines, the passage's last ones (the word's).
+            let header = format!("{path}:125-160\n// filler 24\n");
+            assert!(body.contains(&header), "{path} missing or cut elsewhere:\n{body}");
+            assert!(body.contains(&format!("let retry_budget = {f};")));
+        }
+        // Without the words anywhere, each passage shows its opening lines.
+        let body = answer(&results, &["nothing".into()]);
+        assert!(body.starts_with("/w/f0.rs:101-136\n// filler 0\n"));
+    }
 }

@@ -7,8 +7,9 @@
 //! by `files`, so writes stay atomic and answer with their diff.
 
 use super::params::{SkillManageParams, SkillViewParams, SkillsListParams};
+use super::spec::{ChangeContext, Tool, Traits};
 use super::text::TextFile;
-use super::{Ctx, FileChange, Outcome, ToolResult};
+use super::{Change, Ctx, FileChange, Outcome, ToolResult};
 use crate::access::{Access, Need, ToolError};
 use crate::paths::VPath;
 use crate::vfs::{Descend, Kind, WalkEntry, WalkOptions};
@@ -292,6 +293,55 @@ pub fn note_for(access: &Access, path: &VPath, text: &str) -> Option<String> {
             front.name
         )),
         Err(why) => Some(format!("Note: this SKILL.md is not a valid skill, so skills_list skips it: {why}")),
+    }
+}
+
+// --- The tools' definitions (see `spec`) -------------------------------------
+
+pub struct SkillsList;
+
+impl Tool for SkillsList {
+    const NAME: &'static str = "skills_list";
+    const TRAITS: Traits = Traits::GUARDED.reads().quick();
+    type Params = SkillsListParams;
+
+    fn run(ctx: &mut Ctx<'_>, params: SkillsListParams) -> ToolResult {
+        skills_list(ctx, params)
+    }
+}
+
+pub struct SkillView;
+
+impl Tool for SkillView {
+    const NAME: &'static str = "skill_view";
+    const TRAITS: Traits = Traits::GUARDED.reads().quick();
+    type Params = SkillViewParams;
+
+    fn run(ctx: &mut Ctx<'_>, params: SkillViewParams) -> ToolResult {
+        skill_view(ctx, params)
+    }
+}
+
+pub struct SkillManage;
+
+impl Tool for SkillManage {
+    const NAME: &'static str = "skill_manage";
+    type Params = SkillManageParams;
+
+    fn run(ctx: &mut Ctx<'_>, params: SkillManageParams) -> ToolResult {
+        skill_manage(ctx, params)
+    }
+
+    fn describe(params: &SkillManageParams, change: &ChangeContext<'_>) -> Option<String> {
+        let (name, path) = (&params.name, change.path);
+        match change.change {
+            Change::Created { lines } => {
+                let noun = if *lines == 1 { "line" } else { "lines" };
+                Some(format!("create the skill {name} ({path}, {lines} {noun})"))
+            }
+            Change::Modified { .. } => Some(format!("replace the SKILL.md of the skill {name} ({path})")),
+            _ => None,
+        }
     }
 }
 

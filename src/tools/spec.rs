@@ -1,0 +1,260 @@
+//! The one definition of each tool, and the table of them.
+//!
+//! A tool is a type implementing [`Tool`]: its name, its parameter type
+//! (whose doc comments are the description the model reads, and from which
+//! `schemas/tools/` is generated), what calling it does to the world (its
+//! [`Traits`], which default to the most guarded), how it runs, and how an
+//! approval prompt describes its change from its typed parameters. [`TABLE`]
+//! lists every tool once; every other list of tools (the MCP and LSP tool
+//! lists, which calls the gate asks about, which run on a protocol thread,
+//! which are deduplicated by result, which wait for the index or report
+//! progress) is derived from it. Adding a tool is its file and one line here.
+//! This module runs no tool itself.
+
+use super::params::*;
+use super::{files, find, nodes, search, skills, Change, Ctx, ToolResult};
+use crate::access::ToolError;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+
+/// What a call does to the world.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Reads only.
+    Reads,
+    /// Changes files (the gate asks, the view's write level applies).
+    ChangesFiles,
+    /// Changes what the search index records about files, not the files.
+    ChangesIndex,
+}
+
+/// How a tool behaves, for the doors, the gate and hygiene.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Traits {
+    pub effect: Effect,
+    /// Whether a call may take long or wait on something (the user, the
+    /// index, a walk of a tree). Only tools that never do run on a door's
+    /// protocol thread, and even then only for small inputs.
+    pub may_block: bool,
+    /// The same call with the same result is answered with a stub.
+    pub dedupes: bool,
+    /// A long call reports progress (`$/progress`, `notifications/progress`).
+    pub progress: bool,
+    /// A call waits for the index to take in files written just before.
+    pub needs_index: bool,
+    /// Answered from the session's stored results, not by running a tool.
+    pub from_history: bool,
+}
+
+impl Traits {
+    /// The most guarded: changes files, may block, nothing else.
+    pub const GUARDED: Traits = Traits {
+        effect: Effect::ChangesFiles,
+        may_block: true,
+        dedupes: false,
+        progress: false,
+        needs_index: false,
+        from_history: false,
+    };
+
+    /// Reads only; may still block.
+    pub const fn reads(self) -> Traits {
+        Traits { effect: Effect::Reads, ..self }
+    }
+
+    /// Never waits on anything; its cost is that of one file or directory.
+    pub const fn quick(self) -> Traits {
+        Traits { may_block: false, ..self }
+    }
+
+    pub const fn dedupes(self) -> Traits {
+        Traits { dedupes: true, ..self }
+    }
+
+    pub const fn progress(self) -> Traits {
+        Traits { progress: true, ..self }
+    }
+
+    pub const fn needs_index(self) -> Traits {
+        Traits { needs_index: true, ..self }
+    }
+
+    pub const fn effect(self, effect: Effect) -> Traits {
+        Traits { effect, ..self }
+    }
+}
+
+/// What an approval prompt knows of one file's change when it describes it.
+pub struct ChangeContext<'a> {
+    /// The file's path relative to the boundary.
+    pub path: &'a str,
+    pub change: &'a Change,
+    /// The file's text before the change, when it had one.
+    pub before: Option<&'a str>,
+}
+
+/// One tool. See the module documentation.
+pub trait Tool {
+    /// Its name, as the model calls it.
+    const NAME: &'static str;
+    /// What calling it does; `Traits::GUARDED` unless said otherwise.
+    const TRAITS: Traits = Traits::GUARDED;
+    /// Its arguments; the type's doc comment is the tool's description.
+    type Params: DeserializeOwned + JsonSchema;
+
+    fn run(ctx: &mut Ctx<'_>, params: Self::Params) -> ToolResult;
+
+    /// The one line an approval prompt shows for a change of one file, from
+    /// the call's typed arguments (`replace 2 occurrences in notes/a.md`);
+    /// `None` for the generic words.
+    fn describe(_params: &Self::Params, _change: &ChangeContext<'_>) -> Option<String> {
+        None
+    }
+}
+
+/// A tool in the table: its definition, with its parameter type erased.
+pub struct ToolDef {
+    pub name: &'static str,
+    pub traits: Traits,
+    schema: fn() -> schemars::Schema,
+    parse_and_run: fn(&mut Ctx<'_>, serde_json::Value) -> ToolResult,
+    describe: fn(&serde_json::Value, &ChangeContext<'_>) -> Option<String>,
+}
+
+fn schema_of<T: Tool>() -> schemars::Schema {
+    schemars::schema_for!(T::Params)
+}
+
+/// Arguments as the tool's typed parameters, or an error the model can act on.
+pub fn parse<T: Tool>(args: serde_json::Value) -> Result<T::Params, ToolError> {
+    let args = if args.is_null() { serde_json::Value::Object(Default::default()) } else { args };
+    serde_json::from_value::<T::Params>(args).map_err(|e| args_error(T::NAME, &e))
+}
+
+fn parse_and_run<T: Tool>(ctx: &mut Ctx<'_>, args: serde_json::Value) -> ToolResult {
+    T::run(ctx, parse::<T>(args)?)
+}
+
+fn describe_of<T: Tool>(args: &serde_json::Value, change: &ChangeContext<'_>) -> Option<String> {
+    let params = serde_json::from_value::<T::Params>(args.clone()).ok()?;
+    T::describe(&params, change)
+}
+
+impl ToolDef {
+    pub const fn of<T: Tool>() -> ToolDef {
+        ToolDef {
+            name: T::NAME,
+            traits: T::TRAITS,
+            schema: schema_of::<T>,
+            parse_and_run: parse_and_run::<T>,
+            describe: describe_of::<T>,
+        }
+    }
+
+    /// The JSON Schema of the arguments, as generated from the parameter type.
+    pub fn schema(&self) -> schemars::Schema {
+        (self.schema)()
+    }
+
+    /// Parses the arguments and runs the tool.
+    pub fn run(&self, ctx: &mut Ctx<'_>, args: serde_json::Value) -> ToolResult {
+        (self.parse_and_run)(ctx, args)
+    }
+
+    /// The approval prompt's words for a change of one file, if the tool has its own.
+    pub fn describe(&self, args: &serde_json::Value, change: &ChangeContext<'_>) -> Option<String> {
+        (self.describe)(args, change)
+    }
+
+    /// Whether the gate decides about its calls.
+    pub fn gated(&self) -> bool {
+        self.traits.effect == Effect::ChangesFiles
+    }
+}
+
+/// An argument error, in words the model can act on.
+pub fn args_error(tool: &str, error: &serde_json::Error) -> ToolError {
+    ToolError::Message(format!("Invalid arguments for {tool}: {error}."))
+}
+
+/// recall: answered from the session's stored results (by `hygiene`).
+pub struct Recall;
+
+impl Tool for Recall {
+    const NAME: &'static str = "recall";
+    const TRAITS: Traits = Traits { from_history: true, ..Traits::GUARDED.reads() };
+    type Params = RecallParams;
+
+    fn run(_ctx: &mut Ctx<'_>, _params: RecallParams) -> ToolResult {
+        Err(ToolError::Message("recall is answered from the session's results.".into()))
+    }
+}
+
+/// Every tool, in the order tool lists show them.
+pub static TABLE: &[ToolDef] = &[
+    ToolDef::of::<files::Read>(),
+    ToolDef::of::<files::Write>(),
+    ToolDef::of::<files::Edit>(),
+    ToolDef::of::<files::MultiEdit>(),
+    ToolDef::of::<files::ApplyPatch>(),
+    ToolDef::of::<nodes::List>(),
+    ToolDef::of::<find::Glob>(),
+    ToolDef::of::<find::Grep>(),
+    ToolDef::of::<search::Search>(),
+    ToolDef::of::<nodes::Mkdir>(),
+    ToolDef::of::<nodes::Mv>(),
+    ToolDef::of::<nodes::Rm>(),
+    ToolDef::of::<nodes::Stat>(),
+    ToolDef::of::<Recall>(),
+    ToolDef::of::<skills::SkillsList>(),
+    ToolDef::of::<skills::SkillView>(),
+    ToolDef::of::<skills::SkillManage>(),
+    ToolDef::of::<search::Tag>(),
+];
+
+/// The tool of this name.
+pub fn find(name: &str) -> Option<&'static ToolDef> {
+    TABLE.iter().find(|t| t.name == name)
+}
+
+/// The names of every tool, in table order.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    TABLE.iter().map(|t| t.name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One walk over the table: names unique and plain, every schema an object
+    /// with a description, and the traits consistent with what the tools do.
+    #[test]
+    fn the_table_is_consistent() {
+        let mut seen = std::collections::HashSet::new();
+        for tool in TABLE {
+            assert!(seen.insert(tool.name), "{} is in the table twice", tool.name);
+            assert!(tool.name.chars().all(|c| c.is_ascii_lowercase() || c == '_'), "{}", tool.name);
+            let schema = tool.schema().to_value();
+            assert_eq!(schema["type"], "object", "{}", tool.name);
+            assert!(schema["description"].as_str().is_some_and(|d| d.len() > 20), "{} has no description", tool.name);
+            if tool.traits.effect != Effect::Reads {
+                assert!(tool.traits.may_block, "{} changes something yet runs on a protocol thread", tool.name);
+                assert!(!tool.traits.dedupes, "{} changes something yet is deduplicated", tool.name);
+            }
+        }
+        let gated: Vec<&str> = TABLE.iter().filter(|t| t.gated()).map(|t| t.name).collect();
+        assert_eq!(gated, ["write", "edit", "multiedit", "apply_patch", "mkdir", "mv", "rm", "skill_manage"]);
+        let quick: Vec<&str> = TABLE.iter().filter(|t| !t.traits.may_block).map(|t| t.name).collect();
+        assert_eq!(quick, ["read", "list", "stat", "skills_list", "skill_view"]);
+        let dedupes: Vec<&str> = TABLE.iter().filter(|t| t.traits.dedupes).map(|t| t.name).collect();
+        assert_eq!(dedupes, ["list", "glob", "grep", "search"]);
+    }
+
+    /// A tool not in the table is treated as the most guarded.
+    #[test]
+    fn an_unknown_tool_is_guarded() {
+        assert!(find("nope").is_none());
+        assert!(crate::gate::is_gated("nope"), "the gate decides about a tool it does not know");
+        assert!(crate::engine::may_wait("nope"), "a tool it does not know never runs on a protocol thread");
+    }
+}
