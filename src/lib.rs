@@ -16,5 +16,6 @@ pub mod instructions;
 pub mod lsp;
 pub mod mcp;
 pub mod paths;
+pub mod text;
 pub mod tools;
 pub mod vfs;

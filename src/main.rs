@@ -314,9 +314,9 @@ struct LspArgs {
 }
 
 impl LspArgs {
-    fn defaults(&self) -> anyhow::Result<ctxfs::lsp::Defaults> {
+    fn defaults(&self) -> anyhow::Result<ctxfs::engine::Defaults> {
         let absolute = |p: &PathBuf| std::path::absolute(p).with_context(|| format!("bad path {}", p.display()));
-        Ok(ctxfs::lsp::Defaults {
+        Ok(ctxfs::engine::Defaults {
             tree: self.tree.as_ref().map(absolute).transpose()?,
             view: self.view.as_ref().map(absolute).transpose()?,
             root: self.root.as_ref().map(absolute).transpose()?,
@@ -480,10 +480,7 @@ fn sessions_command(action: SessionsAction) -> anyhow::Result<ExitCode> {
         SessionsAction::Prune { data, days, megabytes, dry_run } => {
             let db = data_of(data)?.join("sessions.db");
             let configured = ctxfs::instructions::UserConfig::platform().retention();
-            let retention = store::Retention {
-                days: days.unwrap_or(configured.days),
-                megabytes: megabytes.unwrap_or(configured.megabytes),
-            };
+            let retention = store::Retention::or_default(days.or(configured.days), megabytes.or(configured.megabytes));
             let pruned = store::prune(&db, retention, dry_run)?;
             let verb = if dry_run { "Would remove" } else { "Removed" };
             println!(

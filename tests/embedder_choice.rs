@@ -122,5 +122,8 @@ fn a_bad_choice_is_refused_with_a_sentence() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("is not an embedder; use static, minilm, none or an http://HOST:PORT URL"), "{stderr}");
+    assert!(
+        stderr.contains("is not an embedder; use static, minilm, paraphrase-l3, none or an http://HOST:PORT URL"),
+        "{stderr}"
+    );
 }

@@ -34,7 +34,7 @@ pub mod link;
 mod relay;
 mod rewrite;
 
-use crate::lsp::Defaults;
+use crate::engine::Defaults;
 use link::{Asked, Reported};
 use relay::{Core, Effect, Injection, World};
 use serde_json::{json, Value};

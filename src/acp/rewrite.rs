@@ -7,7 +7,7 @@
 //! the fields it names, so whatever else a message carries (`_meta`, fields
 //! of a newer protocol) passes through as it came. No I/O, no state.
 
-use crate::engine::registry::TOOL_NAMES;
+use crate::tools::spec;
 use serde_json::{json, Map, Value};
 
 /// The name of the injected MCP server in every session.
@@ -26,7 +26,7 @@ brackets such as [#0001] that recall shows again.";
 /// `ctxfs__read`, `Tool: ctxfs/read`, `read (ctxfs MCP Server)` (Gemini CLI).
 pub(crate) fn ctxfs_tool(name: &str) -> Option<&'static str> {
     let name = name.trim();
-    let known = |tool: &str| TOOL_NAMES.iter().copied().find(|t| *t == tool);
+    let known = |tool: &str| spec::find(tool).map(|t| t.name);
     if let Some(tool) = name.strip_suffix(&format!(" ({SERVER_NAME} MCP Server)")) {
         return known(tool.trim());
     }
@@ -91,9 +91,9 @@ pub(crate) fn named_paths(tool: &str, args: &Value) -> Vec<(String, Option<u64>)
             out
         }
         "apply_patch" => arg(args, "patch")
-            .and_then(|p| crate::tools::text::parse_patch(p).ok())
+            .and_then(|p| crate::text::parse_patch(p).ok())
             .map(|ops| {
-                use crate::tools::text::PatchOp;
+                use crate::text::PatchOp;
                 ops.iter()
                     .flat_map(|op| match op {
                         PatchOp::Add { path, .. } | PatchOp::Delete { path } => vec![path.clone()],
@@ -336,7 +336,7 @@ mod tests {
 
     #[test]
     fn kinds_cover_every_tool() {
-        let kinds: Vec<(&str, &str)> = TOOL_NAMES.iter().map(|t| (*t, kind(t))).collect();
+        let kinds: Vec<(&str, &str)> = spec::names().map(|t| (t, kind(t))).collect();
         assert!(kinds.contains(&("read", "read")) && kinds.contains(&("grep", "search")));
         assert!(
             kinds.contains(&("edit", "edit")) && kinds.contains(&("rm", "delete")) && kinds.contains(&("mv", "move"))

@@ -25,6 +25,27 @@ pub struct Config {
     pub data_dir: Option<PathBuf>,
 }
 
+/// What a door was started with on its command line (all optional), before a
+/// client says more: `ctxfs lsp` and `ctxfs acp` build sessions from it.
+#[derive(Debug, Clone, Default)]
+pub struct Defaults {
+    pub tree: Option<PathBuf>,
+    pub view: Option<PathBuf>,
+    pub root: Option<PathBuf>,
+    pub start: Option<String>,
+    pub data: Option<PathBuf>,
+    pub host: Option<crate::hygiene::HostKind>,
+    /// The user's config directory (global AGENTS.md, skills/, config.json).
+    pub config: Option<PathBuf>,
+    /// The permission mode sessions start in (default: ask).
+    pub mode: Option<crate::gate::Mode>,
+    /// How long an approval prompt waits (default: `gate::DEFAULT_TIMEOUT`).
+    pub approval_timeout: Option<std::time::Duration>,
+    /// The embedder (default: config.json's, else the static table) and the model a server is asked for.
+    pub embedder: Option<crate::index::EmbedderChoice>,
+    pub embedder_model: Option<String>,
+}
+
 /// What a front door knows of its client when it opens a session.
 #[derive(Debug, Clone, Default)]
 pub struct SessionOptions {

@@ -7,6 +7,7 @@
 //! is caught and answered. No protocol type appears here.
 
 pub mod api;
+mod facts;
 pub mod registry;
 
 pub use api::*;
@@ -399,7 +400,9 @@ impl Engine {
         // day per data directory, in the background.
         static PRUNED: std::sync::Once = std::sync::Once::new();
         PRUNED.call_once(|| {
-            let (db, retention) = (self.sessions_db(), self.user.retention());
+            let setting = self.user.retention();
+            let retention = crate::hygiene::store::Retention::or_default(setting.days, setting.megabytes);
+            let db = self.sessions_db();
             let _ = std::thread::Builder::new().name("ctxfs-prune".into()).spawn(move || {
                 if let Err(e) = crate::hygiene::store::prune_daily(&db, retention) {
                     tracing::warn!(error = %e, "could not prune the stored results");
@@ -502,8 +505,10 @@ impl Session {
         }
         if crate::tools::spec::find(tool).is_some_and(|t| t.traits.from_history) {
             return match crate::tools::spec::parse::<crate::tools::spec::Recall>(args) {
-                Ok(p) => state.hygiene.recall(&p.id, p.offset, p.limit),
-                Err(e) => state.hygiene.answer(tool, &serde_json::Value::Null, Err(e), None),
+                Ok(p) => facts::answer(state.hygiene.recall(&p.id, p.offset, p.limit), Facts::default()),
+                Err(e) => {
+                    facts::answer(state.hygiene.answer(tool, &serde_json::Value::Null, Err(e), None), Facts::default())
+                }
             };
         }
         let index = match crate::tools::spec::find(tool) {
@@ -545,7 +550,8 @@ impl Session {
             (Ok(outcome), "read") => nearby_appendix(state, outcome),
             _ => None,
         };
-        state.hygiene.answer(tool, &args, result, appendix)
+        let facts = result.as_ref().map(facts::facts_of).unwrap_or_default();
+        facts::answer(state.hygiene.answer(tool, &args, result, appendix), facts)
     }
 
     /// Indexes the files a change wrote, with the client as their creator.
@@ -749,4 +755,12 @@ fn nearby_appendix(state: &mut SessionState, outcome: &Outcome) -> Option<String
         text.push_str(&format!("\nNote: {note}\n"));
     }
     (!text.is_empty()).then_some(text)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_unknown_tool_never_runs_on_a_protocol_thread() {
+        assert!(super::may_wait("nope"));
+    }
 }

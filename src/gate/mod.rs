@@ -617,6 +617,11 @@ impl IfEmpty for String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_unknown_tool_is_gated() {
+        assert!(super::is_gated("nope"), "the gate decides about a tool it does not know");
+    }
+
     use super::*;
     use crate::access::{Level, View};
     use crate::paths::VPath;

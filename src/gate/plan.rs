@@ -5,8 +5,9 @@
 use super::fence::Op;
 use super::Kind;
 use crate::paths::VPath;
+use crate::text;
 use crate::tools::spec::ChangeContext;
-use crate::tools::{text, Change, FileChange, Outcome};
+use crate::tools::{Change, FileChange, Outcome};
 use crate::vfs::{Fs, Kind as NodeKind};
 use serde_json::Value;
 

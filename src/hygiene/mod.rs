@@ -10,9 +10,8 @@ pub mod format;
 pub mod store;
 
 use crate::access::ToolError;
-use crate::engine::{Facts, ToolAnswer};
 use crate::paths::VPath;
-use crate::tools::{hex, Change, FileChange, Outcome, ReadOutcome, Sha};
+use crate::tools::{Change, FileChange, Outcome, ReadOutcome, Sha};
 use format::*;
 use std::collections::{BTreeMap, HashMap};
 pub use store::{
@@ -51,10 +50,22 @@ struct SearchRecord {
     body_sha: Sha,
 }
 
+/// What the model is shown of one result: its id (`#0001`), the text
+/// starting with the bracket, and whether it is an error. The engine adds the
+/// facts editors render.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shown {
+    pub id: String,
+    pub text: String,
+    pub is_error: bool,
+}
+
 /// A result shaped for the model, with what is stored and listed of it.
 struct Shaped {
     id: u64,
-    answer: ToolAnswer,
+    answer: Shown,
+    /// The path the result is about, kept with it for editors' lists.
+    path: Option<String>,
     /// The full result, what recall shows.
     stored: String,
     stub: bool,
@@ -151,19 +162,19 @@ impl Hygiene {
         args: &serde_json::Value,
         result: Result<Outcome, ToolError>,
         appendix: Option<String>,
-    ) -> ToolAnswer {
+    ) -> Shown {
         let changes = match &result {
             Ok(outcome) => change_records(outcome),
             Err(_) => Vec::new(),
         };
-        let Shaped { id, mut answer, mut stored, stub, capped } = self.shape(tool, args, result);
+        let Shaped { id, mut answer, path, mut stored, stub, capped } = self.shape(tool, args, result);
         if let Some(extra) = appendix {
             answer.text.push_str(&extra);
             stored.push_str(&extra);
         }
         let meta = ResultMeta {
             tool: tool.to_string(),
-            path: answer.facts.path.clone().or_else(|| answer.facts.files.first().and_then(|f| f.path.clone())),
+            path,
             stub,
             capped,
             is_error: answer.is_error,
@@ -197,10 +208,9 @@ impl Hygiene {
             .map(|entry| {
                 let texts = self.store.change_texts(entry.id, &entry.change.path).ok().flatten();
                 let diff = match texts {
-                    Some((before, after)) => crate::tools::text::unified_diff(
-                        before.as_deref().unwrap_or(""),
-                        after.as_deref().unwrap_or(""),
-                    ),
+                    Some((before, after)) => {
+                        crate::text::unified_diff(before.as_deref().unwrap_or(""), after.as_deref().unwrap_or(""))
+                    }
                     None => String::new(),
                 };
                 (entry, diff)
@@ -227,11 +237,11 @@ impl Hygiene {
             Err(error) => {
                 let body = Body::lines(error.to_string());
                 let (text, capped) = body.render_capped(&plain, &id_str, true);
-                let answer = ToolAnswer { id: id_str, text, is_error: true, facts: Facts::default() };
-                return Shaped { id, answer, stored: body.stored(), stub: false, capped };
+                let answer = Shown { id: id_str, text, is_error: true };
+                return Shaped { id, answer, path: None, stored: body.stored(), stub: false, capped };
             }
         };
-        let facts = facts_of(&outcome);
+        let path = outcome_path(&outcome);
         let mut stub = false;
         let (stored, (shown, capped)) = match outcome {
             Outcome::Read(read) => {
@@ -276,8 +286,8 @@ impl Hygiene {
                     match self.table_searches.get(&key) {
                         Some(earlier) if earlier.body_sha == body_sha => {
                             let shown = format!("{plain} Same result as {}.", id_text(earlier.id));
-                            let answer = ToolAnswer { id: id_str, text: shown, is_error: false, facts };
-                            return Shaped { id, answer, stored: body.stored(), stub: true, capped: false };
+                            let answer = Shown { id: id_str, text: shown, is_error: false };
+                            return Shaped { id, answer, path, stored: body.stored(), stub: true, capped: false };
                         }
                         _ => {
                             self.table_searches.insert(key, SearchRecord { id, body_sha });
@@ -303,8 +313,8 @@ impl Hygiene {
                 (body.stored(), body.render_capped(&plain, &id_str, true))
             }
         };
-        let answer = ToolAnswer { id: id_str, text: shown, is_error: false, facts };
-        Shaped { id, answer, stored, stub, capped }
+        let answer = Shown { id: id_str, text: shown, is_error: false };
+        Shaped { id, answer, path, stored, stub, capped }
     }
 
     /// The earlier full read in the table that an unchanged re-read lies within.
@@ -319,7 +329,7 @@ impl Hygiene {
     }
 
     /// recall: a stored result again, a window of its lines.
-    pub fn recall(&mut self, target: &str, offset: Option<u64>, limit: Option<u64>) -> ToolAnswer {
+    pub fn recall(&mut self, target: &str, offset: Option<u64>, limit: Option<u64>) -> Shown {
         let (id, id_str) = self.take_id();
         let wanted = parse_id(target);
         let stored = wanted.and_then(|n| self.store.get(n).ok().flatten());
@@ -333,7 +343,7 @@ impl Hygiene {
                 let text = format!("[{id_str} recall {} lines {first}-{last} of {total}]\n{body}", id_text(n));
                 let title = text.lines().next().unwrap_or_default().to_string();
                 self.keep(id, &ResultMeta { tool: "recall".into(), title, ..ResultMeta::default() }, &body);
-                return ToolAnswer { id: id_str, text, is_error: false, facts: Facts::default() };
+                return Shown { id: id_str, text, is_error: false };
             }
             (Some(n), None) => (format!("No stored result {} in this session.", id_text(n)), true),
             (None, _) => {
@@ -345,7 +355,7 @@ impl Hygiene {
         let meta = ResultMeta { tool: "recall".into(), is_error, title: shown.clone(), ..ResultMeta::default() };
         self.keep(id, &meta, &text);
         let text = shown;
-        ToolAnswer { id: id_str, text, is_error, facts: Facts::default() }
+        Shown { id: id_str, text, is_error }
     }
 
     /// A new request is being built. A host that does not carry earlier
@@ -428,25 +438,13 @@ pub fn canonical_json(value: &serde_json::Value) -> String {
     out
 }
 
-fn change_facts(change: &FileChange) -> Facts {
-    let mut facts =
-        Facts { path: Some(change.path.to_string()), sha: change.sha.as_ref().map(hex), ..Facts::default() };
-    match &change.change {
-        Change::Created { .. } => facts.created = true,
-        Change::Deleted => facts.deleted = true,
-        Change::Modified { diff } | Change::Moved { diff, .. } => facts.diff = Some(diff.clone()),
-    }
-    facts
-}
-
-fn facts_of(outcome: &Outcome) -> Facts {
+/// The path a result is about, kept with it for editors' lists.
+fn outcome_path(outcome: &Outcome) -> Option<String> {
     match outcome {
-        Outcome::Read(read) => {
-            Facts { path: Some(read.path.to_string()), sha: Some(hex(&read.sha)), ..Facts::default() }
-        }
-        Outcome::Changed(change) => change_facts(change),
-        Outcome::Patch(changes) => Facts { files: changes.iter().map(change_facts).collect(), ..Facts::default() },
-        Outcome::Text { path, .. } => Facts { path: path.as_ref().map(|p| p.to_string()), ..Facts::default() },
-        Outcome::Moved { to, .. } => Facts { path: Some(to.to_string()), ..Facts::default() },
+        Outcome::Read(read) => Some(read.path.to_string()),
+        Outcome::Changed(change) => Some(change.path.to_string()),
+        Outcome::Patch(changes) => changes.first().map(|c| c.path.to_string()),
+        Outcome::Text { path, .. } => path.as_ref().map(|p| p.to_string()),
+        Outcome::Moved { to, .. } => Some(to.to_string()),
     }
 }

@@ -578,6 +578,14 @@ impl Default for Retention {
     }
 }
 
+impl Retention {
+    /// The retention given in parts, each part left out taking the default.
+    pub fn or_default(days: Option<u64>, megabytes: Option<u64>) -> Retention {
+        let defaults = Retention::default();
+        Retention { days: days.unwrap_or(defaults.days), megabytes: megabytes.unwrap_or(defaults.megabytes) }
+    }
+}
+
 /// Sessions used this recently are never removed for room (they may be open).
 const IN_USE_SECS: i64 = 3600;
 

@@ -51,10 +51,10 @@ use super::rank;
 use super::store::{decode_vector, quantize, IndexStore, NewChunk};
 use super::terms::{query_terms, query_words, terms};
 use crate::access::{Access, Target};
+use crate::hash::{sha256, Sha};
 use crate::paths::VPath;
+use crate::text::TextFile;
 use crate::tools::find::{visible_files, Found};
-use crate::tools::text::TextFile;
-use crate::tools::{sha256, Sha};
 use crate::vfs::Source;
 use std::collections::HashMap;
 use std::io::Read;
@@ -440,12 +440,15 @@ enum Postings {
     Meta,
 }
 
+/// One term's postings: row or chunk id and the term's count there.
+type PostingList = Arc<Vec<(i64, u32)>>;
+
 /// Postings read from the store, by term, valid while the store's
 /// `data_version` and this connection's `total_changes` stay as they were.
 #[derive(Default)]
 struct PostingsCache {
     key: Option<(i64, u64)>,
-    terms: HashMap<(Postings, String), Arc<Vec<(i64, u32)>>>,
+    terms: HashMap<(Postings, String), PostingList>,
     /// Postings held, to bound the memory.
     held: usize,
 }
@@ -1007,13 +1010,14 @@ impl Index {
         if let Some(same) = unchanged(size, mtime) {
             return same;
         }
-        if late() {
-            return pending(size);
-        }
         let Some(bytes) = read_all(source) else { return Work::Skip { size } };
         let Ok(text) = TextFile::decode(&bytes) else { return Work::Skip { size } };
         let sha = sha256(&bytes);
         let known = self.mirror().is_current(&sha);
+        // Reading and hashing are cheap; chunking and embedding new content is what waits when time is up.
+        if !known && late() {
+            return pending(size);
+        }
         let chunks = match known {
             true => None,
             false => match self.make_chunks(text.text(), deadline) {
@@ -1089,6 +1093,7 @@ impl Index {
     /// that writes the store.
     /// `escaped` is set when a file was reached through a link that leads
     /// outside `root` or into a `.git` directory.
+    #[allow(clippy::too_many_arguments)] // Each is one thing a refresh is asked to do; a struct would only rename them.
     fn refresh(
         &self,
         store: &IndexStore,

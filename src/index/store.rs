@@ -601,7 +601,7 @@ mod tests {
             first_line: 1,
             last_line: 2,
             text: text.into(),
-            words: super::terms::terms(text),
+            words: crate::index::terms::terms(text),
             vector: Some(vec![0.5, -0.25]),
         };
         let ids =

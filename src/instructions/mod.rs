@@ -10,7 +10,7 @@
 
 use crate::access::{Access, Need};
 use crate::paths::VPath;
-use crate::tools::text::TextFile;
+use crate::text::TextFile;
 use crate::vfs::Kind;
 use serde::Serialize;
 use std::collections::HashSet;
@@ -90,6 +90,13 @@ pub struct UserConfig {
     pub dir: Option<PathBuf>,
 }
 
+/// The retention the user configured; each part left out takes the store's default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetentionSetting {
+    pub days: Option<u64>,
+    pub megabytes: Option<u64>,
+}
+
 impl UserConfig {
     /// The platform's config directory for ctxfs (`~/.config/ctxfs` on Linux).
     pub fn platform() -> UserConfig {
@@ -103,21 +110,14 @@ impl UserConfig {
         config.get(key)?.as_str().map(str::to_owned)
     }
 
-    /// How long sessions are kept: `"retention": {"days": N, "megabytes": N}`
-    /// in `config.json`, each defaulting as `Retention::default`.
-    pub fn retention(&self) -> crate::hygiene::store::Retention {
-        let mut retention = crate::hygiene::store::Retention::default();
+    /// How long sessions are kept, as `config.json` says:
+    /// `"retention": {"days": N, "megabytes": N}`; what it leaves out is `None`.
+    pub fn retention(&self) -> RetentionSetting {
         let text = self.dir.as_ref().and_then(|d| std::fs::read_to_string(d.join("config.json")).ok());
         let config: Option<serde_json::Value> = text.and_then(|t| serde_json::from_str(&t).ok());
-        if let Some(section) = config.as_ref().and_then(|c| c.get("retention")) {
-            if let Some(days) = section.get("days").and_then(|v| v.as_u64()) {
-                retention.days = days;
-            }
-            if let Some(megabytes) = section.get("megabytes").and_then(|v| v.as_u64()) {
-                retention.megabytes = megabytes;
-            }
-        }
-        retention
+        let section = config.as_ref().and_then(|c| c.get("retention"));
+        let number = |key: &str| section.and_then(|s| s.get(key)).and_then(|v| v.as_u64());
+        RetentionSetting { days: number("days"), megabytes: number("megabytes") }
     }
 
     /// Instruction files named in `config.json` (`{"instructions": [...]}`),

@@ -35,7 +35,7 @@ pub mod protocol;
 mod setup;
 mod transport;
 
-pub use setup::Defaults;
+pub use crate::engine::Defaults;
 
 use crate::engine::{Engine, Session, SessionOptions};
 use crate::vfs::overlay::{Documents, Encoding};
@@ -552,11 +552,11 @@ impl LanguageServer for Backend {
             .workspace_folders
             .iter()
             .flatten()
-            .filter_map(|f| crate::mcp::file_uri_to_path(f.uri.as_str()))
+            .filter_map(|f| crate::paths::uri::file_uri_to_path(f.uri.as_str()))
             .collect();
         #[allow(deprecated)]
         if folders.is_empty() {
-            if let Some(path) = params.root_uri.as_ref().and_then(|u| crate::mcp::file_uri_to_path(u.as_str())) {
+            if let Some(path) = params.root_uri.as_ref().and_then(|u| crate::paths::uri::file_uri_to_path(u.as_str())) {
                 folders.push(path);
             } else if let Some(path) = params.root_path.as_ref() {
                 folders.push(PathBuf::from(path));

@@ -13,7 +13,7 @@
 
 use super::protocol::{HostName, InitializationOptions};
 use crate::access::{Level, View, ViewFile};
-use crate::engine::{default_data_dir, Config, Engine, Posture};
+use crate::engine::{default_data_dir, Config, Defaults, Engine, Posture};
 use crate::gate::Mode;
 use crate::hygiene::HostKind;
 use crate::index::EmbedderChoice;
@@ -26,26 +26,6 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// What `ctxfs lsp` was started with (all optional).
-#[derive(Debug, Clone, Default)]
-pub struct Defaults {
-    pub tree: Option<PathBuf>,
-    pub view: Option<PathBuf>,
-    pub root: Option<PathBuf>,
-    pub start: Option<String>,
-    pub data: Option<PathBuf>,
-    pub host: Option<HostKind>,
-    /// The user's config directory (global AGENTS.md, skills/, config.json).
-    pub config: Option<PathBuf>,
-    /// The permission mode sessions start in (default: ask).
-    pub mode: Option<Mode>,
-    /// How long an approval prompt waits (default: `gate::DEFAULT_TIMEOUT`).
-    pub approval_timeout: Option<Duration>,
-    /// The embedder (default: config.json's, else the static table) and the model a server is asked for.
-    pub embedder: Option<EmbedderChoice>,
-    pub embedder_model: Option<String>,
-}
 
 /// How the engine's sessions are gated.
 #[derive(Debug, Clone, Copy)]

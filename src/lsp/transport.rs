@@ -306,7 +306,7 @@ impl DocumentTable {
 /// The real host path of a `file://` URI: links resolved, so that it is
 /// the key the overlay looks up (a missing file: its parent resolved).
 pub fn real_path(uri: &str) -> Option<PathBuf> {
-    let path = crate::mcp::file_uri_to_path(uri)?;
+    let path = crate::paths::uri::file_uri_to_path(uri)?;
     if let Ok(real) = path.canonicalize() {
         return Some(real);
     }

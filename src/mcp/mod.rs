@@ -64,6 +64,7 @@ fn progress_sink(
 mod tests;
 
 use crate::engine::{Engine, Session, SessionOptions, ToolAnswer, ToolInfo};
+use crate::paths::uri::file_uri_to_path;
 use order::{Sequencer, Ticket};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest, CustomResult, DiscoverResult,
@@ -439,39 +440,6 @@ fn to_mcp_result(answer: ToolAnswer) -> CallToolResult {
 
 fn tool_error(text: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(text)])
-}
-
-/// A `file://` URI's local path (`file:///a/b`, `file://localhost/a/b`), percent-decoded.
-pub fn file_uri_to_path(uri: &str) -> Option<PathBuf> {
-    let rest = uri.strip_prefix("file://").or_else(|| uri.strip_prefix("FILE://"))?;
-    let path =
-        if rest.starts_with('/') { rest } else { rest.strip_prefix("localhost").filter(|p| p.starts_with('/'))? };
-    let path = path.split(['?', '#']).next().unwrap_or(path);
-    let bytes = path.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    if out.contains(&0) {
-        return None;
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::ffi::OsStringExt;
-        Some(PathBuf::from(std::ffi::OsString::from_vec(out)))
-    }
-    #[cfg(not(unix))]
-    {
-        Some(PathBuf::from(String::from_utf8(out).ok()?))
-    }
 }
 
 impl<H: Host> ServerHandler for McpServer<H> {

@@ -266,12 +266,3 @@ async fn roots_narrow_the_session_before_any_call() {
         .await;
     assert_eq!(client.answer_to(3).await["result"]["content"][0]["text"], "[#0003] echo on s3");
 }
-
-#[test]
-fn file_uris() {
-    assert_eq!(file_uri_to_path("file:///a/b%20c"), Some(PathBuf::from("/a/b c")));
-    assert_eq!(file_uri_to_path("file://localhost/a"), Some(PathBuf::from("/a")));
-    assert_eq!(file_uri_to_path("file://server/a"), None);
-    assert_eq!(file_uri_to_path("https://x/a"), None);
-    assert_eq!(file_uri_to_path("file:///a%00b"), None);
-}

@@ -8,10 +8,10 @@
 
 use super::params::{ApplyPatchParams, EditParams, MultiEditParams, ReadParams, WriteParams};
 use super::spec::{ChangeContext, Tool, Traits};
-use super::text::{self, PatchOp, TextFile};
 use super::{sha256, Change, ChangeTexts, Ctx, FileChange, Outcome, ReadOutcome, Sha, ToolResult};
 use crate::access::{Need, Target, ToolError, MAX_OPEN_BYTES};
 use crate::paths::VPath;
+use crate::text::{self, PatchOp, TextFile};
 use crate::vfs::journal::IntentStep;
 use crate::vfs::{Expect, Kind};
 use std::collections::HashSet;

@@ -12,7 +12,6 @@ pub mod params;
 pub mod search;
 pub mod skills;
 pub mod spec;
-pub mod text;
 
 use crate::access::{Access, ToolError};
 pub use crate::hash::{hex, sha256, Sha};

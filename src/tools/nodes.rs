@@ -5,10 +5,10 @@
 
 use super::params::{ListParams, MkdirParams, MvParams, RmParams, StatParams};
 use super::spec::{Tool, Traits};
-use super::text::TextFile;
 use super::{Change, ChangeTexts, Ctx, FileChange, Outcome, ToolResult};
 use crate::access::{Access, Need, Target, ToolError, MAX_OPEN_BYTES};
 use crate::paths::VPath;
+use crate::text::TextFile;
 use crate::vfs::{FsError, Kind, Resolution};
 use std::time::UNIX_EPOCH;
 
@@ -80,8 +80,8 @@ pub fn stat(ctx: &mut Ctx<'_>, params: StatParams) -> ToolResult {
     if meta.kind == Kind::File {
         out.push_str(&format!("size: {} bytes\n", meta.len));
         if let Ok(bytes) = ctx.access.fs().read_file(&target.real, crate::access::MAX_OPEN_BYTES) {
-            match super::text::TextFile::decode(&bytes) {
-                Ok(file) => out.push_str(&format!("lines: {}\n", super::text::count_lines(file.text()))),
+            match crate::text::TextFile::decode(&bytes) {
+                Ok(file) => out.push_str(&format!("lines: {}\n", crate::text::count_lines(file.text()))),
                 Err(_) => out.push_str("binary: yes\n"),
             }
             out.push_str(&format!("sha256: {}\n", super::hex(&super::sha256(&bytes))));

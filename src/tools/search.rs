@@ -31,8 +31,6 @@ const ANSWER_CHARS: usize = 38_000;
 /// The fewest lines a passage is cut to, however many results there are.
 const MIN_PASSAGE_LINES: usize = 6;
 
-pub use crate::index::terms::words;
-
 /// A passage of a visible file, as the index's chunker cuts it, with its words counted.
 struct Passage {
     path: String,
@@ -119,7 +117,7 @@ pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
             }
             Source::Bytes(bytes) => bytes.to_vec(),
         };
-        let Ok(text) = super::text::TextFile::decode(&bytes) else { return };
+        let Ok(text) = crate::text::TextFile::decode(&bytes) else { return };
         let mut pieces = passages(shown.as_str(), text.text());
         found.lock().unwrap_or_else(|e| e.into_inner()).append(&mut pieces);
     })?;

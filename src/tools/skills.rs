@@ -8,10 +8,10 @@
 
 use super::params::{SkillManageParams, SkillViewParams, SkillsListParams};
 use super::spec::{ChangeContext, Tool, Traits};
-use super::text::TextFile;
 use super::{Change, Ctx, FileChange, Outcome, ToolResult};
 use crate::access::{Access, Need, ToolError};
 use crate::paths::VPath;
+use crate::text::TextFile;
 use crate::vfs::{Descend, Kind, WalkEntry, WalkOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;

@@ -5,6 +5,8 @@
 //! `.`/`..`/repeated `/` were resolved, that the path is absolute, and that no
 //! component is empty or holds a NUL byte.
 
+pub mod uri;
+
 use std::fmt;
 
 /// Why a path text could not be turned into a `VPath`.
