@@ -11,6 +11,9 @@
 //! the setup time (engine and session), and the first line of the last answer.
 //! It prints figures only; it asserts nothing about them.
 
+// A measurement program: its figures are its output.
+#![allow(clippy::print_stdout)]
+
 use ctxfs::engine::{Config, Engine, Posture, SessionOptions};
 use std::path::PathBuf;
 use std::time::Instant;

@@ -10,6 +10,9 @@
 //! process's CPU time (all threads), so a run on a shared machine still says
 //! how much work a chunk is.
 
+// A measurement program: its figures are its output.
+#![allow(clippy::print_stdout)]
+
 use ctxfs::index::bert::{self, BertEmbedder};
 use ctxfs::index::embed::{self, Embedder, StaticEmbedder};
 use std::path::Path;

@@ -13,6 +13,9 @@
 //!    and SQLite: insert rate, RSS (VmRSS and VmHWM) before and after.
 //! 3. Recall of random ids across that session: latency p50/p95/max.
 
+// A measurement program: its figures are its output.
+#![allow(clippy::print_stdout)]
+
 use ctxfs::engine::{Config, Engine, Posture, SessionOptions};
 use ctxfs::hygiene::{HostKind, Hygiene, SqliteStore};
 use ctxfs::tools::Outcome;

@@ -1,5 +1,8 @@
 //! `ctxfs`: the command line. Logs go to stderr (filter: `CTXFS_LOG`, default `warn`).
 
+// The commands that are not servers (sessions, chunk, call, index) answer on stdout.
+#![allow(clippy::print_stdout)]
+
 use anyhow::Context;
 use clap::{ArgGroup, Args, Parser, Subcommand};
 use ctxfs::engine::{Config, Engine, Posture, SessionOptions};
@@ -556,7 +559,8 @@ fn index_tree(posture: &PostureArgs, path: Option<&str>) -> anyhow::Result<ExitC
     };
     let start =
         config.start.as_deref().and_then(|s| ctxfs::paths::VPath::resolve(&boundary, s).ok()).unwrap_or(boundary);
-    let access = Access::new(engine.fs().clone(), view, start);
+    let mut access = Access::new(engine.fs().clone(), view, start);
+    access.set_alias(engine.root_alias().cloned());
     let root = access.target(path.unwrap_or("."), Need::Look).map_err(|e| anyhow::anyhow!("{e}"))?;
     if !root.is_dir() {
         anyhow::bail!("{} is not a directory", root.path);

@@ -210,6 +210,59 @@ impl TextFile {
         out
     }
 
+    /// [`TextFile::encode`] knowing where the new text's line breaks come
+    /// from (see [`Breaks`]): in a mixed file each kept break keeps its own
+    /// ending, even among lines that read alike, and a new one takes the
+    /// ending of the break before it (else after it, else the file's usual one).
+    pub fn encode_traced(&self, new_text_lf: &str, breaks: &[Option<usize>]) -> Vec<u8> {
+        if self.line_ending != LineEnding::Mixed {
+            return self.encode(new_text_lf);
+        }
+        let majority_crlf = self.crlf_at.iter().filter(|&&c| c).count() * 2 > self.crlf_at.len();
+        let count = new_text_lf.bytes().filter(|&b| b == b'\n').count();
+        let known: Vec<Option<bool>> =
+            (0..count).map(|i| breaks.get(i).copied().flatten().and_then(|j| self.crlf_at.get(j).copied())).collect();
+        let mut endings = Vec::with_capacity(count);
+        for i in 0..count {
+            let ending = known[i]
+                .or_else(|| endings.last().copied())
+                .or_else(|| known[i..].iter().find_map(|k| *k))
+                .unwrap_or(majority_crlf);
+            endings.push(ending);
+        }
+        let mut out = Vec::with_capacity(new_text_lf.len() + count + 3);
+        if self.bom {
+            out.extend_from_slice(UTF8_BOM);
+        }
+        let mut endings = endings.into_iter();
+        for piece in new_text_lf.split_inclusive('\n') {
+            match piece.strip_suffix('\n') {
+                Some(body) => {
+                    out.extend_from_slice(body.as_bytes());
+                    out.extend_from_slice(if endings.next().unwrap_or(false) { b"\r\n" } else { b"\n" });
+                }
+                None => out.extend_from_slice(piece.as_bytes()),
+            }
+        }
+        out
+    }
+
+    /// The unified diff from this file to `new_bytes` (as [`TextFile::encode`]
+    /// makes them): over the LF texts, except in a mixed file, where lines
+    /// that read alike may differ by their ending, so the lines are compared
+    /// with their endings (and shown without the `\r`).
+    pub fn diff_to(&self, new_text_lf: &str, new_bytes: &[u8]) -> String {
+        if self.line_ending != LineEnding::Mixed {
+            return unified_diff(&self.text, new_text_lf);
+        }
+        let old = self.encode(&self.text);
+        let strip = |bytes: &[u8]| -> String {
+            let bytes = bytes.strip_prefix(UTF8_BOM).unwrap_or(bytes);
+            String::from_utf8_lossy(bytes).into_owned()
+        };
+        unified_diff(&strip(&old), &strip(new_bytes))
+    }
+
     /// Restores per-line endings of a mixed file by diffing the old and new
     /// LF content line by line.
     fn encode_mixed(&self, new_text: &str) -> String {
@@ -342,8 +395,8 @@ pub enum EditError {
     },
 }
 
-/// The largest text an edit may make: what the tools open (64 MiB).
-pub const MAX_TEXT_BYTES: usize = crate::access::MAX_OPEN_BYTES as usize;
+/// The largest text an edit may make, and the largest file the tools open (64 MiB).
+pub const MAX_TEXT_BYTES: usize = 64 * 1024 * 1024;
 
 /// A recognised near miss for an `old_string` that was not found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -420,6 +473,51 @@ impl std::error::Error for EditError {}
 /// every non-overlapping occurrence is replaced. Returns the new text and the
 /// number of replacements made.
 pub fn apply_edit(text_lf: &str, old: &str, new: &str, replace_all: bool) -> Result<(String, usize), EditError> {
+    apply_edit_traced(text_lf, old, new, replace_all).map(|(text, count, _)| (text, count))
+}
+
+/// Where each line break of an edited text comes from, for a file whose
+/// lines end differently ([`TextFile::encode_traced`]): for the i-th `\n`,
+/// the index of the original text's `\n` it is, or, for one an edit wrote in
+/// place of others, the one it replaces (the k-th new for the k-th old,
+/// the last old for any more); `None` for one added where none was.
+pub type Breaks = Vec<Option<usize>>;
+
+/// `text` with the byte ranges `cuts` (sorted, not overlapping) replaced by
+/// `new`, and where the result's line breaks come from.
+fn splice(text: &str, cuts: &[(usize, usize)], new: &str) -> (String, Breaks) {
+    let mut out = String::with_capacity(text.len() + cuts.len() * new.len());
+    let mut breaks = Vec::new();
+    let mut seen = 0usize;
+    let keep = |piece: &str, out: &mut String, breaks: &mut Breaks, seen: &mut usize| {
+        for _ in piece.bytes().filter(|&b| b == b'\n') {
+            breaks.push(Some(*seen));
+            *seen += 1;
+        }
+        out.push_str(piece);
+    };
+    let mut at = 0;
+    for &(start, end) in cuts {
+        keep(&text[at..start], &mut out, &mut breaks, &mut seen);
+        let replaced = text[start..end].bytes().filter(|&b| b == b'\n').count();
+        for k in 0..new.bytes().filter(|&b| b == b'\n').count() {
+            breaks.push((replaced > 0).then(|| seen + k.min(replaced - 1)));
+        }
+        seen += replaced;
+        out.push_str(new);
+        at = end;
+    }
+    keep(&text[at..], &mut out, &mut breaks, &mut seen);
+    (out, breaks)
+}
+
+/// [`apply_edit`], also answering where the new text's line breaks come from.
+pub fn apply_edit_traced(
+    text_lf: &str,
+    old: &str,
+    new: &str,
+    replace_all: bool,
+) -> Result<(String, usize, Breaks), EditError> {
     let old = to_lf(old);
     let new = to_lf(new);
     if old.is_empty() {
@@ -431,25 +529,16 @@ pub fn apply_edit(text_lf: &str, old: &str, new: &str, replace_all: bool) -> Res
     let starts: Vec<usize> = text_lf.match_indices(old.as_ref()).map(|(i, _)| i).collect();
     match starts.len() {
         0 => Err(EditError::NotFound { hint: not_found_hint(text_lf, &old) }),
-        1 if text_lf.len() - old.len() + new.len() > MAX_TEXT_BYTES => {
-            Err(EditError::TooLarge { bytes: text_lf.len() - old.len() + new.len() })
-        }
-        1 => {
-            let at = starts[0];
-            let mut out = String::with_capacity(text_lf.len() - old.len() + new.len());
-            out.push_str(&text_lf[..at]);
-            out.push_str(&new);
-            out.push_str(&text_lf[at + old.len()..]);
-            Ok((out, 1))
-        }
-        count if replace_all => {
+        count if count == 1 || replace_all => {
             // Checked before the text is made: a small file can grow without bound.
             let bytes = (text_lf.len() as u128 + count as u128 * new.len() as u128)
                 .saturating_sub(count as u128 * old.len() as u128);
             if bytes > MAX_TEXT_BYTES as u128 {
                 return Err(EditError::TooLarge { bytes: bytes.min(usize::MAX as u128) as usize });
             }
-            Ok((text_lf.replace(old.as_ref(), &new), count))
+            let cuts: Vec<(usize, usize)> = starts.iter().map(|&at| (at, at + old.len())).collect();
+            let (out, breaks) = splice(text_lf, &cuts, &new);
+            Ok((out, count, breaks))
         }
         count => {
             let mut lines = Vec::new();
@@ -547,14 +636,26 @@ fn whitespace_location(text: &str, old: &str) -> Option<(usize, usize)> {
 /// numbers in an ambiguity error count in the text as the earlier edits left
 /// it. An empty list returns the text unchanged.
 pub fn apply_multiedit<S: AsRef<str>>(text_lf: &str, edits: &[(S, S, bool)]) -> Result<String, (usize, EditError)> {
+    apply_multiedit_traced(text_lf, edits).map(|(text, _)| text)
+}
+
+/// [`apply_multiedit`], also answering where the new text's line breaks come from.
+pub fn apply_multiedit_traced<S: AsRef<str>>(
+    text_lf: &str,
+    edits: &[(S, S, bool)],
+) -> Result<(String, Breaks), (usize, EditError)> {
     let mut text = text_lf.to_string();
+    let mut breaks: Breaks = (0..text.bytes().filter(|&b| b == b'\n').count()).map(Some).collect();
     for (index, (old, new, replace_all)) in edits.iter().enumerate() {
-        match apply_edit(&text, old.as_ref(), new.as_ref(), *replace_all) {
-            Ok((next, _)) => text = next,
+        match apply_edit_traced(&text, old.as_ref(), new.as_ref(), *replace_all) {
+            Ok((next, _, next_breaks)) => {
+                breaks = next_breaks.iter().map(|b| b.and_then(|j| breaks.get(j).copied().flatten())).collect();
+                text = next;
+            }
             Err(error) => return Err((index, error)),
         }
     }
-    Ok(text)
+    Ok((text, breaks))
 }
 
 // ---------------------------------------------------------------------------
@@ -1135,6 +1236,13 @@ fn candidates(lines: &[&str], len: usize, from: usize, end_of_file: bool) -> Vec
 /// of the file. The result ends with a newline if the original did or was
 /// empty; otherwise its missing final newline stays missing.
 pub fn apply_update_chunks(original_lf: &str, chunks: &[UpdateChunk]) -> Result<String, PatchError> {
+    apply_update_chunks_traced(original_lf, chunks).map(|(text, _)| text)
+}
+
+/// [`apply_update_chunks`], also answering where the new text's line breaks
+/// come from: a kept or context line keeps its own; an added line takes the
+/// one of the line it replaces (removed lines and added lines paired in order).
+pub fn apply_update_chunks_traced(original_lf: &str, chunks: &[UpdateChunk]) -> Result<(String, Breaks), PatchError> {
     let lines: Vec<&str> = if original_lf.is_empty() {
         Vec::new()
     } else {
@@ -1142,8 +1250,9 @@ pub fn apply_update_chunks(original_lf: &str, chunks: &[UpdateChunk]) -> Result<
     };
     let final_newline = original_lf.is_empty() || original_lf.ends_with('\n');
 
-    // (start, removed line count, lines that take their place)
-    let mut replacements: Vec<(usize, usize, Vec<String>)> = Vec::new();
+    // (start, removed line count, lines that take their place with the old line each stands for)
+    type Placed = Vec<(String, Option<usize>)>;
+    let mut replacements: Vec<(usize, usize, Placed)> = Vec::new();
     let mut cursor = 0;
     for (i, chunk) in chunks.iter().enumerate() {
         let number = i + 1;
@@ -1164,7 +1273,8 @@ pub fn apply_update_chunks(original_lf: &str, chunks: &[UpdateChunk]) -> Result<
 
         let old = chunk.old_lines();
         if old.is_empty() {
-            let adds: Vec<String> = chunk.new_lines().into_iter().map(str::to_string).collect();
+            let adds: Vec<(String, Option<usize>)> =
+                chunk.new_lines().into_iter().map(|l| (l.to_string(), None)).collect();
             if chunk.context.is_some() && !chunk.end_of_file {
                 replacements.push((cursor, 0, adds));
             } else {
@@ -1210,20 +1320,29 @@ pub fn apply_update_chunks(original_lf: &str, chunks: &[UpdateChunk]) -> Result<
 
         let mut new_lines = Vec::new();
         let mut k = start;
+        // Lines removed since the last context line, which added lines replace in order.
+        let mut removed: std::collections::VecDeque<usize> = Default::default();
+        let mut last_removed = None;
         for line in body {
             match line {
                 ChunkLine::Context(_) => {
-                    new_lines.push(lines[k].to_string());
+                    new_lines.push((lines[k].to_string(), Some(k)));
+                    removed.clear();
+                    last_removed = None;
                     k += 1;
                 }
-                ChunkLine::Remove(_) => k += 1,
-                ChunkLine::Add(s) => new_lines.push(s.clone()),
+                ChunkLine::Remove(_) => {
+                    removed.push_back(k);
+                    last_removed = Some(k);
+                    k += 1;
+                }
+                ChunkLine::Add(s) => new_lines.push((s.clone(), removed.pop_front().or(last_removed))),
             }
         }
         // Lines added after a trailing empty line that was dropped still belong here.
         for line in &chunk.lines[body.len()..] {
             if let ChunkLine::Add(s) = line {
-                new_lines.push(s.clone());
+                new_lines.push((s.clone(), None));
             }
         }
         replacements.push((start, len, new_lines));
@@ -1231,20 +1350,27 @@ pub fn apply_update_chunks(original_lf: &str, chunks: &[UpdateChunk]) -> Result<
     }
 
     replacements.sort_by_key(|r| r.0);
-    let mut out: Vec<String> = Vec::with_capacity(lines.len());
+    let mut out: Vec<(String, Option<usize>)> = Vec::with_capacity(lines.len());
     let mut next = 0;
     for (start, len, new_lines) in replacements {
-        out.extend(lines[next..start].iter().map(|s| s.to_string()));
+        out.extend((next..start).map(|i| (lines[i].to_string(), Some(i))));
         out.extend(new_lines);
         next = start + len;
     }
-    out.extend(lines[next..].iter().map(|s| s.to_string()));
+    out.extend((next..lines.len()).map(|i| (lines[i].to_string(), Some(i))));
 
-    let mut text = out.join("\n");
-    if final_newline && !out.is_empty() {
-        text.push('\n');
+    // Old line i ends with the original's i-th line break, if it has one.
+    let old_breaks = original_lf.bytes().filter(|&b| b == b'\n').count();
+    let mut text = String::with_capacity(original_lf.len());
+    let mut breaks = Breaks::with_capacity(out.len());
+    for (i, (line, origin)) in out.iter().enumerate() {
+        text.push_str(line);
+        if i + 1 < out.len() || final_newline {
+            text.push('\n');
+            breaks.push(origin.filter(|&o| o < old_breaks));
+        }
     }
-    Ok(text)
+    Ok((text, breaks))
 }
 
 /// Returns the index of the last context or removed line of a chunk.
@@ -1286,8 +1412,13 @@ pub fn unified_diff(old_lf: &str, new_lf: &str) -> String {
         out.push('\n');
         for change in hunk.iter_changes() {
             out.push_str(&change.tag().to_string());
+            // A mixed file's lines are compared with their endings and shown without the `\r`.
             let value: &str = change.value();
-            out.push_str(value);
+            let value = match value.strip_suffix("\r\n") {
+                Some(body) => std::borrow::Cow::Owned(format!("{body}\n")),
+                None => std::borrow::Cow::Borrowed(value),
+            };
+            out.push_str(&value);
             if !value.ends_with('\n') {
                 out.push_str("\n\\ No newline at end of file\n");
             }
@@ -1420,6 +1551,36 @@ mod tests {
         assert_eq!(f.encode(&new), b"one\r\ntwo\ntwo-and-a-half\nthree\r\nfour\n");
         let (new, _) = apply_edit(f.text(), "four\n", "", false).unwrap();
         assert_eq!(f.encode(&new), b"one\r\ntwo\nthree\r\n");
+    }
+
+    /// Issue 13, item 8: lines that read alike keep their own endings; the
+    /// removed one is the one the change named, in the bytes and the diff.
+    #[test]
+    fn mixed_file_alike_lines_keep_their_own_endings() {
+        let f = decode(b"same\r\nsame\n");
+        let patch = "*** Begin Patch\n*** Update File: f\n@@\n-same\n same\n*** End Patch";
+        let (new, breaks) = apply_update_chunks_traced(f.text(), &update_chunks(patch)).unwrap();
+        assert_eq!(new, "same\n");
+        let bytes = f.encode_traced(&new, &breaks);
+        assert_eq!(bytes, b"same\n");
+        assert_eq!(f.diff_to(&new, &bytes), "@@ -1,2 +1 @@\n-same\n same\n");
+        // The second line removed instead: the first keeps its CRLF.
+        let patch = "*** Begin Patch\n*** Update File: f\n@@\n same\n-same\n*** End Patch";
+        let (new, breaks) = apply_update_chunks_traced(f.text(), &update_chunks(patch)).unwrap();
+        let bytes = f.encode_traced(&new, &breaks);
+        assert_eq!(bytes, b"same\r\n");
+        assert_eq!(f.diff_to(&new, &bytes), "@@ -1,2 +1 @@\n same\n-same\n");
+        // An edit of the first of two alike lines keeps the second's LF.
+        let (new, _, breaks) = apply_edit_traced(f.text(), "same\nsame", "other\nsame", false).unwrap();
+        assert_eq!(f.encode_traced(&new, &breaks), b"other\r\nsame\n");
+        // replace_all, then a multiedit over it: each surviving break keeps its ending.
+        let g = decode(b"x\r\ny\nx\r\ny\n");
+        let (new, breaks) = apply_multiedit_traced(g.text(), &[("x\n", "z\nz\n", true), ("y", "Y", true)]).unwrap();
+        assert_eq!(g.encode_traced(&new, &breaks), b"z\r\nz\r\nY\nz\r\nz\r\nY\n");
+        // An added line takes the ending of the line it replaces, else the one before it.
+        let patch = "*** Begin Patch\n*** Update File: f\n@@\n-same\n+one\n+two\n same\n*** End Patch";
+        let (new, breaks) = apply_update_chunks_traced(f.text(), &update_chunks(patch)).unwrap();
+        assert_eq!(f.encode_traced(&new, &breaks), b"one\r\ntwo\r\nsame\n");
     }
 
     #[test]

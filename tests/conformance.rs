@@ -10,7 +10,8 @@
 //! `CTXFS_CONFORMANCE_MODES=core` (or `mcp`); `CTXFS_CONFORMANCE_SHOW=1` prints
 //! every answer (`--nocapture`).
 //!
-//! A new area is one more test function: `#[test] fn area() { run_area("area"); }`.
+//! A new area is one more test function: `#[test] fn area() { run_area("area"); }`;
+//! `every_conformance_file_is_run` fails for a file that has none.
 //!
 //! Session events (`{"event": "compact" | "rewind" | "new_request" | "reopen", ...}`)
 //! exist over the engine only: MCP has no method for them. A case with one
@@ -46,6 +47,122 @@ fn instructions() {
 #[test]
 fn gate() {
     run_area("gate");
+}
+
+#[test]
+fn edits() {
+    run_area("edits");
+}
+
+#[test]
+fn peer_codex_apply_patch() {
+    run_area("peer_codex_apply_patch");
+}
+
+#[test]
+fn peer_globset() {
+    run_area("peer_globset");
+}
+
+#[test]
+fn peer_mcp_filesystem() {
+    run_area("peer_mcp_filesystem");
+}
+
+#[test]
+fn peer_ripgrep() {
+    run_area("peer_ripgrep");
+}
+
+/// Every `conformance/*.json` runs: an engine area has its `run_area` above, a chunking
+/// file its test in `tests/chunk_conformance.rs`. A new file without one fails here.
+#[test]
+fn every_conformance_file_is_run() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance");
+    let runner = include_str!("conformance.rs");
+    let chunk_runner = include_str!("chunk_conformance.rs");
+    let mut unrun = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        let Some(area) = name.strip_suffix(".json") else { continue };
+        let engine_area = runner.contains(&format!("run_area(\"{area}\")"));
+        let chunk_file = chunk_runner.contains(&format!("run(\"{name}\""));
+        if !engine_area && !chunk_file {
+            unrun.push(name);
+        }
+    }
+    assert!(unrun.is_empty(), "conformance files no test runs: {unrun:?}");
+}
+
+/// The keys a case may have (conformance/README.md says what each means).
+const CASE_KEYS: &[&str] = &[
+    "about",
+    "after",
+    "answers",
+    "approval_timeout_ms",
+    "calls",
+    "data_files",
+    "doors",
+    "fifos",
+    "host",
+    "host_files",
+    "known_bug",
+    "links",
+    "mode",
+    "modes",
+    "name",
+    "posture",
+    "project_rules",
+    "provenance",
+    "root_link",
+    "start",
+    "tree",
+    "tree_many",
+    "user_config",
+    "view",
+];
+
+/// The keys a call or event of a case may have.
+const CALL_KEYS: &[&str] = &[
+    "args",
+    "args_text",
+    "carries_earlier",
+    "cli",
+    "event",
+    "expect",
+    "expect_chain",
+    "expect_contains",
+    "expect_error",
+    "expect_in_order",
+    "expect_no_prompt",
+    "expect_not_contains",
+    "expect_notes",
+    "expect_prefix",
+    "expect_prompt",
+    "external_write",
+    "mode",
+    "restart",
+    "to",
+    "tool",
+];
+
+/// A misspelt key would silently check nothing: every key must be one the runner reads.
+fn check_keys(case: &Value) -> Result<(), String> {
+    let unknown = |object: &Value, known: &[&str]| -> Vec<String> {
+        object
+            .as_object()
+            .map(|m| m.keys().filter(|k| !known.contains(&k.as_str())).cloned().collect())
+            .unwrap_or_default()
+    };
+    let mut wrong = unknown(case, CASE_KEYS);
+    for call in case.get("calls").and_then(Value::as_array).into_iter().flatten() {
+        wrong.extend(unknown(call, CALL_KEYS));
+    }
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("unknown keys {wrong:?} (a misspelling checks nothing)"))
+    }
 }
 
 /// How long one MCP answer may take before the case fails.
@@ -92,6 +209,12 @@ fn run_area(area: &str) {
         let name = case["name"].as_str().unwrap_or("<unnamed>").to_string();
         if !names.insert(name.clone()) {
             failures.push(format!("{area}/{name}: the name is used by more than one case"));
+        }
+        if let Err(why) = check_provenance(area, case) {
+            failures.push(format!("{area}/{name}: {why}"));
+        }
+        if let Err(why) = check_keys(case) {
+            failures.push(format!("{area}/{name}: {why}"));
         }
         if filter.as_deref().is_some_and(|f| !name.contains(f)) {
             continue;
@@ -143,6 +266,21 @@ fn run_area(area: &str) {
     if !failures.is_empty() {
         panic!("{} of {ran} {area} cases failed:\n\n{}\n", failures.len(), failures.join("\n\n"));
     }
+}
+
+/// A case of a `peer_*` area (converted from another project's tests) says
+/// where it came from: `provenance` {repository, commit, path}.
+fn check_provenance(area: &str, case: &Value) -> Result<(), String> {
+    if !area.starts_with("peer_") {
+        return Ok(());
+    }
+    let provenance = case.get("provenance").ok_or("a peer case needs a provenance")?;
+    for key in ["repository", "commit", "path"] {
+        if provenance.get(key).and_then(Value::as_str).is_none_or(str::is_empty) {
+            return Err(format!("its provenance has no {key}"));
+        }
+    }
+    Ok(())
 }
 
 /// Session events: the engine's own operations, which MCP has no method for.
@@ -241,6 +379,8 @@ struct World {
     data: PathBuf,
     config: PathBuf,
     view: Option<PathBuf>,
+    /// With `root_link: true`, a link to the workspace (`{root_link}`), given as the root.
+    root_link: Option<PathBuf>,
     root_text: String,
     outside_text: String,
     config_text: String,
@@ -249,7 +389,9 @@ struct World {
 
 impl World {
     fn subst(&self, text: &str) -> String {
-        text.replace("{root}", &self.root_text)
+        let link = self.root_link.as_ref().map(|l| l.to_string_lossy().into_owned()).unwrap_or_default();
+        text.replace("{root_link}", &link)
+            .replace("{root}", &self.root_text)
             .replace("{outside}", &self.outside_text)
             .replace("{config}", &self.config_text)
             .replace("{data}", &self.data_text)
@@ -297,7 +439,13 @@ impl World {
             data,
             config,
             view: None,
+            root_link: None,
         };
+        if case.get("root_link").and_then(Value::as_bool) == Some(true) {
+            let link = canonical.join("link");
+            std::os::unix::fs::symlink(&world.root, &link).map_err(|e| format!("root link: {e}"))?;
+            world.root_link = Some(link);
+        }
 
         let relative = |rel: &str| -> Result<PathBuf, String> {
             if rel.is_empty() || rel.starts_with('/') || rel.split('/').any(|p| p == "..") {
@@ -315,6 +463,15 @@ impl World {
                     other if is_generated(other) => write_file(&host, &gen_text(other)?)?,
                     other => return Err(format!("tree entry {rel:?}: {other} is neither a text nor null")),
                 }
+            }
+        }
+        // Permission bits: relative path -> octal text ("0444").
+        if let Some(modes) = case.get("modes").and_then(Value::as_object) {
+            for (rel, mode) in modes {
+                let mode = mode.as_str().and_then(|m| u32::from_str_radix(m, 8).ok()).ok_or("a mode is octal text")?;
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(relative(rel)?, std::fs::Permissions::from_mode(mode))
+                    .map_err(|e| format!("chmod {rel}: {e}"))?;
             }
         }
         // Many files at once: {path with {n}, content (may use {n}), from, to}.
@@ -415,7 +572,7 @@ impl World {
             Some("tree") => {
                 Posture::Tree { dir: self.root.clone(), view: self.view.clone().expect("tree posture has a view") }
             }
-            Some("device") => Posture::Device { root: self.root.clone() },
+            Some("device") => Posture::Device { root: self.root_link.clone().unwrap_or_else(|| self.root.clone()) },
             other => return Err(format!("unknown posture {other:?}")),
         };
         Ok(Config { posture, start: self.start(case), data_dir: Some(self.data.clone()) })
@@ -430,7 +587,10 @@ impl World {
                 "--view".into(),
                 view.to_string_lossy().into_owned(),
             ]),
-            None => args.extend(["--root".into(), self.root_text.clone()]),
+            None => {
+                let root = self.root_link.as_ref().map(|l| l.to_string_lossy().into_owned());
+                args.extend(["--root".into(), root.unwrap_or_else(|| self.root_text.clone())])
+            }
         }
         if let Some(start) = self.start(case) {
             args.extend(["--start".into(), start]);

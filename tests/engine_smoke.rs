@@ -17,7 +17,7 @@ fn every_tool_answers() {
     let root = ws.path().canonicalize().unwrap().to_string_lossy().into_owned();
     let show = |tool: &str, args: serde_json::Value| {
         let a = s.call(tool, args);
-        println!("--- {tool} -> error={}\n{}", a.is_error, a.text);
+        eprintln!("--- {tool} -> error={}\n{}", a.is_error, a.text);
         a
     };
     let r = show("read", json!({"file_path": "src/a.txt"}));

@@ -46,3 +46,23 @@ fn every_tool_has_a_description_and_documented_arguments() {
         }
     }
 }
+
+/// What the search tools honour is said where the model reads it (issue 13, items 1–4).
+#[test]
+fn search_descriptions_say_what_they_honour() {
+    let tools = ctxfs::engine::registry::tools();
+    let described = |name: &str| {
+        let tool = tools.iter().find(|t| t.name == name).expect("a tool");
+        format!("{} {}", tool.description, tool.input_schema)
+    };
+    for name in ["glob", "grep"] {
+        let text = described(name);
+        for needle in [".rgignore", ".ignore", ".gitignore", "above", "outside a"] {
+            assert!(text.contains(needle), "{name}'s description does not mention {needle:?}");
+        }
+    }
+    let grep = described("grep");
+    assert!(grep.contains("matching lines per file"), "grep's count is not said to count lines");
+    assert!(grep.contains("`!*.rs`"), "grep's glob does not say it takes a leading `!`");
+    assert!(described("glob").contains("leading `!` is refused"), "glob does not say it refuses `!`");
+}

@@ -9,6 +9,7 @@
 //! This module knows nothing of tools' arguments or of result formatting.
 
 mod view;
+pub mod walk;
 
 pub use view::{Level, View, ViewFile, Visibility};
 
@@ -37,6 +38,8 @@ pub enum ToolError {
     NotRegular(VPath),
     Raced(VPath),
     Loop(VPath),
+    /// A file whose permission bits forbid writing it, with its mode.
+    WriteProtected(VPath, u32),
     /// Any other sentence a tool says (a failed edit, bad arguments).
     Message(String),
 }
@@ -64,6 +67,11 @@ impl fmt::Display for ToolError {
             }
             ToolError::Raced(p) => write!(f, "The path changed during the call: {p}. Try again."),
             ToolError::Loop(p) => write!(f, "Too many levels of links: {p}"),
+            ToolError::WriteProtected(p, mode) => write!(
+                f,
+                "Write-protected: {p} has no write permission (permissions {:04o}), so it was not changed. If it should change, the user can make it writable (chmod u+w).",
+                mode & 0o7777
+            ),
             ToolError::Message(m) => f.write_str(m),
         }
     }
@@ -123,7 +131,7 @@ pub fn path_shape(path: &VPath) -> (usize, usize) {
 }
 
 /// The largest file any tool loads whole.
-pub const MAX_OPEN_BYTES: u64 = 64 * 1024 * 1024;
+pub const MAX_OPEN_BYTES: u64 = crate::text::MAX_TEXT_BYTES as u64;
 
 /// What a call means to do with a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,13 +179,21 @@ pub struct Access {
     fs: Arc<dyn Fs>,
     view: View,
     start: VPath,
+    /// Another name of the boundary: the root as the user gave it, through a link.
+    alias: Option<VPath>,
 }
 
 impl Access {
     /// `start` outside the boundary or not visible is read as the boundary.
     pub fn new(fs: Arc<dyn Fs>, view: View, start: VPath) -> Access {
         let start = if start.starts_with(fs.boundary()) { start } else { fs.boundary().clone() };
-        Access { fs, view, start }
+        Access { fs, view, start, alias: None }
+    }
+
+    /// Makes paths under `alias` (the root as the user gave it, which links
+    /// lead to the boundary) name the same paths under the boundary.
+    pub fn set_alias(&mut self, alias: Option<VPath>) {
+        self.alias = alias.filter(|a| a != self.fs.boundary());
     }
 
     pub fn fs(&self) -> &dyn Fs {
@@ -198,7 +214,11 @@ impl Access {
 
     /// Resolves a path text against the start directory.
     pub fn path(&self, text: &str) -> Result<VPath, ToolError> {
-        VPath::resolve(&self.start, text).map_err(ToolError::InvalidPath)
+        let path = VPath::resolve(&self.start, text).map_err(ToolError::InvalidPath)?;
+        Ok(match self.alias.as_ref().and_then(|alias| path.strip_prefix(alias)) {
+            Some(rel) => self.fs.boundary().join_rel(rel),
+            None => path,
+        })
     }
 
     /// Refuses to make a path the platform could not hold: a name over 255

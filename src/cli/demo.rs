@@ -83,7 +83,10 @@ mod tests {
         let mut out = Vec::new();
         super::run(&mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
-        print!("{text}");
+        #[allow(clippy::print_stdout)] // the demo is read in a terminal
+        {
+            print!("{text}");
+        }
         assert!(text.contains("No such file or directory: /Notes/Private/diary.md"));
         assert!(text.contains("Access denied: /Notes/Private is not open to this session."));
         assert!(text.contains("Read-only: /Archive/2025.md can be read in this session but not changed."));

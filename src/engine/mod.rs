@@ -44,6 +44,18 @@ pub struct Engine {
     /// The mode new sessions start in, and how long a prompt waits.
     mode: Mode,
     approval_timeout: std::time::Duration,
+    /// The root as the user gave it (host path, and as a path of the
+    /// session's world), when links lead from it to the boundary.
+    alias: Option<(PathBuf, VPath)>,
+}
+
+/// A path text under `alias` (a root given through a link) as the same
+/// path under `boundary`; any other text as it is.
+fn map_alias(alias: &VPath, boundary: &VPath, text: &str) -> String {
+    match VPath::parse(text).ok().and_then(|p| p.strip_prefix(alias).map(str::to_string)) {
+        Some(rel) => boundary.join_rel(&rel).to_string(),
+        None => text.to_string(),
+    }
 }
 
 /// The search index, opened when first needed (it loads the embedder).
@@ -229,6 +241,20 @@ impl Engine {
                 (host.clone(), vroot.clone(), View::single(vroot, Level::Stage))
             }
         };
+        // A root given through a link (`/tmp` on macOS is one) keeps working
+        // by the path the user gave: paths under it name the same files.
+        let alias = match &config.posture {
+            Posture::Device { root } => root
+                .to_str()
+                .and_then(|given| VPath::parse(given).ok())
+                .filter(|given| given.as_str() != vroot.as_str())
+                .map(|given| (root.clone(), given)),
+            Posture::Tree { .. } => None,
+        };
+        let start = match (&alias, config.start.as_deref()) {
+            (Some((_, given)), Some(start)) => Some(map_alias(given, &vroot, start)),
+            (_, start) => start.map(str::to_string),
+        };
         if !host_root.is_dir() {
             bail!("{} is not a directory", host_root.display());
         }
@@ -251,7 +277,9 @@ impl Engine {
             tracing::warn!("{line}");
         }
         let fs: Arc<dyn Fs> = layer(Arc::new(os));
-        Ok(Engine::with_fs(fs, view, config.start.as_deref(), data_dir, host_root, HostKind::Resend))
+        let mut engine = Engine::with_fs(fs, view, start.as_deref(), data_dir, host_root, HostKind::Resend);
+        engine.alias = alias;
+        Ok(engine)
     }
 
     /// An engine over any `Fs` (tests use the in-memory one).
@@ -282,6 +310,7 @@ impl Engine {
             // front door sets the mode its user chose (`ctxfs mcp`: ask).
             mode: Mode::Trust,
             approval_timeout: crate::gate::DEFAULT_TIMEOUT,
+            alias: None,
         }
     }
 
@@ -333,6 +362,12 @@ impl Engine {
         &self.index.path
     }
 
+    /// The root as the user gave it, as a path of the session's world, when
+    /// it reaches the boundary through a link (see `Access::set_alias`).
+    pub fn root_alias(&self) -> Option<&VPath> {
+        self.alias.as_ref().map(|(_, given)| given)
+    }
+
     /// The confined file system the sessions share.
     pub fn fs(&self) -> &Arc<dyn Fs> {
         &self.fs
@@ -340,7 +375,10 @@ impl Engine {
 
     /// Maps a host path to the session's world, if it lies inside the boundary.
     pub fn host_to_vpath(&self, host: &Path) -> Option<VPath> {
-        let rel = host.strip_prefix(&self.host_root).ok()?;
+        let rel = host
+            .strip_prefix(&self.host_root)
+            .or_else(|e| self.alias.as_ref().map_or(Err(e), |(given, _)| host.strip_prefix(given)))
+            .ok()?;
         Some(self.fs.boundary().join_rel(rel.to_str()?))
     }
 
@@ -414,7 +452,8 @@ impl Engine {
             let mapped: Vec<VPath> = roots.iter().filter_map(|r| self.root_to_vpath(r)).collect();
             view.restrict_to(mapped);
         }
-        let access = Access::new(self.fs.clone(), view, self.start.clone());
+        let mut access = Access::new(self.fs.clone(), view, self.start.clone());
+        access.set_alias(self.root_alias().cloned());
         let mut results_db = None;
         let store: Box<dyn ResultStore> = match SqliteStore::open(&self.sessions_db(), &id) {
             Ok(store) => {

@@ -1614,6 +1614,7 @@ mod tests {
     /// Run with `cargo test --release --lib static_throughput -- --ignored --nocapture`.
     #[test]
     #[ignore]
+    #[allow(clippy::print_stdout)] // a measurement, read with --nocapture
     fn static_throughput() {
         let Some(e) = installed() else { return };
         let started = Instant::now();

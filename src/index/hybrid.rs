@@ -50,11 +50,11 @@
 use super::rank;
 use super::store::{decode_vector, quantize, IndexStore, NewChunk};
 use super::terms::{query_terms, query_words, terms};
+use crate::access::walk::{visible_files, Found};
 use crate::access::{Access, Target};
 use crate::hash::{sha256, Sha};
 use crate::paths::VPath;
 use crate::text::TextFile;
-use crate::tools::find::{visible_files, Found};
 use crate::vfs::Source;
 use std::collections::HashMap;
 use std::io::Read;

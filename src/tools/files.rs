@@ -38,6 +38,7 @@ fn load(ctx: &Ctx<'_>, target: &Target) -> Result<Vec<u8>, ToolError> {
 /// session, unchanged since.
 fn load_for_change(ctx: &Ctx<'_>, target: &Target) -> Result<(Sha, TextFile), ToolError> {
     let bytes = load(ctx, target)?;
+    writable(target)?;
     let sha = sha256(&bytes);
     match ctx.observed.get(&target.real) {
         None => {
@@ -56,6 +57,17 @@ fn load_for_change(ctx: &Ctx<'_>, target: &Target) -> Result<(Sha, TextFile), To
     }
     let file = TextFile::decode(&bytes).map_err(|_| ToolError::Binary(target.path.clone()))?;
     Ok((sha, file))
+}
+
+/// Refuses an existing file whose permission bits forbid writing it: a
+/// replacing write (temp file and rename) would pass them by.
+fn writable(target: &Target) -> Result<(), ToolError> {
+    match &target.meta {
+        Some(meta) if meta.kind == Kind::File && !meta.writable => {
+            Err(ToolError::WriteProtected(target.path.clone(), meta.mode))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Writes bytes to a checked target, making missing parents first, if what
@@ -155,7 +167,7 @@ pub fn write(ctx: &mut Ctx<'_>, params: WriteParams) -> ToolResult {
     }
     let (sha, file) = load_for_change(ctx, &target)?;
     let new_text = to_lf(params.content.strip_prefix('\u{feff}').unwrap_or(&params.content));
-    Ok(Outcome::Changed(changed(ctx, target, &file, sha, &new_text)?))
+    Ok(Outcome::Changed(changed(ctx, target, &file, sha, &new_text, None)?))
 }
 
 /// Creates a new file with `content` as given.
@@ -182,10 +194,14 @@ fn changed(
     file: &TextFile,
     old: Sha,
     new_text: &str,
+    breaks: Option<&text::Breaks>,
 ) -> Result<FileChange, ToolError> {
-    let bytes = file.encode(new_text);
+    let bytes = match breaks {
+        Some(breaks) => file.encode_traced(new_text, breaks),
+        None => file.encode(new_text),
+    };
     let sha = store(ctx, &target, &bytes, Expect::Content(old))?;
-    let diff = text::unified_diff(file.text(), new_text);
+    let diff = file.diff_to(new_text, &bytes);
     let note = super::skills::note_for(ctx.access, &target.path, new_text);
     let texts = ChangeTexts { before: Some(file.text().to_string()), after: Some(new_text.to_string()) };
     Ok(FileChange {
@@ -206,17 +222,22 @@ pub fn put_text(ctx: &mut Ctx<'_>, target: Target, text: &str) -> Result<FileCha
         return created(ctx, target, text);
     }
     let bytes = load(ctx, &target)?;
+    writable(&target)?;
     let file = TextFile::decode(&bytes).map_err(|_| ToolError::Binary(target.path.clone()))?;
-    changed(ctx, target, &file, sha256(&bytes), &to_lf(text))
+    changed(ctx, target, &file, sha256(&bytes), &to_lf(text), None)
 }
 
 pub fn edit(ctx: &mut Ctx<'_>, params: EditParams) -> ToolResult {
     let target = ctx.access.target(&params.file_path, Need::Change)?;
     let (sha, file) = load_for_change(ctx, &target)?;
-    let (new_text, _) =
-        text::apply_edit(file.text(), &params.old_string, &params.new_string, params.replace_all.unwrap_or(false))
-            .map_err(|e| ToolError::Message(e.message(target.path.as_str())))?;
-    Ok(Outcome::Changed(changed(ctx, target, &file, sha, &new_text)?))
+    let (new_text, _, breaks) = text::apply_edit_traced(
+        file.text(),
+        &params.old_string,
+        &params.new_string,
+        params.replace_all.unwrap_or(false),
+    )
+    .map_err(|e| ToolError::Message(e.message(target.path.as_str())))?;
+    Ok(Outcome::Changed(changed(ctx, target, &file, sha, &new_text, Some(&breaks))?))
 }
 
 pub fn multiedit(ctx: &mut Ctx<'_>, params: MultiEditParams) -> ToolResult {
@@ -227,7 +248,7 @@ pub fn multiedit(ctx: &mut Ctx<'_>, params: MultiEditParams) -> ToolResult {
     let (sha, file) = load_for_change(ctx, &target)?;
     let edits: Vec<(String, String, bool)> =
         params.edits.into_iter().map(|e| (e.old_string, e.new_string, e.replace_all.unwrap_or(false))).collect();
-    let new_text = text::apply_multiedit(file.text(), &edits).map_err(|(index, e)| {
+    let (new_text, breaks) = text::apply_multiedit_traced(file.text(), &edits).map_err(|(index, e)| {
         ToolError::Message(format!(
             "Edit {} of {} failed, so none was made: {}",
             index + 1,
@@ -235,7 +256,7 @@ pub fn multiedit(ctx: &mut Ctx<'_>, params: MultiEditParams) -> ToolResult {
             e.message(target.path.as_str())
         ))
     })?;
-    Ok(Outcome::Changed(changed(ctx, target, &file, sha, &new_text)?))
+    Ok(Outcome::Changed(changed(ctx, target, &file, sha, &new_text, Some(&breaks))?))
 }
 
 /// One file's part of a checked patch, ready to commit.
@@ -284,7 +305,10 @@ pub fn apply_patch(ctx: &mut Ctx<'_>, params: ApplyPatchParams) -> ToolResult {
             PatchOp::Add { path, content } => {
                 let target = ctx.access.target(&path, Need::Create)?;
                 if target.meta.is_some() {
-                    return Err(ToolError::Exists(target.path));
+                    return Err(ToolError::Message(format!(
+                        "{}. `*** Add File` only makes new files; to change this one, read it and use `*** Update File` (or write to replace it whole). Nothing was changed.",
+                        ToolError::Exists(target.path)
+                    )));
                 }
                 once(&target)?;
                 let lines = text::count_lines(&content);
@@ -302,22 +326,25 @@ pub fn apply_patch(ctx: &mut Ctx<'_>, params: ApplyPatchParams) -> ToolResult {
                 let target = ctx.access.target(&path, Need::Change)?;
                 let (old, file) = load_for_change(ctx, &target)?;
                 once(&target)?;
-                let new_text = text::apply_update_chunks(file.text(), &chunks)
+                let (new_text, breaks) = text::apply_update_chunks_traced(file.text(), &chunks)
                     .map_err(|e| ToolError::Message(e.message(target.path.as_str())))?;
                 let moved_to = match move_to {
                     Some(dest) => {
                         let dest = ctx.access.target(&dest, Need::Create)?;
                         if dest.meta.is_some() && dest.real != target.real {
-                            return Err(ToolError::Exists(dest.path));
+                            return Err(ToolError::Message(format!(
+                                "{}. `*** Move to` never replaces a file; move to a new path, or remove the one there first (rm, or `*** Delete File` in an earlier patch). Nothing was changed.",
+                                ToolError::Exists(dest.path)
+                            )));
                         }
                         once(&dest)?;
                         Some(dest)
                     }
                     None => None,
                 };
-                let diff = text::unified_diff(file.text(), &new_text);
+                let bytes = file.encode_traced(&new_text, &breaks);
+                let diff = file.diff_to(&new_text, &bytes);
                 let note = super::skills::note_for(ctx.access, &moved_to.as_ref().unwrap_or(&target).path, &new_text);
-                let bytes = file.encode(&new_text);
                 let texts = Box::new(ChangeTexts { before: Some(file.text().to_string()), after: Some(new_text) });
                 steps.push(Step::Update { target, old, bytes, diff, moved_to, note, texts });
             }

@@ -1,18 +1,16 @@
-//! glob and grep: recursive walks over what the session may see.
+//! glob and grep: matching over the files the view-checked walk (`access::walk`) finds; not the walk.
 //!
-//! Both walk through `Fs::walk` (directory handles, no link followed by the
-//! walk) and keep only entries the view shows; a file link is followed
-//! through the confined resolver and kept when where it leads is visible.
 //! Matching uses ripgrep's own crates. Results are sorted by path so the
 //! same call on the same tree answers the same text.
 
 use super::params::{GlobParams, GrepOutput, GrepParams};
 use super::spec::{Tool, Traits};
 use super::{Ctx, Outcome, ToolResult};
-use crate::access::{Access, Level, Need, Target, ToolError};
-use crate::paths::VPath;
-use crate::vfs::{Descend, Kind, Resolution, Source, Stamp, WalkEntry, WalkOptions};
+use crate::access::walk::Scope;
+use crate::access::{Need, Target, ToolError};
+use crate::vfs::Source;
 use globset::{GlobBuilder, GlobMatcher};
+use grep_matcher::LineTerminator;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkContextKind, SinkMatch};
 use std::sync::Mutex;
@@ -25,14 +23,34 @@ pub const GREP_LINE_LIMIT: usize = 20_000;
 const GREP_LINE_CHARS: usize = 500;
 
 /// A glob over paths relative to a search root: a pattern with no `/`
-/// matches a file's name at any depth, as ripgrep's `--glob` does.
+/// matches a file's name at any depth, as ripgrep's `--glob` does; a
+/// filter starting with `!` keeps the files it does not match.
 pub struct PathPattern {
     matcher: GlobMatcher,
     by_name: bool,
+    negated: bool,
 }
 
 impl PathPattern {
+    /// A pattern of files to find; a leading `!` is refused, saying why.
     pub fn new(pattern: &str) -> Result<PathPattern, ToolError> {
+        if pattern.starts_with('!') {
+            return Err(ToolError::Message(format!(
+                "A pattern starting with `!` leaves files out, and glob only finds the files a pattern matches, so {pattern:?} would find nothing. Give the pattern of the files you want; to search every file but some, use grep with `glob: {pattern:?}`."
+            )));
+        }
+        PathPattern::build(pattern, false)
+    }
+
+    /// A filter of files to search: `!pattern` keeps the files it does not match.
+    pub fn filter(pattern: &str) -> Result<PathPattern, ToolError> {
+        match pattern.strip_prefix('!') {
+            Some(rest) => PathPattern::build(rest, true),
+            None => PathPattern::build(pattern, false),
+        }
+    }
+
+    fn build(pattern: &str, negated: bool) -> Result<PathPattern, ToolError> {
         let pattern = pattern.trim_start_matches("./");
         if pattern.split('/').any(|part| part == "..") {
             return Err(ToolError::Message(
@@ -44,15 +62,16 @@ impl PathPattern {
             .backslash_escape(true)
             .build()
             .map_err(|e| ToolError::Message(format!("Invalid glob pattern {pattern:?}: {}.", e.kind())))?;
-        Ok(PathPattern { matcher: glob.compile_matcher(), by_name: !pattern.contains('/') })
+        Ok(PathPattern { matcher: glob.compile_matcher(), by_name: !pattern.contains('/'), negated })
     }
 
     pub fn is_match(&self, rel: &str) -> bool {
-        if self.by_name {
+        let matched = if self.by_name {
             self.matcher.is_match(rel.rsplit('/').next().unwrap_or(rel))
         } else {
             self.matcher.is_match(rel)
-        }
+        };
+        matched != self.negated
     }
 }
 
@@ -63,124 +82,6 @@ fn split_absolute(pattern: &str) -> (String, String) {
     let literal = literal.min(parts.len().saturating_sub(1));
     let dir = parts[..literal].join("/");
     (if dir.is_empty() { "/".to_string() } else { dir }, parts[literal..].join("/"))
-}
-
-/// A directory search: the checked root and how to decide each entry's level.
-struct Scope<'a> {
-    access: &'a Access,
-    root: Target,
-    /// Set when every path below the root is at the root's level.
-    uniform: Option<Level>,
-}
-
-impl<'a> Scope<'a> {
-    fn new(access: &'a Access, root: Target) -> Scope<'a> {
-        let view = access.view();
-        let uniform = (view.is_uniform_below(&root.real) && view.is_uniform_below(&root.path)).then_some(root.level);
-        Scope { access, root, uniform }
-    }
-
-    /// The path below the root, relative, for an entry found by the walk.
-    fn rel<'p>(&self, real: &'p VPath) -> &'p str {
-        real.strip_prefix(&self.root.real).unwrap_or("")
-    }
-
-    /// The entry's path as the model names it.
-    fn shown(&self, rel: &str) -> VPath {
-        self.root.path.join_rel(rel)
-    }
-
-    fn level(&self, real: &VPath, shown: &VPath) -> Level {
-        match self.uniform {
-            Some(level) => level,
-            None => self.access.level(real).min(self.access.level(shown)),
-        }
-    }
-
-    /// Whether a directory may hold anything visible.
-    fn descend(&self, real: &VPath, shown: &VPath) -> Descend {
-        if self.uniform.is_some() {
-            return Descend::Yes;
-        }
-        let view = self.access.view();
-        let open = |p: &VPath| self.access.level(p).can_read() || view.has_visible_below(p);
-        if open(real) && open(shown) {
-            Descend::Yes
-        } else {
-            Descend::No
-        }
-    }
-
-    /// For a link met by the walk: where it leads, if that is a visible file.
-    fn followed_file(&self, real: &VPath) -> Option<VPath> {
-        match self.access.fs().resolve(real) {
-            Ok(Resolution::Found { real: target, meta }) if meta.kind == Kind::File => {
-                self.access.level(&target).can_read().then_some(target)
-            }
-            _ => None,
-        }
-    }
-
-    /// Walks the root and calls `file` with (shown path, relative path, the file)
-    /// for every visible regular file (links to visible files included).
-    fn files(&self, file: &FileVisitor<'_>) -> Result<(), ToolError> {
-        let visit = |entry: &WalkEntry<'_>| -> Descend {
-            let rel = self.rel(&entry.path);
-            let shown = self.shown(rel);
-            match entry.kind {
-                Kind::Dir => self.descend(&entry.path, &shown),
-                Kind::File => {
-                    if self.level(&entry.path, &shown).can_read() {
-                        file(&shown, rel, &Found { open: &|| (entry.open)().ok(), stamp: entry.stamp, target: None });
-                    }
-                    Descend::No
-                }
-                Kind::Link => {
-                    if self.level(&entry.path, &shown).can_read() {
-                        if let Some(target) = self.followed_file(&entry.path) {
-                            let fs = self.access.fs();
-                            let open = || {
-                                fs.read_file(&target, crate::access::MAX_OPEN_BYTES)
-                                    .ok()
-                                    .map(|b| Source::Bytes(b.into()))
-                            };
-                            // A link's own stamp is not its target's: the target is read.
-                            file(&shown, rel, &Found { open: &open, stamp: &|| None, target: Some(&target) });
-                        }
-                    }
-                    Descend::No
-                }
-                Kind::Special => Descend::No,
-            }
-        };
-        // Ignore files count only where the session can see them, as anything else does.
-        let readable = |real: &VPath| {
-            let rel = self.rel(real);
-            self.level(real, &self.shown(rel)).can_read()
-        };
-        self.access
-            .fs()
-            .walk_in_view(&self.root.real, &WalkOptions::default(), &visit, &readable)
-            .map_err(|e| ToolError::from_fs(e, &self.root.path))
-    }
-}
-
-/// A visible file met by a walk: how to open it, and its stamp when that can
-/// be had without opening it.
-pub struct Found<'a> {
-    pub open: &'a (dyn Fn() -> Option<Source> + Sync),
-    pub stamp: &'a (dyn Fn() -> Option<Stamp> + Sync),
-    /// For a file reached through a link: where the link leads.
-    pub target: Option<&'a VPath>,
-}
-
-/// What a walk of visible files calls: (shown path, path relative to the root, the file).
-pub type FileVisitor<'a> = dyn Fn(&VPath, &str, &Found<'_>) + Sync + 'a;
-
-/// Calls `file` with (shown path, path relative to `root`, the file) for every
-/// regular file below the checked directory `root` that the session can see.
-pub fn visible_files(access: &Access, root: Target, file: &FileVisitor<'_>) -> Result<(), ToolError> {
-    Scope::new(access, root).files(file)
 }
 
 /// Checks a directory to search in.
@@ -325,10 +226,12 @@ pub fn grep(ctx: &mut Ctx<'_>, params: GrepParams) -> ToolResult {
     }
     // Matching line by line (as ripgrep without -U) lets the matcher look for
     // a literal inside the pattern first: several times faster on most regexes.
+    // CRLF mode (ripgrep's --crlf): `$` matches before `\r\n` too, so a CRLF
+    // file answers as it reads (its lines shown without the `\r`).
     let matcher = RegexMatcherBuilder::new()
         .case_insensitive(params.ignore_case.unwrap_or(false))
         .fixed_strings(params.fixed_strings.unwrap_or(false))
-        .line_terminator(Some(b'\n'))
+        .crlf(true)
         .build(&params.pattern)
         .map_err(|e| {
             let hint = if params.pattern.contains("\\n") || params.pattern.contains('\n') {
@@ -338,12 +241,16 @@ pub fn grep(ctx: &mut Ctx<'_>, params: GrepParams) -> ToolResult {
             };
             ToolError::Message(format!("Invalid regular expression: {e}.{hint}"))
         })?;
-    let filter = params.glob.as_deref().map(PathPattern::new).transpose()?;
+    let filter = params.glob.as_deref().map(PathPattern::filter).transpose()?;
     let mode = params.output.unwrap_or(GrepOutput::Content);
     let context = params.context.unwrap_or(0).min(50) as usize;
     let builder = {
         let mut b = SearcherBuilder::new();
-        b.binary_detection(BinaryDetection::quit(0)).line_number(true).before_context(context).after_context(context);
+        b.binary_detection(BinaryDetection::quit(0))
+            .line_terminator(LineTerminator::crlf())
+            .line_number(true)
+            .before_context(context)
+            .after_context(context);
         b
     };
     let root = search_root(ctx, params.path.as_deref())?;

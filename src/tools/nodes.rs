@@ -94,7 +94,13 @@ pub fn stat(ctx: &mut Ctx<'_>, params: StatParams) -> ToolResult {
         out.push_str(&format!("modified: {}\n", format_utc(modified.as_secs())));
     }
     out.push_str(&format!("permissions: {:04o}\n", meta.mode & 0o7777));
-    let access = if target.level.can_change() { "read and change" } else { "read only" };
+    let access = if !target.level.can_change() {
+        "read only"
+    } else if meta.kind == Kind::File && !meta.writable {
+        "read only (the file is write-protected)"
+    } else {
+        "read and change"
+    };
     out.push_str(&format!("this session may: {access}\n"));
     Ok(Outcome::Text { body: out, path: Some(target.path) })
 }

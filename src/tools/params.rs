@@ -25,8 +25,8 @@ pub struct ReadParams {
 
 /// Write a whole text file, creating it (and missing parent directories) or replacing it. To
 /// replace an existing file, read it first in this session; if it changed since, read it again.
-/// The file's line endings, byte-order mark and permissions are kept. Prefer edit for small
-/// changes to an existing file.
+/// The file's line endings, byte-order mark and permissions are kept; a file without write
+/// permission is not replaced. Prefer edit for small changes to an existing file.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteParams {
@@ -81,7 +81,8 @@ pub struct MultiEditParams {
 /// `*** Delete File: path`, or `*** Update File: path` (optionally `*** Move to: path`) followed by
 /// hunks that start with `@@` (optionally `@@ line to anchor on`) and lines starting with ` `
 /// (context), `-` (remove) or `+` (add); then `*** End Patch`. Files to update must have been read
-/// in this session. Answers with each file's diff in the patch's order.
+/// in this session. `*** Add File` and `*** Move to` never replace an existing file (update it, or
+/// remove it first). Answers with each file's diff in the patch's order.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ApplyPatchParams {
@@ -100,9 +101,11 @@ pub struct ListParams {
 }
 
 /// Find files by name pattern, below a directory. `*` and `?` do not cross `/`, `**` does,
-/// `{a,b}` picks one; a pattern without `/` matches file names at any depth (`*.rs`). Honours
-/// .gitignore and skips hidden files, as ripgrep does. Answers absolute paths, sorted, and stops
-/// at 500 matches (saying so).
+/// `{a,b}` picks one; a pattern without `/` matches file names at any depth (`*.rs`); a leading
+/// `!` is refused (grep's `glob` takes one). Skips hidden files and what ignore files name, as
+/// ripgrep does: `.rgignore` over `.ignore` over `.gitignore` (and `.git/info/exclude`), those of
+/// the directories above `path` up to the workspace root included; `.gitignore` counts outside a
+/// git repository too. Answers absolute paths, sorted, and stops at 500 matches (saying so).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GlobParams {
@@ -112,8 +115,10 @@ pub struct GlobParams {
     pub path: Option<String>,
 }
 
-/// Search file contents with a regular expression (Rust regex syntax, as ripgrep), below a
-/// directory or in one file. Honours .gitignore and skips hidden and binary files. Answers
+/// Search file contents with a regular expression (Rust regex syntax, as ripgrep), one line at a
+/// time, below a directory or in one file. `$` matches at a line's end also before `\r\n`. Skips
+/// hidden and binary files and what ignore files name, as glob does (`.rgignore`, `.ignore`,
+/// `.gitignore`, also those above `path`, and outside a git repository too). Answers
 /// `path:line:text` lines (context lines as `path-line-text`), sorted by path.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -122,7 +127,8 @@ pub struct GrepParams {
     pub pattern: String,
     /// File or directory to search. Default: the start directory.
     pub path: Option<String>,
-    /// Only search files whose path matches this glob, such as `*.rs` or `src/**/*.py`.
+    /// Only search files whose path (relative to `path`) matches this glob, such as `*.rs` or
+    /// `src/**/*.py`; `!*.rs` searches the files it does not match.
     pub glob: Option<String>,
     /// Match case-insensitively. Default false.
     pub ignore_case: Option<bool>,
@@ -131,7 +137,7 @@ pub struct GrepParams {
     /// Lines of context to show before and after each match. Default 0.
     pub context: Option<u32>,
     /// `content` (matching lines, the default), `files` (paths of matching files only) or
-    /// `count` (matches per file).
+    /// `count` (the number of matching lines per file, as ripgrep's `--count`).
     pub output: Option<GrepOutput>,
 }
 

@@ -105,7 +105,7 @@ pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
         return Ok(Outcome::Text { body, path: Some(root.path) });
     }
     let found: Mutex<Vec<Passage>> = Mutex::new(Vec::new());
-    super::find::visible_files(ctx.access, root.clone(), &|shown, _rel, file| {
+    crate::access::walk::visible_files(ctx.access, root.clone(), &|shown, _rel, file| {
         let Some(source) = (file.open)() else { return };
         let bytes = match source {
             Source::File(file) => {

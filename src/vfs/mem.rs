@@ -168,6 +168,7 @@ impl State {
                     mode: *mode,
                     modified: Some(time_of(*mtime)),
                     nlink: 2 + subdirs as u64,
+                    writable: mode & 0o200 != 0,
                 }
             }
             Node::File { data, mode, mtime, nlink } => Meta {
@@ -176,6 +177,7 @@ impl State {
                 mode: *mode,
                 modified: Some(time_of(*mtime)),
                 nlink: *nlink,
+                writable: mode & 0o200 != 0,
             },
             Node::Link { target, mtime } => Meta {
                 kind: Kind::Link,
@@ -183,10 +185,16 @@ impl State {
                 mode: 0o777,
                 modified: Some(time_of(*mtime)),
                 nlink: 1,
+                writable: true,
             },
-            Node::Special { mode, mtime } => {
-                Meta { kind: Kind::Special, len: 0, mode: *mode, modified: Some(time_of(*mtime)), nlink: 1 }
-            }
+            Node::Special { mode, mtime } => Meta {
+                kind: Kind::Special,
+                len: 0,
+                mode: *mode,
+                modified: Some(time_of(*mtime)),
+                nlink: 1,
+                writable: mode & 0o200 != 0,
+            },
         }
     }
 
@@ -436,10 +444,11 @@ impl MemFs {
             _ => None,
         };
         let has = |name: &str| st.get(&dir.join(name)).map(Node::kind).filter(|_| readable(&dir.join(name)));
+        let rg_ignore = has(".rgignore") == Some(Kind::File);
         let dot_ignore = has(".ignore") == Some(Kind::File);
         let gitignore = has(".gitignore") == Some(Kind::File);
         let git = has(".git");
-        if !dot_ignore && !gitignore && git.is_none() {
+        if !rg_ignore && !dot_ignore && !gitignore && git.is_none() {
             return None;
         }
         let exclude = match git {
@@ -449,6 +458,7 @@ impl MemFs {
             _ => None,
         };
         Some(IgnoreLevel {
+            rg_ignore: if rg_ignore { read(&dir.join(".rgignore")) } else { None },
             dot_ignore: if dot_ignore { read(&dir.join(".ignore")) } else { None },
             gitignore: if gitignore { read(&dir.join(".gitignore")) } else { None },
             exclude,
@@ -514,6 +524,7 @@ const MAX_IGNORE_FILE: u64 = 1 << 20;
 
 /// The ignore files of one directory of a walk.
 struct IgnoreLevel {
+    rg_ignore: Option<Gitignore>,
     dot_ignore: Option<Gitignore>,
     gitignore: Option<Gitignore>,
     /// `.git/info/exclude`, on a repository root.
@@ -538,7 +549,8 @@ fn matcher(root: &VPath, text: &[u8]) -> Option<Gitignore> {
 }
 
 /// Whether `path` is ignored, decided as the OS walker does (and as ripgrep
-/// does): the innermost `.ignore` decision, else the innermost `.gitignore`
+/// does): the innermost `.rgignore` decision, else the innermost `.ignore`
+/// one, else the innermost `.gitignore`
 /// one up to the nearest repository root, else that root's exclude file.
 /// `levels` runs from the outermost directory to the innermost.
 fn is_ignored(levels: &[IgnoreLevel], path: &Path, is_dir: bool) -> bool {
@@ -547,6 +559,11 @@ fn is_ignored(levels: &[IgnoreLevel], path: &Path, is_dir: bool) -> bool {
             Match::None => None,
             Match::Ignore(_) => Some(true),
             Match::Whitelist(_) => Some(false),
+        }
+    }
+    for level in levels.iter().rev() {
+        if let Some(d) = decided(&level.rg_ignore, path, is_dir) {
+            return d;
         }
     }
     for level in levels.iter().rev() {
@@ -762,12 +779,26 @@ impl Fs for MemFs {
         visit: &Visitor<'_>,
         readable: &Readable<'_>,
     ) -> Result<(), FsError> {
-        let dir = {
+        let (dir, mut levels) = {
             let st = self.state();
             let names = self.names(real)?;
-            self.dir_strict(&st, &names)?
+            let dir = self.dir_strict(&st, &names)?;
+            // The ignore files of the directories from the boundary down to
+            // the start's parent count too, as in the OS walker.
+            let mut levels = Vec::new();
+            if options.gitignore {
+                let mut above = self.boundary.clone();
+                for name in names.iter().take(names.len().saturating_sub(1)) {
+                    levels.extend(self.ignore_level(&st, &above, readable));
+                    above = above.join(name);
+                }
+                if !names.is_empty() {
+                    levels.extend(self.ignore_level(&st, &above, readable));
+                }
+            }
+            (dir, levels)
         };
-        self.walk_dir(&dir, options, visit, readable, &mut Vec::new())
+        self.walk_dir(&dir, options, visit, readable, &mut levels)
     }
 }
 
@@ -1126,6 +1157,27 @@ mod tests {
                 "/ws/repo/kept.txt",
             ]
         );
+    }
+
+    /// As the OS walker: ignore files above the start count, `.rgignore` first.
+    #[test]
+    fn walk_honours_parent_ignore_files() {
+        let fs = MemFs::new(vp("/ws"));
+        fs.add_file("/ws/.gitignore", "*.log\n");
+        fs.add_file("/ws/.rgignore", "a.txt\n");
+        fs.add_file("/ws/mid/.ignore", "a.txt\nc.rs\n");
+        fs.add_file("/ws/mid/.rgignore", "!c.rs\n");
+        for name in ["a.txt", "b.log", "c.rs"] {
+            fs.add_file(&format!("/ws/mid/sub/{name}"), "");
+        }
+        let options = WalkOptions { gitignore: true, skip_hidden: true, threads: 1 };
+        let seen = Mutex::new(Vec::new());
+        fs.walk(&vp("/ws/mid/sub"), &options, &|entry| {
+            seen.lock().unwrap().push(entry.path.to_string());
+            Descend::Yes
+        })
+        .unwrap();
+        assert_eq!(seen.into_inner().unwrap(), vec!["/ws/mid/sub/c.rs"]);
     }
 
     #[test]

@@ -48,6 +48,10 @@ pub struct Meta {
     pub modified: Option<SystemTime>,
     /// Hard link count; more than one on a file is reported, never followed.
     pub nlink: u64,
+    /// Whether the permission bits let this process write the node. For
+    /// root, which the kernel lets write anything, whether any write bit is
+    /// set: a write-protected file stays protected for ctxfs too.
+    pub writable: bool,
 }
 
 /// One entry of a directory listing.

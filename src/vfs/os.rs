@@ -160,7 +160,33 @@ pub(crate) fn meta_of(st: &rfs::Stat) -> Meta {
     // `st_nlink` is u64 on x86-64 but u32 on other targets: the conversion keeps both building.
     #[allow(clippy::useless_conversion)]
     let nlink = u64::from(st.st_nlink);
-    Meta { kind, len: st.st_size as u64, mode: st.st_mode & 0o7777, modified, nlink }
+    let writable = bits_allow_writing(st.st_mode, st.st_uid, st.st_gid);
+    Meta { kind, len: st.st_size as u64, mode: st.st_mode & 0o7777, modified, nlink, writable }
+}
+
+/// Whether permission bits let this process write a node of `uid`/`gid`:
+/// the owner's bit for its owner, the group's for a member, else the
+/// others'; for root, any write bit (root passes the bits, ctxfs does not).
+fn bits_allow_writing(mode: u32, uid: u32, gid: u32) -> bool {
+    use rustix::process::{getegid, geteuid, getgroups};
+    static GROUPS: std::sync::OnceLock<Vec<u32>> = std::sync::OnceLock::new();
+    let euid = geteuid();
+    if euid.is_root() {
+        return mode & 0o222 != 0;
+    }
+    if euid.as_raw() == uid {
+        return mode & 0o200 != 0;
+    }
+    let groups = GROUPS.get_or_init(|| {
+        let mut groups: Vec<u32> = getgroups().unwrap_or_default().into_iter().map(|g| g.as_raw()).collect();
+        groups.push(getegid().as_raw());
+        groups
+    });
+    if groups.contains(&gid) {
+        mode & 0o020 != 0
+    } else {
+        mode & 0o002 != 0
+    }
 }
 
 impl Lookup for OsFs {
@@ -429,7 +455,21 @@ impl Fs for OsFs {
     ) -> Result<(), FsError> {
         let names = self.names(real)?;
         let fd = self.open_dir_strict(&names, LIST)?;
-        super::walk::walk_fd_in_view(fd, real.clone(), options, visit, readable)
+        // The directories from the boundary down to the start's parent, for
+        // their ignore files (ripgrep reads its parents' too).
+        let mut parents = Vec::new();
+        if options.gitignore && !names.is_empty() {
+            let mut dir = self.open_dir_strict(&[], TRAVERSE)?;
+            let mut path = self.vroot.clone();
+            for name in &names[..names.len() - 1] {
+                let next = openat_dir(dir.as_fd(), name, TRAVERSE)?;
+                parents.push((dir, path.clone()));
+                dir = next;
+                path = path.join(name);
+            }
+            parents.push((dir, path));
+        }
+        super::walk::walk_fd_in_view(fd, real.clone(), &parents, options, visit, readable)
     }
 }
 

@@ -10,14 +10,16 @@
 //! no-follow open and is skipped, so nothing outside is ever listed.
 //!
 //! Ignore files are honoured like ripgrep does when `WalkOptions::gitignore`
-//! is set: `.ignore` (highest precedence, across the whole chain), then
-//! `.gitignore` up to the nearest repository root (a directory holding
-//! `.git`), then that root's `.git/info/exclude`. Unlike ripgrep,
-//! `.gitignore` is honoured outside a git repository too. Ignore files are
-//! read through the directory's fd, without following links (a linked ignore
-//! file is not read), and matched against virtual paths, so a matcher's root
-//! is the virtual path of its directory. Ignore files above the start
-//! directory are not read; nor are the global git excludes.
+//! is set: `.rgignore` (highest precedence, across the whole chain), then
+//! `.ignore`, then `.gitignore` up to the nearest repository root (a
+//! directory holding `.git`), then that root's `.git/info/exclude`. Unlike
+//! ripgrep, `.gitignore` is honoured outside a git repository too. Ignore
+//! files are read through the directory's fd, without following links (a
+//! linked ignore file is not read), and matched against virtual paths, so a
+//! matcher's root is the virtual path of its directory. The ignore files of
+//! the directories above the start directory count too, as ripgrep's do, up
+//! to the boundary (the caller opens those directories: `walk_fd_in_view`'s
+//! `parents`); the global git excludes are not read.
 //!
 //! Names that are not valid UTF-8 cannot be named by a `VPath` and are
 //! skipped, with everything below them.
@@ -81,23 +83,48 @@ const MAX_IGNORE_FILE: u64 = 1 << 20;
 /// Only a failure to list `dir` itself is an error; anything failing below
 /// it (permissions, races) skips that entry and the walk goes on.
 pub fn walk_fd(dir: OwnedFd, path: VPath, options: &WalkOptions, visit: &Visitor<'_>) -> Result<(), FsError> {
-    walk_with(dir, path, options, visit, &|_| true, &Budget::new(FD_BUDGET))
+    walk_with(dir, path, None, options, visit, &|_| true, &Budget::new(FD_BUDGET))
 }
 
-/// `walk_fd` reading ignore files and `.git` only where `readable` allows.
+/// `walk_fd` reading ignore files and `.git` only where `readable` allows,
+/// and honouring the ignore files of `parents`: the directories above `dir`
+/// (each open, `O_PATH` is enough, with its virtual path), outermost first.
 pub fn walk_fd_in_view(
     dir: OwnedFd,
     path: VPath,
+    parents: &[(OwnedFd, VPath)],
     options: &WalkOptions,
     visit: &Visitor<'_>,
     readable: &Readable<'_>,
 ) -> Result<(), FsError> {
-    walk_with(dir, path, options, visit, readable, &Budget::new(FD_BUDGET))
+    let inherited = if options.gitignore { parent_ignores(parents, readable) } else { None };
+    walk_with(dir, path, inherited, options, visit, readable, &Budget::new(FD_BUDGET))
+}
+
+/// The ignore chain of the directories above a walk's start, outermost
+/// first, read as a walk reads its own directories' files.
+fn parent_ignores(parents: &[(OwnedFd, VPath)], readable: &Readable<'_>) -> Option<Arc<Ignores>> {
+    let mut chain = None;
+    for (fd, path) in parents {
+        let has = |name: &str| match rfs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => Some(meta_of(&st).kind),
+            Err(_) => None,
+        };
+        let holds = Holds {
+            rg_ignore: has(".rgignore") == Some(Kind::File),
+            dot_ignore: has(".ignore") == Some(Kind::File),
+            gitignore: has(".gitignore") == Some(Kind::File),
+            git: has(".git"),
+        };
+        chain = ignore_level(fd.as_fd(), path, holds, readable, chain);
+    }
+    chain
 }
 
 fn walk_with(
     dir: OwnedFd,
     path: VPath,
+    inherited: Option<Arc<Ignores>>,
     options: &WalkOptions,
     visit: &Visitor<'_>,
     readable: &Readable<'_>,
@@ -111,7 +138,7 @@ fn walk_with(
     let _ = rfs::seek(&dir, SeekFrom::Start(0));
     let mut buf = vec![MaybeUninit::<u8>::uninit(); DIRENT_BUF];
     let root = Arc::new(Anchor { fd: dir, path, permit: Some(budget.force()) });
-    let listing = Arc::new(read_listing(root, None, None, options, readable, &mut buf)?);
+    let listing = Arc::new(read_listing(root, None, inherited, options, readable, &mut buf)?);
 
     let queue = Queue::new();
     let n = listing.entries.len();
@@ -204,6 +231,8 @@ struct Anchor<'w> {
 /// The ignore files of one directory, chained to those of its ancestors.
 struct Ignores {
     parent: Option<Arc<Ignores>>,
+    /// From `.rgignore`.
+    rg_ignore: Option<Gitignore>,
     /// From `.ignore`.
     dot_ignore: Option<Gitignore>,
     /// From `.gitignore`.
@@ -219,14 +248,19 @@ impl Ignores {
         std::iter::successors(Some(self), |level| level.parent.as_deref())
     }
 
-    /// Whether `path` is ignored: the innermost decision wins, `.ignore`
-    /// before `.gitignore` before the repository's exclude file.
+    /// Whether `path` is ignored: the innermost decision wins, `.rgignore`
+    /// before `.ignore` before `.gitignore` before the repository's exclude file.
     fn ignores(&self, path: &Path, is_dir: bool) -> bool {
         fn decided(matcher: &Option<Gitignore>, path: &Path, is_dir: bool) -> Option<bool> {
             match matcher.as_ref()?.matched(path, is_dir) {
                 Match::None => None,
                 Match::Ignore(_) => Some(true),
                 Match::Whitelist(_) => Some(false),
+            }
+        }
+        for level in self.levels() {
+            if let Some(d) = decided(&level.rg_ignore, path, is_dir) {
+                return d;
             }
         }
         for level in self.levels() {
@@ -464,7 +498,7 @@ fn read_listing<'w>(
     let fd = dir.fd.as_fd();
     let mut names = String::new();
     let mut entries = Vec::new();
-    let (mut dot_ignore, mut gitignore, mut git) = (false, false, None);
+    let mut holds = Holds::default();
     let mut raw = RawDir::new(fd, buf);
     while let Some(item) = raw.next() {
         let item = item.map_err(errno)?;
@@ -491,9 +525,10 @@ fn read_listing<'w>(
         };
         if options.gitignore {
             match name {
-                ".ignore" => dot_ignore = kind == Kind::File,
-                ".gitignore" => gitignore = kind == Kind::File,
-                ".git" => git = Some(kind),
+                ".rgignore" => holds.rg_ignore = kind == Kind::File,
+                ".ignore" => holds.dot_ignore = kind == Kind::File,
+                ".gitignore" => holds.gitignore = kind == Kind::File,
+                ".git" => holds.git = Some(kind),
                 _ => {}
             }
         }
@@ -501,30 +536,51 @@ fn read_listing<'w>(
         names.push_str(name);
         entries.push(Entry { start, end: names.len() as u32, kind });
     }
-    // Only what the walk's reader may see counts.
-    let dot_ignore = dot_ignore && readable(&dir.path.join(".ignore"));
-    let gitignore = gitignore && readable(&dir.path.join(".gitignore"));
-    let git = git.filter(|_| readable(&dir.path.join(".git")));
-    let ignores = if dot_ignore || gitignore || git.is_some() {
-        let root = &dir.path;
-        let read = |name: &str| read_small(fd, name).and_then(|text| matcher(root, &text));
-        let exclude = match git {
-            Some(Kind::Dir) if readable(&root.join(".git").join("info").join("exclude")) => {
-                read_exclude(fd).and_then(|text| matcher(root, &text))
-            }
-            _ => None,
-        };
-        Some(Arc::new(Ignores {
-            parent: inherited,
-            dot_ignore: if dot_ignore { read(".ignore") } else { None },
-            gitignore: if gitignore { read(".gitignore") } else { None },
-            exclude,
-            repo_root: git.is_some(),
-        }))
-    } else {
-        inherited
-    };
+    let ignores = ignore_level(fd, &dir.path, holds, readable, inherited);
     Ok(Listing { dir, parent, ignores, names, entries })
+}
+
+/// The ignore files (and `.git`) a directory holds.
+#[derive(Default)]
+struct Holds {
+    rg_ignore: bool,
+    dot_ignore: bool,
+    gitignore: bool,
+    git: Option<Kind>,
+}
+
+/// The ignore chain below the directory `fd` (virtual path `root`), which
+/// holds `holds`: a new level over `inherited`, or `inherited` itself when
+/// the directory adds nothing. Only what the walk's reader may see counts.
+fn ignore_level(
+    fd: BorrowedFd<'_>,
+    root: &VPath,
+    holds: Holds,
+    readable: &Readable<'_>,
+    inherited: Option<Arc<Ignores>>,
+) -> Option<Arc<Ignores>> {
+    let rg_ignore = holds.rg_ignore && readable(&root.join(".rgignore"));
+    let dot_ignore = holds.dot_ignore && readable(&root.join(".ignore"));
+    let gitignore = holds.gitignore && readable(&root.join(".gitignore"));
+    let git = holds.git.filter(|_| readable(&root.join(".git")));
+    if !rg_ignore && !dot_ignore && !gitignore && git.is_none() {
+        return inherited;
+    }
+    let read = |name: &str| read_small(fd, name).and_then(|text| matcher(root, &text));
+    let exclude = match git {
+        Some(Kind::Dir) if readable(&root.join(".git").join("info").join("exclude")) => {
+            read_exclude(fd).and_then(|text| matcher(root, &text))
+        }
+        _ => None,
+    };
+    Some(Arc::new(Ignores {
+        parent: inherited,
+        rg_ignore: if rg_ignore { read(".rgignore") } else { None },
+        dot_ignore: if dot_ignore { read(".ignore") } else { None },
+        gitignore: if gitignore { read(".gitignore") } else { None },
+        exclude,
+        repo_root: git.is_some(),
+    }))
 }
 
 /// Reads a small regular file of `dir` without following a link.
@@ -730,6 +786,46 @@ mod tests {
         );
     }
 
+    /// The ignore files of the directories above the start count, as
+    /// ripgrep's do, but only those the reader may see; `.rgignore` first.
+    #[test]
+    fn parent_ignore_files_apply_where_readable() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        write(root, ".gitignore", "*.log\n");
+        write(root, ".rgignore", "a.txt\n");
+        write(root, "mid/.ignore", "a.txt\nc.rs\n");
+        write(root, "mid/.rgignore", "!c.rs\n");
+        for name in ["a.txt", "b.log", "c.rs"] {
+            write(root, &format!("mid/sub/{name}"), "");
+        }
+        let walk = |readable: &Readable<'_>| {
+            let parents = vec![
+                (open_dir(root), VPath::parse("/ws").unwrap()),
+                (open_dir(&root.join("mid")), VPath::parse("/ws/mid").unwrap()),
+            ];
+            let seen = Mutex::new(Vec::new());
+            walk_fd_in_view(
+                open_dir(&root.join("mid/sub")),
+                VPath::parse("/ws/mid/sub").unwrap(),
+                &parents,
+                &opts(true, true, 1),
+                &|e: &WalkEntry<'_>| {
+                    seen.lock().unwrap().push(e.path.to_string());
+                    Descend::Yes
+                },
+                readable,
+            )
+            .unwrap();
+            let mut seen = seen.into_inner().unwrap();
+            seen.sort();
+            seen
+        };
+        assert_eq!(walk(&|_| true), vec!["/ws/mid/sub/c.rs"]);
+        let hidden = |p: &VPath| p.as_str() != "/ws/.gitignore" && p.as_str() != "/ws/mid/.rgignore";
+        assert_eq!(walk(&hidden), vec!["/ws/mid/sub/b.log"]);
+    }
+
     #[test]
     fn hidden_names_are_skipped() {
         let tmp = tempfile::tempdir().unwrap();
@@ -863,6 +959,7 @@ mod tests {
             walk_with(
                 open_dir(tmp.path()),
                 VPath::parse("/ws").unwrap(),
+                None,
                 &opts(false, true, threads),
                 &|_e: &WalkEntry<'_>| {
                     seen.fetch_add(1, Ordering::Relaxed);
@@ -881,6 +978,7 @@ mod tests {
         walk_with(
             open_dir(tmp.path()),
             VPath::parse("/ws").unwrap(),
+            None,
             &opts(false, true, 2),
             &|_e: &WalkEntry<'_>| Descend::Yes,
             &|_| true,

@@ -1,0 +1,130 @@
+//! The view-checked walk: every file below a checked directory that the session may see, for glob,
+//! grep and the search index alike. Not matching, ranking or formatting.
+//!
+//! It walks through `Fs::walk_in_view` (directory handles, no link followed
+//! by the walk), keeps only entries the view shows, follows a file link
+//! through the confined resolver and keeps it when where it leads is
+//! visible, and lets ignore files count only where the session can see them.
+
+use super::{Access, Level, Target, ToolError};
+use crate::paths::VPath;
+use crate::vfs::{Descend, Kind, Resolution, Source, Stamp, WalkEntry, WalkOptions};
+
+/// A directory search: the checked root and how to decide each entry's level.
+pub struct Scope<'a> {
+    access: &'a Access,
+    pub root: Target,
+    /// Set when every path below the root is at the root's level.
+    uniform: Option<Level>,
+}
+
+impl<'a> Scope<'a> {
+    pub fn new(access: &'a Access, root: Target) -> Scope<'a> {
+        let view = access.view();
+        let uniform = (view.is_uniform_below(&root.real) && view.is_uniform_below(&root.path)).then_some(root.level);
+        Scope { access, root, uniform }
+    }
+
+    /// The path below the root, relative, for an entry found by the walk.
+    fn rel<'p>(&self, real: &'p VPath) -> &'p str {
+        real.strip_prefix(&self.root.real).unwrap_or("")
+    }
+
+    /// The entry's path as the model names it.
+    fn shown(&self, rel: &str) -> VPath {
+        self.root.path.join_rel(rel)
+    }
+
+    fn level(&self, real: &VPath, shown: &VPath) -> Level {
+        match self.uniform {
+            Some(level) => level,
+            None => self.access.level(real).min(self.access.level(shown)),
+        }
+    }
+
+    /// Whether a directory may hold anything visible.
+    fn descend(&self, real: &VPath, shown: &VPath) -> Descend {
+        if self.uniform.is_some() {
+            return Descend::Yes;
+        }
+        let view = self.access.view();
+        let open = |p: &VPath| self.access.level(p).can_read() || view.has_visible_below(p);
+        if open(real) && open(shown) {
+            Descend::Yes
+        } else {
+            Descend::No
+        }
+    }
+
+    /// For a link met by the walk: where it leads, if that is a visible file.
+    fn followed_file(&self, real: &VPath) -> Option<VPath> {
+        match self.access.fs().resolve(real) {
+            Ok(Resolution::Found { real: target, meta }) if meta.kind == Kind::File => {
+                self.access.level(&target).can_read().then_some(target)
+            }
+            _ => None,
+        }
+    }
+
+    /// Walks the root and calls `file` with (shown path, relative path, the file)
+    /// for every visible regular file (links to visible files included).
+    pub fn files(&self, file: &FileVisitor<'_>) -> Result<(), ToolError> {
+        let visit = |entry: &WalkEntry<'_>| -> Descend {
+            let rel = self.rel(&entry.path);
+            let shown = self.shown(rel);
+            match entry.kind {
+                Kind::Dir => self.descend(&entry.path, &shown),
+                Kind::File => {
+                    if self.level(&entry.path, &shown).can_read() {
+                        file(&shown, rel, &Found { open: &|| (entry.open)().ok(), stamp: entry.stamp, target: None });
+                    }
+                    Descend::No
+                }
+                Kind::Link => {
+                    if self.level(&entry.path, &shown).can_read() {
+                        if let Some(target) = self.followed_file(&entry.path) {
+                            let fs = self.access.fs();
+                            let open =
+                                || fs.read_file(&target, super::MAX_OPEN_BYTES).ok().map(|b| Source::Bytes(b.into()));
+                            // A link's own stamp is not its target's: the target is read.
+                            file(&shown, rel, &Found { open: &open, stamp: &|| None, target: Some(&target) });
+                        }
+                    }
+                    Descend::No
+                }
+                Kind::Special => Descend::No,
+            }
+        };
+        // Ignore files count only where the session can see them, as anything else does;
+        // those of the directories above the root by where they are.
+        let readable = |real: &VPath| {
+            if !real.starts_with(&self.root.real) {
+                return self.access.level(real).can_read();
+            }
+            let rel = self.rel(real);
+            self.level(real, &self.shown(rel)).can_read()
+        };
+        self.access
+            .fs()
+            .walk_in_view(&self.root.real, &WalkOptions::default(), &visit, &readable)
+            .map_err(|e| ToolError::from_fs(e, &self.root.path))
+    }
+}
+
+/// A visible file met by a walk: how to open it, and its stamp when that can
+/// be had without opening it.
+pub struct Found<'a> {
+    pub open: &'a (dyn Fn() -> Option<Source> + Sync),
+    pub stamp: &'a (dyn Fn() -> Option<Stamp> + Sync),
+    /// For a file reached through a link: where the link leads.
+    pub target: Option<&'a VPath>,
+}
+
+/// What a walk of visible files calls: (shown path, path relative to the root, the file).
+pub type FileVisitor<'a> = dyn Fn(&VPath, &str, &Found<'_>) + Sync + 'a;
+
+/// Calls `file` with (shown path, path relative to `root`, the file) for every
+/// regular file below the checked directory `root` that the session can see.
+pub fn visible_files(access: &Access, root: Target, file: &FileVisitor<'_>) -> Result<(), ToolError> {
+    Scope::new(access, root).files(file)
+}
