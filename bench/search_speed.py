@@ -266,6 +266,25 @@ def incremental(binary, root, data):
             "index_after_one_change": out.stdout.strip()}
 
 
+def resume_after_kill(binary, root, data, after_s, embedder="static"):
+    """`ctxfs index` killed with SIGKILL after `after_s` seconds, then run again: how much the first run kept."""
+    import signal
+    shutil.rmtree(data, ignore_errors=True)
+    p = subprocess.Popen([binary, "index", "--root", str(root), "--data", str(data), "--embedder", embedder],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+    time.sleep(after_s)
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    start = time.perf_counter()
+    out = subprocess.run([binary, "index", "--root", str(root), "--data", str(data), "--embedder", embedder],
+                         capture_output=True, text=True, check=True).stdout
+    wall = time.perf_counter() - start
+    m = re.search(r"(\d+) files \(([\d.]+) MB\); (\d+) new or changed \(([\d.]+) MB, (\d+) chunks", out)
+    files, new = int(m.group(1)), int(m.group(3))
+    return {"killed_after_s": after_s, "embedder": embedder, "files": files, "kept_by_first_run": files - new,
+            "indexed_by_second_run": new, "second_run_s": wall, "summary": out.strip()}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ctxfs", help="the ctxfs binary (default: cargo build --release)")
@@ -290,7 +309,7 @@ def main():
     start = time.perf_counter()
     subprocess.run([rg, "-c", "-i", "--no-ignore", "-uu", "retry", str(base)], capture_output=True)
     res["rg_pass_base_s"] = time.perf_counter() - start
-    for rankings in ["fused", "words", "meaning"]:
+    for rankings in ["fused", "words", "meaning", "files"]:
         log(f"latency at base: {rankings}")
         res[f"latency_base_{rankings}"] = latency(binary, base, data, rankings)
         log(res[f"latency_base_{rankings}"])
@@ -301,6 +320,9 @@ def main():
     log("incremental updates at base")
     res["incremental_base"] = incremental(binary, base, data)
     log(res["incremental_base"])
+    log("resume: ctxfs index over base killed with SIGKILL after 6 s, then run again")
+    res["resume_base"] = resume_after_kill(binary, base, work / "data-resume", 6.0)
+    log(res["resume_base"])
 
     if not args.skip_big:
         big = make_big(work, base, args.replicas)
@@ -314,7 +336,7 @@ def main():
         subprocess.run([rg, "-c", "-i", "--no-ignore", "-uu", "retry", str(big)], capture_output=True)
         res["rg_pass_big_s"] = time.perf_counter() - start
         lists = {}
-        for rankings in ["fused", "words", "meaning", "meaning+exact", "fused+exact"]:
+        for rankings in ["fused", "words", "meaning", "files", "meaning+exact", "fused+exact"]:
             log(f"latency at big: {rankings}")
             lists[rankings] = {}
             res[f"latency_big_{rankings}"] = latency(binary, big, data, rankings, rounds=2, lists=lists[rankings])

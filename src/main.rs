@@ -569,7 +569,9 @@ fn index_tree(posture: &PostureArgs, path: Option<&str>) -> anyhow::Result<ExitC
     let (vectorizer, tokenizer) = ctxfs::index::models(&engine.embedder(), engine.data_dir());
     let words_only = vectorizer.is_none();
     let index = Index::open(engine.index_path(), vectorizer, Arc::new(TokenChunker::new(tokenizer)))?;
-    let line = ProgressLine::new();
+    // Walk first, so the bar's total is known before indexing starts.
+    let total = ctxfs::index::hybrid::count_visible(&access, &root)?;
+    let line = ProgressLine::new(total);
     let done = index.build_with(&access, &root, &|p| line.show(p, false))?;
     line.show(&done, true);
     let secs = line.started.elapsed().as_secs_f64().max(1e-3);
@@ -595,16 +597,18 @@ fn index_tree(posture: &PostureArgs, path: Option<&str>) -> anyhow::Result<ExitC
 /// `ctxfs index`'s progress on stderr: one redrawn line on a terminal, else a plain line every few seconds.
 struct ProgressLine {
     started: std::time::Instant,
+    /// The files a walk found before the build started (the build's own count takes over if it finds more).
+    total: usize,
     last: std::cell::Cell<Option<std::time::Instant>>,
     terminal: bool,
 }
 
 impl ProgressLine {
-    fn new() -> ProgressLine {
+    fn new(total: usize) -> ProgressLine {
         use std::io::IsTerminal;
         let (started, terminal) = (std::time::Instant::now(), std::io::stderr().is_terminal());
         // A plain line first comes after one interval, so a quick run prints none.
-        ProgressLine { started, last: std::cell::Cell::new((!terminal).then_some(started)), terminal }
+        ProgressLine { started, total, last: std::cell::Cell::new((!terminal).then_some(started)), terminal }
     }
 
     fn show(&self, p: &ctxfs::index::hybrid::Progress, last: bool) {
@@ -615,7 +619,8 @@ impl ProgressLine {
         }
         self.last.set(Some(now));
         let secs = (now - self.started).as_secs_f64().max(1e-3);
-        let found = if p.walked { format!("{}", p.found) } else { format!("{}+", p.found) };
+        let total = if p.walked { p.found } else { p.found.max(self.total) };
+        let found = total.to_string();
         let text = format!(
             "{}/{} files, {:.1} MB, {} chunks, {:.0} chunks/s",
             p.done,
@@ -626,7 +631,7 @@ impl ProgressLine {
         );
         if self.terminal {
             const WIDTH: usize = 24;
-            let filled = (p.done * WIDTH).checked_div(p.found).unwrap_or(0).min(WIDTH);
+            let filled = (p.done * WIDTH).checked_div(total).unwrap_or(0).min(WIDTH);
             eprint!("\r[{}{}] {text}\x1b[K", "#".repeat(filled), ".".repeat(WIDTH - filled));
             if last {
                 eprintln!();

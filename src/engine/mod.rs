@@ -503,6 +503,7 @@ impl Engine {
             index: self.index.clone(),
             requests_unmarked: std::sync::atomic::AtomicBool::new(false),
             narrowed: narrowed.is_some(),
+            progress: Mutex::new(None),
             state: Mutex::new(SessionState {
                 notice,
                 access,
@@ -548,6 +549,9 @@ struct SessionState {
 }
 
 /// One agent's session: its view, what it observed, its results.
+/// Hears how far the indexing a call waits for has come (`index::hybrid::Progress`).
+pub type ProgressSink = Arc<dyn Fn(&crate::index::hybrid::Progress) + Send + Sync>;
+
 pub struct Session {
     id: String,
     /// The database the session's results are kept in, when not in memory.
@@ -560,6 +564,8 @@ pub struct Session {
     /// Set by a front door that cannot tell where a request begins (MCP):
     /// for a `fresh` host every call is then a new request (no stubs at all).
     requests_unmarked: std::sync::atomic::AtomicBool,
+    /// Who hears how far a search's indexing got (a front door reporting progress), if anyone.
+    progress: Mutex<Option<ProgressSink>>,
     /// Whether a change may happen now: the mode, rules, grants, approvals.
     gate: Gate,
     /// The client's roots narrowed the view (see `SessionOptions::roots`).
@@ -603,9 +609,11 @@ impl Session {
             _ => None,
         };
         let user_dir = self.user.dir.as_deref();
+        let sink = self.progress.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let progress = sink.as_deref().map(|f| f as &dyn Fn(&crate::index::hybrid::Progress));
         let result = catch_unwind(AssertUnwindSafe(|| {
             let mut run = |access: &Access, observed: &mut Observed| {
-                registry::dispatch(&mut Ctx { access, observed, user_dir, index }, tool, args.clone())
+                registry::dispatch(&mut Ctx { access, observed, user_dir, index, progress }, tool, args.clone())
             };
             if crate::gate::is_gated(tool) {
                 // Waits for the user while holding the session: its calls are ordered anyway.
@@ -698,6 +706,11 @@ impl Session {
     /// one, a change that needs asking is refused, saying why.
     pub fn set_approver(&self, approver: Arc<dyn Approver>) {
         self.gate.set_approver(Some(approver));
+    }
+
+    /// Sets who hears how far a search's indexing has come (`None`: nobody).
+    pub fn set_progress(&self, sink: Option<ProgressSink>) {
+        *self.progress.lock().unwrap_or_else(|e| e.into_inner()) = sink;
     }
 
     pub fn clear_approver(&self) {

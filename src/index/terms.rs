@@ -74,6 +74,17 @@ pub fn query_terms(query: &str) -> Vec<String> {
     out
 }
 
+/// `query_terms` without the joined identifiers (for measuring what joining them gives).
+pub fn query_words(query: &str) -> Vec<String> {
+    let mut out = words(query);
+    out.sort();
+    out.dedup();
+    if out.iter().any(|t| !STOP.contains(&t.as_str())) {
+        out.retain(|t| !STOP.contains(&t.as_str()));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,5 +110,6 @@ mod tests {
     fn query_terms_drop_function_words_unless_nothing_else_is_left() {
         assert_eq!(query_terms("where is the spawn_blocking pool"), ["blocking", "pool", "spawn", "spawnblocking"]);
         assert_eq!(query_terms("the it"), ["it", "the"]);
+        assert_eq!(query_words("where is the spawn_blocking pool"), ["blocking", "pool", "spawn"]);
     }
 }

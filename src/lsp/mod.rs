@@ -319,12 +319,20 @@ impl Backend {
         let worker = self.worker(&params.session)?;
         let tool = params.tool.clone();
         let args = serde_json::Value::Object(params.args.unwrap_or_default());
+        // A search may index first: its counts go to the `$/progress` report.
+        let (counts_send, counts) = tokio::sync::mpsc::unbounded_channel::<(u32, String)>();
+        let sink = (tool == "search").then(|| counts_sink(counts_send));
         // Queued before the first await: arrival order.
         let answer = {
             let tool = tool.clone();
-            worker.submit(move |session| session.call(&tool, args))
+            worker.submit(move |session| {
+                session.set_progress(sink);
+                let answer = session.call(&tool, args);
+                session.set_progress(None);
+                answer
+            })
         };
-        let done = self.progress(setup, &tool, params.work_done_token);
+        let done = self.progress(setup, &tool, params.work_done_token, counts);
         let answer = answer.await.map_err(|_| server_error("the session's thread is gone"))?;
         drop(done);
         Ok(answer.into())
@@ -332,8 +340,15 @@ impl Backend {
 
     /// Reports `$/progress` for a long grep, glob or search: from a spawned
     /// task (creating a token waits for the client), ended when the returned
-    /// sender is dropped.
-    fn progress(&self, setup: &Setup, tool: &str, token: Option<Token>) -> Option<tokio::sync::oneshot::Sender<()>> {
+    /// sender is dropped; a search's indexing counts (`counts`: percentage and
+    /// message) are reported as they come.
+    fn progress(
+        &self,
+        setup: &Setup,
+        tool: &str,
+        token: Option<Token>,
+        mut counts: tokio::sync::mpsc::UnboundedReceiver<(u32, String)>,
+    ) -> Option<tokio::sync::oneshot::Sender<()>> {
         let reports = crate::tools::spec::find(tool).is_some_and(|t| t.traits.progress);
         if !reports || (token.is_none() && !setup.progress) {
             return None;
@@ -361,8 +376,17 @@ impl Backend {
                     }
                 }
             };
-            let progress = client.progress(token, title).with_message("searching").begin().await;
-            let _ = finished.await;
+            let progress = client.progress(token, title).with_message("searching").with_percentage(0).begin().await;
+            let mut counting = true;
+            loop {
+                tokio::select! {
+                    _ = &mut finished => break,
+                    count = counts.recv(), if counting => match count {
+                        Some((percentage, message)) => progress.report_with_message(message, percentage).await,
+                        None => counting = false,
+                    },
+                }
+            }
             progress.finish().await;
         });
         Some(done)
@@ -637,4 +661,27 @@ impl LanguageServer for Backend {
     async fn shutdown(&self) -> Result<()> {
         Ok(())
     }
+}
+
+/// How often a search's indexing counts are reported, at most.
+const COUNTS_EVERY: Duration = Duration::from_millis(250);
+
+/// A session's progress sink that passes a search's indexing counts on as
+/// (percentage, message), at most every `COUNTS_EVERY` and always at the end.
+fn counts_sink(send: tokio::sync::mpsc::UnboundedSender<(u32, String)>) -> crate::engine::ProgressSink {
+    let last: Mutex<Option<(std::time::Instant, usize, bool)>> = Mutex::new(None);
+    Arc::new(move |p: &crate::index::hybrid::Progress| {
+        let over = p.walked && p.done + p.pending >= p.found;
+        let mut last = last.lock().unwrap_or_else(|e| e.into_inner());
+        let due = match *last {
+            None => true,
+            Some((when, done, walked)) => {
+                (p.done > done || (p.walked && !walked)) && (over || when.elapsed() >= COUNTS_EVERY)
+            }
+        };
+        if due {
+            *last = Some((std::time::Instant::now(), p.done, p.walked));
+            let _ = send.send((p.percentage(), p.summary()));
+        }
+    })
 }

@@ -19,6 +19,47 @@ mod approve;
 mod order;
 mod transport;
 
+/// How often a search's indexing is reported as `notifications/progress`, at most.
+const PROGRESS_EVERY: Duration = Duration::from_millis(250);
+
+/// Sends `notifications/progress` for `token` as a search's refresh goes: files
+/// checked of those found (the total once the walk is over), in order, at most
+/// every `PROGRESS_EVERY` and always when it is over. The task that sends
+/// them ends once the sink is dropped and all are sent.
+fn progress_sink(
+    peer: rmcp::service::Peer<RoleServer>,
+    token: rmcp::model::ProgressToken,
+) -> (crate::engine::ProgressSink, tokio::task::JoinHandle<()>) {
+    let (send, mut receive) = tokio::sync::mpsc::unbounded_channel::<rmcp::model::ProgressNotificationParam>();
+    let forwarded = tokio::spawn(async move {
+        while let Some(param) = receive.recv().await {
+            if peer.notify_progress(param).await.is_err() {
+                break;
+            }
+        }
+    });
+    let last: Mutex<Option<(std::time::Instant, usize, bool)>> = Mutex::new(None);
+    let sink: crate::engine::ProgressSink = Arc::new(move |p: &crate::index::hybrid::Progress| {
+        let over = p.walked && p.done + p.pending >= p.found;
+        let mut last = last.lock().unwrap_or_else(|e| e.into_inner());
+        let due = match *last {
+            None => true,
+            Some((when, done, walked)) => {
+                (p.done > done || (p.walked && !walked)) && (over || when.elapsed() >= PROGRESS_EVERY)
+            }
+        };
+        if !due {
+            return;
+        }
+        *last = Some((std::time::Instant::now(), p.done, p.walked));
+        let mut param = rmcp::model::ProgressNotificationParam::new(token.clone(), p.done as f64);
+        param.total = p.walked.then_some(p.found as f64);
+        param.message = Some(p.summary());
+        let _ = send.send(param);
+    });
+    (sink, forwarded)
+}
+
 #[cfg(test)]
 mod tests;
 
@@ -131,6 +172,8 @@ pub trait HostSession: Send + Sync + 'static {
     fn instructions(&self) -> String;
     /// Sets who is asked about a change (`None`: nobody can be asked).
     fn set_approver(&self, _approver: Option<Arc<dyn crate::gate::Approver>>) {}
+    /// Sets who hears how far a search's indexing has come (`None`: nobody).
+    fn set_progress(&self, _sink: Option<crate::engine::ProgressSink>) {}
     /// Whether a call may take long or wait on something (the user, the
     /// index, a walk of a tree, a large file). Only those leave the protocol's thread.
     fn may_wait(&self, _tool: &str, _args: &serde_json::Value) -> bool {
@@ -195,6 +238,9 @@ impl HostSession for Session {
     }
     fn instructions(&self) -> String {
         Session::instructions(self)
+    }
+    fn set_progress(&self, sink: Option<crate::engine::ProgressSink>) {
+        Session::set_progress(self, sink)
     }
     fn set_approver(&self, approver: Option<Arc<dyn crate::gate::Approver>>) {
         match approver {
@@ -571,6 +617,16 @@ impl<H: Host> ServerHandler for McpServer<H> {
         } else {
             session.set_approver(None);
         }
+        // A search may index first: a client that sent a progress token hears how far it got.
+        let token = context.meta.get_progress_token().filter(|_| name == "search");
+        let (sink, forwarded) = match token {
+            Some(token) => {
+                let (sink, forwarded) = progress_sink(context.peer.clone(), token);
+                (Some(sink), Some(forwarded))
+            }
+            None => (None, None),
+        };
+        session.set_progress(sink);
         let answer = if session.may_wait(&name, &args) {
             // The ticket moves into the blocking job: the next call starts only
             // when this one has really finished, even if this future is dropped.
@@ -580,6 +636,7 @@ impl<H: Host> ServerHandler for McpServer<H> {
                     Some(companion) => companion.call(&name, args, &mut |args| session.call(&name, args)),
                     None => session.call(&name, args),
                 };
+                session.set_progress(None);
                 drop(ticket);
                 drop(done_send);
                 answer
@@ -597,6 +654,10 @@ impl<H: Host> ServerHandler for McpServer<H> {
             drop(done_send);
             answer.map_err(|_| "panicked".to_owned())
         };
+        // Every progress notification goes out before the answer (the sink is gone with the call).
+        if let Some(forwarded) = forwarded {
+            let _ = forwarded.await;
+        }
         Ok(match answer {
             Ok(answer) => to_mcp_result(answer),
             Err(e) => {

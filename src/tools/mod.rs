@@ -59,6 +59,8 @@ pub struct Ctx<'a> {
     pub user_dir: Option<&'a std::path::Path>,
     /// The search index, when the engine has one.
     pub index: Option<&'a crate::index::hybrid::Index>,
+    /// Hears how far a search's indexing has come (a front door's progress report), if anyone.
+    pub progress: Option<&'a dyn Fn(&crate::index::hybrid::Progress)>,
 }
 
 /// A read of a file's lines.

@@ -1,27 +1,37 @@
 //! search: the hybrid index when the engine has one, else BM25 by words
-//! over passages of the files the session can see, computed at query time.
+//! over passages of the files the session can see, computed at query time
+//! with the index's own chunker, words and BM25 (so an answer has the same
+//! shape either way).
 //!
 //! Both rank exactly the visible files, so hidden files change neither the
 //! scores nor the order. The index itself lives in `index`; this is the
 //! tool's answer format (`/path:12-30` then the passage) and its fallback.
+//!
+//! An answer is kept under the context cap (400 lines, 40,000 characters,
+//! past which the middle of a result is elided): when the passages would not
+//! fit, each is shown as its best lines, the window of its share of the
+//! answer holding the most of the query's words, with that window's line
+//! range. So every result is seen, not the first and last few.
 
 use super::params::SearchParams;
 use super::spec::{Effect, Tool, Traits};
 use super::{Ctx, Outcome, ToolResult};
 use crate::access::{Need, ToolError};
-use crate::index::terms::words;
 use crate::vfs::Source;
 use std::collections::HashMap;
 use std::io::Read;
 use std::sync::Mutex;
 
-/// Lines per passage, and how many lines consecutive passages share.
-const PASSAGE_LINES: usize = 30;
-const PASSAGE_OVERLAP: usize = 5;
 /// Files larger than this are not searched by words.
 const MAX_FILE_BYTES: u64 = 1024 * 1024;
 const DEFAULT_LIMIT: u32 = 10;
+/// Lines and characters an answer stays within, under the context cap's 400 and 40,000.
+const ANSWER_LINES: usize = 380;
+const ANSWER_CHARS: usize = 38_000;
+/// The fewest lines a passage is cut to, however many results there are.
+const MIN_PASSAGE_LINES: usize = 6;
 
+/// A passage of a visible file, as the index's chunker cuts it, with its words counted.
 struct Passage {
     path: String,
     first: usize,
@@ -31,29 +41,37 @@ struct Passage {
     len: usize,
 }
 
+/// The file cut as the index cuts it without an embedder (480 tokens of ⌈bytes/2⌉, 64 of overlap),
+/// so results have the same shape whether or not the index opened.
 fn passages(path: &str, text: &str) -> Vec<Passage> {
-    let lines: Vec<&str> = text.lines().collect();
-    let mut out = Vec::new();
-    let mut start = 0;
-    while start < lines.len() {
-        let end = (start + PASSAGE_LINES).min(lines.len());
-        let body = lines[start..end].join("\n");
-        let tokens = words(&body);
-        let mut terms = HashMap::new();
-        for token in &tokens {
-            *terms.entry(token.clone()).or_insert(0) += 1;
-        }
-        out.push(Passage { path: path.to_string(), first: start + 1, last: end, text: body, terms, len: tokens.len() });
-        if end == lines.len() {
-            break;
-        }
-        start = end - PASSAGE_OVERLAP;
-    }
-    out
+    let pieces = crate::index::chunk::chunk(
+        text,
+        &crate::index::chunk::HalfBytes,
+        crate::index::chunk::SIZE,
+        crate::index::chunk::OVERLAP,
+    );
+    pieces
+        .into_iter()
+        .map(|piece| {
+            let tokens = crate::index::terms::terms(&piece.text);
+            let mut terms = HashMap::new();
+            for token in &tokens {
+                *terms.entry(token.clone()).or_insert(0) += 1;
+            }
+            Passage {
+                path: path.to_string(),
+                first: piece.first_line,
+                last: piece.last_line,
+                text: piece.text,
+                terms,
+                len: tokens.len(),
+            }
+        })
+        .collect()
 }
 
 pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
-    let query = words(&params.query);
+    let query = crate::index::terms::query_terms(&params.query);
     if query.is_empty() {
         return Err(ToolError::Message("The query has no words; describe what you are looking for.".into()));
     }
@@ -66,15 +84,23 @@ pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
         return Err(ToolError::NotADir(root.path));
     }
     if let Some(index) = ctx.index {
-        let hits = index
-            .search(ctx.access, &root, &params.query, limit)
+        let rankings = crate::index::hybrid::Rankings::from_env();
+        let found = index
+            .search_report(ctx.access, &root, &params.query, limit, rankings, ctx.progress.unwrap_or(&|_| {}))
             .map_err(|e| ToolError::Message(format!("Search failed: {e}. grep still works.")))?;
-        let mut body = String::new();
-        for hit in &hits {
-            body.push_str(&format!("{}:{}-{}\n{}\n\n", hit.path, hit.first_line, hit.last_line, hit.text.trim_end()));
-        }
-        if hits.is_empty() {
+        let shown: Vec<Shown<'_>> =
+            found.hits.iter().map(|h| (h.path.as_str(), h.first_line, h.last_line, h.text.as_str())).collect();
+        let mut body = answer(&shown, &query);
+        if found.hits.is_empty() {
             body = format!("No passages match {:?} in {}.\n", params.query, root.path);
+        }
+        if found.pending > 0 {
+            body.push_str(&format!(
+                "[{} new or changed files ({:.1} MB) are not indexed yet and were not searched; \
+                 indexing goes on with each search (or run `ctxfs index`): search again for the rest.]\n",
+                found.pending,
+                found.pending_bytes as f64 / 1e6
+            ));
         }
         return Ok(Outcome::Text { body, path: Some(root.path) });
     }
@@ -97,44 +123,103 @@ pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
     })?;
     let corpus = found.into_inner().unwrap_or_else(|e| e.into_inner());
     let ranked = rank(&corpus, &query);
-    let mut body = String::new();
-    for (index, _) in ranked.into_iter().take(limit) {
-        let p = &corpus[index];
-        body.push_str(&format!("{}:{}-{}\n{}\n\n", p.path, p.first, p.last, p.text));
-    }
+    let shown: Vec<Shown<'_>> = ranked
+        .into_iter()
+        .take(limit)
+        .map(|(index, _)| {
+            let p = &corpus[index];
+            (p.path.as_str(), p.first, p.last, p.text.as_str())
+        })
+        .collect();
+    let mut body = answer(&shown, &query);
     if body.is_empty() {
         body = format!("No passages match {:?} in {}.\n", params.query, root.path);
     }
     Ok(Outcome::Text { body, path: Some(root.path) })
 }
 
-/// BM25 (k1 1.2, b 0.75) over the given passages only; ties broken by path and line.
+/// A result to show: path, first and last line, text.
+type Shown<'a> = (&'a str, usize, usize, &'a str);
+
+/// The answer's text: each result's `path:first-last` and passage, every
+/// passage cut to its best lines when they would not all fit (module header).
+fn answer(results: &[Shown<'_>], query: &[String]) -> String {
+    let whole = |(path, first, last, text): &Shown<'_>| format!("{path}:{first}-{last}\n{}\n\n", text.trim_end());
+    let full: Vec<String> = results.iter().map(whole).collect();
+    let lines: usize = full.iter().map(|r| r.lines().count()).sum();
+    let chars: usize = full.iter().map(|r| r.chars().count()).sum();
+    if lines <= ANSWER_LINES && chars <= ANSWER_CHARS {
+        return full.concat();
+    }
+    let n = results.len().max(1);
+    // Each result's share: its path line and the blank line after it, then passage lines.
+    let share_lines = (ANSWER_LINES / n).saturating_sub(2).max(MIN_PASSAGE_LINES);
+    let share_chars = ANSWER_CHARS / n;
+    let mut out = String::new();
+    for (path, first, last, text) in results {
+        let all: Vec<&str> = text.trim_end().lines().collect();
+        let (from, to) = best_window(&all, query, share_lines, share_chars);
+        // A passage whose text has fewer lines than its range (a cut inside a line) keeps its own range.
+        let (shown_first, shown_last) =
+            if from == 0 && to == all.len() { (*first, *last) } else { (first + from, (first + to - 1).min(*last)) };
+        out.push_str(&format!("{path}:{shown_first}-{shown_last}\n{}\n\n", all[from..to].join("\n")));
+    }
+    out
+}
+
+/// The window of at most `max_lines` lines (and, cut from its end, `max_chars`
+/// characters, at least one line) holding the most of the query's words:
+/// first the most distinct words, then the most occurrences, then the earliest.
+fn best_window(lines: &[&str], query: &[String], max_lines: usize, max_chars: usize) -> (usize, usize) {
+    let width = max_lines.min(lines.len()).max(1);
+    let hits: Vec<Vec<usize>> = lines
+        .iter()
+        .map(|line| {
+            let words = crate::index::terms::terms(line);
+            query.iter().map(|q| words.iter().filter(|w| *w == q).count()).collect()
+        })
+        .collect();
+    // Windows start at the passage's start or two lines above a line holding a word (moved up to fit).
+    let mut starts = vec![0];
+    starts.extend(hits.iter().enumerate().filter(|(_, h)| h.iter().any(|c| *c > 0)).map(|(i, _)| i.saturating_sub(2)));
+    let mut best = (0usize, (0usize, 0usize));
+    for start in starts {
+        let start = start.min(lines.len().saturating_sub(width));
+        let window = &hits[start..(start + width).min(lines.len())];
+        let distinct = (0..query.len()).filter(|q| window.iter().any(|h| h[*q] > 0)).count();
+        let total: usize = window.iter().flatten().sum();
+        if (distinct, total) > best.1 || (start < best.0 && (distinct, total) == best.1) {
+            best = (start, (distinct, total));
+        }
+    }
+    let from = best.0;
+    let mut to = (from + width).min(lines.len());
+    while to > from + 1 && lines[from..to].iter().map(|l| l.chars().count() + 1).sum::<usize>() > max_chars {
+        to -= 1;
+    }
+    (from, to)
+}
+
+/// BM25 (the index's: `index::rank`) over the given passages only; ties broken by path and line.
 fn rank(corpus: &[Passage], query: &[String]) -> Vec<(usize, f64)> {
+    use crate::index::rank::{bm25, idf};
     let n = corpus.len() as f64;
     if corpus.is_empty() {
         return Vec::new();
     }
     let avg = corpus.iter().map(|p| p.len as f64).sum::<f64>() / n;
-    let mut unique: Vec<&String> = query.iter().collect();
-    unique.sort();
-    unique.dedup();
-    let idf: Vec<f64> = unique
-        .iter()
-        .map(|term| {
-            let df = corpus.iter().filter(|p| p.terms.contains_key(*term)).count() as f64;
-            ((n - df + 0.5) / (df + 0.5) + 1.0).ln()
-        })
-        .collect();
+    let idfs: Vec<f64> =
+        query.iter().map(|term| idf(n, corpus.iter().filter(|p| p.terms.contains_key(term)).count() as f64)).collect();
     let mut scored: Vec<(usize, f64)> = corpus
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            let score = unique
+            let score = query
                 .iter()
-                .zip(&idf)
-                .map(|(term, idf)| {
-                    let tf = f64::from(*p.terms.get(*term).unwrap_or(&0));
-                    idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * p.len as f64 / avg.max(1.0)))
+                .zip(&idfs)
+                .map(|(term, idf)| match p.terms.get(term) {
+                    Some(tf) => bm25(*idf, f64::from(*tf), p.len as f64, avg),
+                    None => 0.0,
                 })
                 .sum::<f64>();
             (i, score)
@@ -197,5 +282,45 @@ impl Tool for Tag {
 
     fn run(ctx: &mut Ctx<'_>, params: super::params::TagParams) -> ToolResult {
         tag(ctx, params)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_that_fits_is_every_passage_whole() {
+        let results = [("/w/a.rs", 1, 2, "fn alpha() {}\nfn beta() {}\n"), ("/w/b.rs", 5, 5, "gamma\n")];
+        assert_eq!(
+            answer(&results, &["alpha".into()]),
+            "/w/a.rs:1-2\nfn alpha() {}\nfn beta() {}\n\n/w/b.rs:5-5\ngamma\n\n"
+        );
+    }
+
+    #[test]
+    fn passages_that_would_pass_the_cap_are_cut_to_their_best_lines() {
+        // Ten passages of 60 lines: 620 lines whole, over the cap; the query's word is on line 40 of each.
+        let texts: Vec<String> = (0..10)
+            .map(|f| {
+                (0..60)
+                    .map(|l| if l == 39 { format!("let retry_budget = {f};") } else { format!("// filler {l}") })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .collect();
+        let paths: Vec<String> = (0..10).map(|f| format!("/w/f{f}.rs")).collect();
+        let results: Vec<Shown<'_>> = (0..10).map(|f| (paths[f].as_str(), 101, 160, texts[f].as_str())).collect();
+        let body = answer(&results, &["budget".into(), "retry".into()]);
+        assert!(body.lines().count() <= ANSWER_LINES && body.chars().count() <= ANSWER_CHARS);
+        for (f, path) in paths.iter().enumerate() {
+            // 38 lines a result less its path and blank line: 36 lines, the passage's last ones (the word's).
+            let header = format!("{path}:125-160\n// filler 24\n");
+            assert!(body.contains(&header), "{path} missing or cut elsewhere:\n{body}");
+            assert!(body.contains(&format!("let retry_budget = {f};")));
+        }
+        // Without the words anywhere, each passage shows its opening lines.
+        let body = answer(&results, &["nothing".into()]);
+        assert!(body.starts_with("/w/f0.rs:101-136\n// filler 0\n"));
     }
 }

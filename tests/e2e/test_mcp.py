@@ -459,3 +459,33 @@ def test_deep_paths_are_refused_and_a_big_read_stalls_nobody(workspace, tmp_path
         assert order == [5, 4], order
     finally:
         raw.close()
+
+
+def test_a_first_search_reports_indexing_progress_to_a_client_that_asked(workspace, tmp_path):
+    """A search that indexes first sends notifications/progress for the token the client sent, counting files."""
+    ws, data = workspace
+    for i in range(40):
+        (ws / "src" / f"m{i:02d}").mkdir(parents=True)
+        (ws / "src" / f"m{i:02d}" / "lib.rs").write_text(f"fn retry_upload_{i}() {{ send_again(); }}\n" * 30)
+    reports = []
+
+    async def on_progress(progress, total, message):
+        reports.append((progress, total, message))
+
+    async def main():
+        async with connect(["--root", str(ws), "--data", str(data)], tmp_path / "stderr.log") as (session, _):
+            with anyio.fail_after(TIMEOUT):
+                result = await session.call_tool("search", {"query": "retry the upload"}, progress_callback=on_progress)
+            assert not result.is_error, text_of(result)
+            assert "/src/m" in text_of(result), text_of(result)
+            # Without a token nothing is sent (and the index is already built).
+            with anyio.fail_after(TIMEOUT):
+                again = await session.call_tool("search", {"query": "send again"})
+            assert not again.is_error, text_of(again)
+
+    run(main)
+    assert reports, "no progress notification for a search that indexed 41 files"
+    done, total, message = reports[-1]
+    assert total == 41 and done == 41, reports
+    assert "41 of 41 files" in message, message
+    assert [r[0] for r in reports] == sorted(r[0] for r in reports), reports

@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""Search quality on held-out questions: which file answers, ctxfs against whole-file BM25 and FTS5.
+
+The question sets (bench/search_queries/heldout/<crate>.json) were written by hand before any
+tuning, over three crates nobody here wrote (tokio, rusqlite, tokenizers from
+~/.cargo/registry/src): `para` questions say what code does in other words, `words` questions use
+its identifiers. Each set is split into a `tune` half (which tuning may look at) and a `held` half
+(reported, never tuned on). The corpus is the crate's `src/` as published, doc comments kept.
+
+For every question ctxfs is asked with `limit` 10 (and 40); the passages' files, deduplicated in
+order, are the ranking. Metrics: recall@10 (share of questions with an answering file in the first
+10 files) and MRR@10 (mean of 1/rank, 0 past 10), per half and per kind.
+
+Peers in the same run, over the very same files:
+* whole-file BM25 in plain Python (k1 1.2, b 0.75, words split like ctxfs's: identifiers cut at `_`
+  and case changes, lower-cased; every query word, OR-ed);
+* SQLite FTS5's bm25() over whole files (the same words, OR-ed).
+
+Each ctxfs mode is a value of the benchmarking knob CTXFS_SEARCH_RANKINGS, run in its own
+`ctxfs replay` process over one index built by `ctxfs index`.
+
+Usage: python3 bench/search_heldout.py [--ctxfs BIN] [--sets tokio,rusqlite,...] [--modes fused,words,...]
+                                        [--embedder static|minilm|none] [--half held|tune|all] [--json FILE]
+Stdlib Python 3 only (its sqlite3 with FTS5).
+"""
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import BENCH, build, log  # noqa: E402
+
+REGISTRY = Path.home() / ".cargo" / "registry" / "src"
+SETS = BENCH / "search_queries" / "heldout"
+DEPTH = 10
+LIMITS = (10, 40)
+PASSAGE = re.compile(r"^(/[^\n]*):(\d+)-(\d+)$", re.M)
+
+
+def words(text):
+    """ctxfs's word splitter: alphanumeric runs, cut at lower→upper and `_`, lower-cased."""
+    out = []
+    for raw in re.split(r"[\W_]+", text):
+        current, prev_lower = "", False
+        for c in raw:
+            if c.isupper() and prev_lower and current:
+                out.append(current)
+                current = ""
+            prev_lower = c.islower() or c.isdigit()
+            current += c.lower()
+        if current:
+            out.append(current)
+    return out
+
+
+def crate_dir(name):
+    for index in sorted(REGISTRY.iterdir()):
+        if (index / name).is_dir():
+            return index / name
+    sys.exit(f"{name} is not in {REGISTRY} (run `cargo fetch` in a project that depends on it)")
+
+
+def corpus_files(root):
+    return sorted(p for p in (root / "src").rglob("*") if p.is_file())
+
+
+# ---------------------------------------------------------------------------
+# Peers
+
+
+def bm25_files(root, queries, k1=1.2, b=0.75):
+    """Whole-file BM25 in plain Python: the peer the issue measured against."""
+    docs = {}
+    for p in corpus_files(root):
+        docs[str(p.relative_to(root))] = Counter(words(p.read_text(encoding="utf-8", errors="replace")))
+    n = len(docs)
+    lengths = {d: sum(c.values()) for d, c in docs.items()}
+    avg = sum(lengths.values()) / n
+    df = Counter()
+    for c in docs.values():
+        df.update(c.keys())
+    out = {}
+    for q in queries:
+        terms = set(words(q["query"]))
+        scores = {}
+        for d, c in docs.items():
+            s = 0.0
+            for t in terms:
+                tf = c.get(t, 0)
+                if tf:
+                    idf = math.log((n - df[t] + 0.5) / (df[t] + 0.5) + 1)
+                    s += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * lengths[d] / avg))
+            if s > 0:
+                scores[d] = s
+        out[q["id"]] = sorted(scores, key=lambda d: (-scores[d], d))[:40]
+    return out
+
+
+def fts5_files(root, queries):
+    """SQLite FTS5's own bm25() over whole files, the same words OR-ed."""
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE t USING fts5(path UNINDEXED, words, tokenize='unicode61 remove_diacritics 0')")
+    for p in corpus_files(root):
+        text = " ".join(words(p.read_text(encoding="utf-8", errors="replace")))
+        db.execute("INSERT INTO t (path, words) VALUES (?, ?)", (str(p.relative_to(root)), text))
+    out = {}
+    for q in queries:
+        terms = sorted(set(words(q["query"])))
+        match = " OR ".join('"' + t + '"' for t in terms)
+        rows = db.execute("SELECT path FROM t WHERE t MATCH ? ORDER BY bm25(t), path LIMIT 40", (match,)).fetchall()
+        out[q["id"]] = [r[0] for r in rows]
+    return out
+
+
+# ---------------------------------------------------------------------------
+# ctxfs
+
+
+class Replay:
+    def __init__(self, binary, root, data, env, embedder):
+        self.p = subprocess.Popen([binary, "replay", "--root", str(root), "--data", str(data), "--host", "fresh",
+                                   "--embedder", embedder, "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  text=True, bufsize=1, env=env)
+
+    def step(self, obj):
+        self.p.stdin.write(json.dumps(obj) + "\n")
+        self.p.stdin.flush()
+        return json.loads(self.p.stdout.readline())
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait()
+
+
+def ctxfs_files(binary, root, data, mode, queries, embedder, limit, weights=""):
+    env = dict(os.environ, CTXFS_SEARCH_RANKINGS=mode, CTXFS_SEARCH_WEIGHTS=weights)
+    r = Replay(binary, root, data, env, embedder)
+    out, times = {}, []
+    for q in queries:
+        r.step({"event": "new_request", "carries_earlier": False})
+        start = time.perf_counter()
+        answer = r.step({"call": "search", "args": {"query": q["query"], "limit": limit}})
+        times.append(time.perf_counter() - start)
+        files = []
+        for m in PASSAGE.finditer(answer["text"]):
+            path = m.group(1)
+            if path.startswith(str(root) + "/"):
+                rel = path[len(str(root)) + 1:]
+                if rel not in files:
+                    files.append(rel)
+        out[q["id"]] = files
+    r.close()
+    return out, times
+
+
+# ---------------------------------------------------------------------------
+# Metrics
+
+
+def rank(q, files):
+    return next((i for i, f in enumerate(files, 1) if f in q["files"]), None)
+
+
+def metrics(qs, ranking):
+    rs = [rank(q, ranking[q["id"]]) for q in qs]
+    hit = [r for r in rs if r is not None and r <= DEPTH]
+    n = len(rs) or 1
+    return len(hit) / n, sum(1 / r for r in hit) / n
+
+
+def overlap(q, root):
+    """Share of the question's words (function words left out) that occur in its first answer file."""
+    stop = {"a", "an", "the", "of", "to", "in", "on", "for", "and", "or", "is", "are", "be", "by", "with", "as", "at",
+            "it", "its", "this", "that", "from", "when", "if", "into", "not", "no", "do", "does", "how", "what",
+            "which", "where", "so", "they", "them", "my", "own", "one", "all", "every", "each", "can", "may"}
+    terms = {t for t in words(q["query"]) if t not in stop}
+    text = set(words((root / q["files"][0]).read_text(encoding="utf-8", errors="replace")))
+    return sum(t in text for t in terms) / max(1, len(terms))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ctxfs", help="the ctxfs binary (default: cargo build --release)")
+    ap.add_argument("--sets", default="", help="comma-separated crate names (prefixes); default all")
+    ap.add_argument("--modes", default="fused", help="CTXFS_SEARCH_RANKINGS values, comma-separated")
+    ap.add_argument("--embedder", default="static")
+    ap.add_argument("--half", default="all", choices=["held", "tune", "all"])
+    ap.add_argument("--limits", default="10,40")
+    ap.add_argument("--weights", default="", help="CTXFS_SEARCH_WEIGHTS for ctxfs (tuning knob: name=value,...)")
+    ap.add_argument("--work", help="keep copies and indexes here (reused when present)")
+    ap.add_argument("--json", help="write every figure and per-question rank here")
+    ap.add_argument("--show", default="", help="print the questions a mode misses (mode name)")
+    args = ap.parse_args()
+    binary = args.ctxfs or str(build())
+    limits = [int(x) for x in args.limits.split(",")]
+    modes = [m for m in args.modes.split(",") if m]
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="ctxfs-heldout-"))
+    work.mkdir(parents=True, exist_ok=True)
+    report = {"date": time.strftime("%Y-%m-%d %H:%M"), "embedder": args.embedder, "weights": args.weights, "sets": {}}
+    for path in sorted(SETS.glob("*.json")):
+        data = json.loads(path.read_text())
+        crate = data["crate"]
+        if args.sets and not any(crate.startswith(s) for s in args.sets.split(",")):
+            continue
+        root = work / crate
+        if not root.exists():
+            shutil.copytree(crate_dir(crate) / "src", root / "src")
+        root = root.resolve()
+        data_dir = work / f"data-{crate}-{args.embedder}"
+        start = time.perf_counter()
+        res = subprocess.run([binary, "index", "--root", str(root), "--data", str(data_dir), "--embedder", args.embedder],
+                             capture_output=True, text=True)
+        if res.returncode != 0:
+            sys.exit(res.stderr)
+        log(crate, res.stdout.strip().splitlines()[-1] if res.stdout.strip() else "", f"({time.perf_counter() - start:.1f} s)")
+        qs = [q for q in data["questions"] if args.half == "all" or q["half"] == args.half]
+        rankings = {"whole-file BM25 (Python, peer)": bm25_files(root, qs), "FTS5 bm25, whole files (peer)": fts5_files(root, qs)}
+        latency = {}
+        for mode in modes:
+            for limit in limits:
+                name = f"ctxfs {mode}" + ("" if limit == 10 else f" (limit {limit})")
+                rankings[name], times = ctxfs_files(binary, root, data_dir, mode, qs, args.embedder, limit, args.weights)
+                latency[name] = sorted(times)[len(times) // 2] * 1000
+        entry = {"files": len(corpus_files(root)), "questions": len(qs), "rows": {}, "ranks": {},
+                 "overlap_para": sum(overlap(q, root) for q in qs if q["kind"] == "para") / max(1, sum(q["kind"] == "para" for q in qs)),
+                 "overlap_words": sum(overlap(q, root) for q in qs if q["kind"] == "words") / max(1, sum(q["kind"] == "words" for q in qs)),
+                 "latency_p50_ms": latency}
+        for name, ranking in rankings.items():
+            row = {}
+            for half in ("tune", "held"):
+                for kind in ("all", "para", "words"):
+                    sub = [q for q in qs if q["half"] == half and (kind == "all" or q["kind"] == kind)]
+                    if sub:
+                        row[f"{half}/{kind}"] = metrics(sub, ranking)
+            entry["rows"][name] = row
+            entry["ranks"][name] = {q["id"]: rank(q, ranking[q["id"]]) for q in qs}
+        report["sets"][crate] = entry
+        print(f"\n{crate}: {entry['files']} files, {len(qs)} questions; words of a para question found in its answer: "
+              f"{entry['overlap_para']:.2f} (words questions: {entry['overlap_words']:.2f})")
+        cols = [c for c in ("held/all", "held/para", "held/words", "tune/all", "tune/para", "tune/words")
+                if any(c in r for r in entry["rows"].values())]
+        print("| ranking | " + " | ".join(f"{c} R@10 / MRR" for c in cols) + " |")
+        print("|---|" + "---:|" * len(cols))
+        for name, row in entry["rows"].items():
+            print(f"| {name} | " + " | ".join(f"{row[c][0]:.2f} / {row[c][1]:.2f}" if c in row else "–" for c in cols) + " |")
+        for name, ms in latency.items():
+            print(f"latency p50 {name}: {ms:.1f} ms")
+        if args.show:
+            for q in qs:
+                r = entry["ranks"].get(args.show, {}).get(q["id"])
+                if r is None or r > 3:
+                    peer = entry["ranks"]["whole-file BM25 (Python, peer)"][q["id"]]
+                    print(f"  {q['id']} [{q['half']}/{q['kind']}] rank {r} (BM25 {peer}): {q['query']} -> {q['files'][0]}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    if not args.work:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,382 @@
+//! Scoring and fusion for one search over the visible passages: BM25, the best-N selection, and the file-first reciprocal rank fusion; not the store, the refresh or the view.
+//!
+//! Everything here works on indices into the caller's lists (passages are
+//! "units", files are places in the refresh's list), so it never sees a
+//! hidden file: the caller only hands it visible ones, and every statistic is
+//! computed over what it was handed. Ties go by `order` (shown path, line,
+//! place), never by position, so the walk's order changes nothing.
+//!
+//! Fusion (`fuse_flat`, the default): passages are fused by reciprocal rank
+//! of the passage rankings (words, meaning) and of the file rankings
+//! (whole-file BM25, path and tags), a file ranking voting for the file's
+//! opening passage, which is what says what a file is (a module's doc
+//! comment, its imports, its first definitions). So the answer holds the
+//! best passages and the openings of the best files. Two other fusions are
+//! kept for measuring, both below it on the tuning questions
+//! (bench/README.md): `fuse_blend` (a file ranking votes for the file's best
+//! passage instead, at most `per_file` passages a file first) and
+//! `fuse_file_first` (files ranked by a fusion of their own, then each
+//! file's best passage in turn).
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+pub(crate) const BM25_K1: f64 = 1.2;
+pub(crate) const BM25_B: f64 = 0.75;
+
+/// The weights of the fusion and its constant (see the module header).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Weights {
+    /// Reciprocal rank fusion's constant. Lower than the customary 60, so a
+    /// hit near the top of one ranking counts for more than one in the middle
+    /// of several.
+    pub k: f64,
+    /// Passages by words and by meaning.
+    pub words: f64,
+    pub meaning: f64,
+    /// Files by their best passage by words, by their best passage by meaning,
+    /// by whole-file BM25, and by path and tags.
+    pub file_words: f64,
+    pub file_meaning: f64,
+    pub files: f64,
+    pub paths: f64,
+    /// How many passages of one file come before every other ranked file has
+    /// had its turn (0: no cap).
+    pub per_file: f64,
+}
+
+impl Weights {
+    /// Chosen on the tuning halves of bench/search_heldout.py's question sets (bench/README.md).
+    pub const DEFAULT: Weights = Weights {
+        k: 30.0,
+        words: 1.0,
+        meaning: 1.0,
+        file_words: 1.0,
+        file_meaning: 1.0,
+        files: 1.5,
+        paths: 0.5,
+        per_file: 2.0,
+    };
+
+    /// `name=value` pairs, `,`-separated, over the defaults (names as the fields).
+    pub fn parse(text: &str) -> Result<Weights, String> {
+        let mut w = Weights::DEFAULT;
+        for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (name, value) = pair.split_once('=').ok_or_else(|| format!("{pair:?} is not name=value"))?;
+            let value: f64 = value.trim().parse().map_err(|_| format!("{pair:?}: not a number"))?;
+            let slot = match name.trim() {
+                "k" => &mut w.k,
+                "words" => &mut w.words,
+                "meaning" => &mut w.meaning,
+                "file_words" => &mut w.file_words,
+                "file_meaning" => &mut w.file_meaning,
+                "files" => &mut w.files,
+                "paths" => &mut w.paths,
+                "per_file" => &mut w.per_file,
+                other => return Err(format!("{other:?} is not a weight")),
+            };
+            *slot = value;
+        }
+        Ok(w)
+    }
+
+    /// The weights `CTXFS_SEARCH_WEIGHTS` gives, read once: a knob for measuring and tuning, not a user setting.
+    pub fn from_env() -> Weights {
+        static FROM_ENV: std::sync::OnceLock<Weights> = std::sync::OnceLock::new();
+        *FROM_ENV.get_or_init(|| {
+            let text = std::env::var("CTXFS_SEARCH_WEIGHTS").unwrap_or_default();
+            Weights::parse(&text).unwrap_or_else(|e| {
+                tracing::warn!("CTXFS_SEARCH_WEIGHTS: {e}; using the defaults");
+                Weights::DEFAULT
+            })
+        })
+    }
+}
+
+/// BM25's inverse document frequency of a term found in `df` of `n` documents.
+pub(crate) fn idf(n: f64, df: f64) -> f64 {
+    ((n - df + 0.5) / (df + 0.5) + 1.0).ln()
+}
+
+/// One term's BM25 contribution to a document of `len` words (average `avg`) holding it `tf` times.
+pub(crate) fn bm25(idf: f64, tf: f64, len: f64, avg: f64) -> f64 {
+    let norm = 1.0 - BM25_B + BM25_B * len / avg.max(1.0);
+    idf * tf * (BM25_K1 + 1.0) / (tf + BM25_K1 * norm)
+}
+
+/// The `depth` best indices with a positive score, best first; ties by `order`.
+pub(crate) fn top(scores: &[f64], depth: usize, order: &dyn Fn(u32, u32) -> Ordering) -> Vec<u32> {
+    let mut candidates: Vec<u32> = (0..scores.len() as u32).filter(|i| scores[*i as usize] > 0.0).collect();
+    let cmp = |a: &u32, b: &u32| scores[*b as usize].total_cmp(&scores[*a as usize]).then_with(|| order(*a, *b));
+    if candidates.len() > depth {
+        candidates.select_nth_unstable_by(depth, cmp);
+        candidates.truncate(depth);
+    }
+    candidates.sort_by(cmp);
+    candidates
+}
+
+/// Every unit with a vector (`u16::MAX`: none).
+pub(crate) fn select_all(agree: &[u16]) -> Vec<u32> {
+    (0..agree.len() as u32).filter(|i| agree[*i as usize] != u16::MAX).collect()
+}
+
+/// The `n` units whose codes agree most with the query's; ties at the
+/// threshold go by `order` (path, line, place), so the choice depends on the
+/// visible units alone. A histogram of the agreements finds the threshold in
+/// one pass, without sorting a million units.
+pub(crate) fn select_most(agree: &[u16], dims: usize, n: usize, order: &dyn Fn(u32, u32) -> Ordering) -> Vec<u32> {
+    let mut histogram = vec![0usize; dims + 1];
+    for a in agree.iter().filter(|a| **a != u16::MAX) {
+        histogram[(*a as usize).min(dims)] += 1;
+    }
+    if histogram.iter().sum::<usize>() <= n {
+        return select_all(agree);
+    }
+    // The highest agreement `t` with at least `n` units at or above it.
+    let (mut t, mut at_or_above) = (dims, 0);
+    loop {
+        at_or_above += histogram[t];
+        if at_or_above >= n || t == 0 {
+            break;
+        }
+        t -= 1;
+    }
+    let mut out: Vec<u32> =
+        (0..agree.len() as u32).filter(|i| agree[*i as usize] != u16::MAX && agree[*i as usize] as usize > t).collect();
+    let mut ties: Vec<u32> = (0..agree.len() as u32).filter(|i| agree[*i as usize] as usize == t).collect();
+    let room = n - out.len();
+    if ties.len() > room {
+        ties.select_nth_unstable_by(room, |a, b| order(*a, *b));
+        ties.truncate(room);
+    }
+    out.extend(ties);
+    out
+}
+
+/// Each file's best score among its units (files own the units `starts[f]..starts[f + 1]`).
+pub(crate) fn best_per_file(unit_scores: &[f64], starts: &[u32]) -> Vec<f64> {
+    starts.windows(2).map(|w| unit_scores[w[0] as usize..w[1] as usize].iter().copied().fold(0.0, f64::max)).collect()
+}
+
+/// Reciprocal rank fusion of weighted rankings of indices, with the constant `k`.
+fn rrf(rankings: &[(f64, Vec<u32>)], k: f64) -> HashMap<u32, f64> {
+    let mut fused: HashMap<u32, f64> = HashMap::new();
+    for (weight, ranking) in rankings {
+        for (rank, i) in ranking.iter().enumerate() {
+            *fused.entry(*i).or_default() += weight / (k + rank as f64 + 1.0);
+        }
+    }
+    fused
+}
+
+/// What file-first fusion needs to know about the units and files.
+pub(crate) struct Layout<'a> {
+    /// The file of each unit.
+    pub unit_file: &'a [u32],
+    /// File `f` owns units `starts[f]..starts[f + 1]`.
+    pub starts: &'a [u32],
+    /// Ties between units: shown path, line, place.
+    pub unit_order: &'a dyn Fn(u32, u32) -> Ordering,
+    /// Ties between files: shown path.
+    pub file_order: &'a dyn Fn(u32, u32) -> Ordering,
+    /// The passage to show for a file that no passage ranking reached.
+    pub fallback: &'a dyn Fn(u32) -> u32,
+    /// Reciprocal rank fusion's constant.
+    pub k: f64,
+}
+
+/// The first `limit` units, best passages of the best files first (see the module header).
+pub(crate) fn fuse_file_first(
+    passages: &[(f64, Vec<u32>)],
+    files: &[(f64, Vec<u32>)],
+    layout: &Layout<'_>,
+    limit: usize,
+) -> Vec<u32> {
+    let passage_score = rrf(passages, layout.k);
+    let file_score = rrf(files, layout.k);
+    let mut ranked_files: Vec<(u32, f64)> = file_score.iter().map(|(f, s)| (*f, *s)).collect();
+    // A file reached only through its passages still counts, below every file a file ranking reached.
+    let mut only_passages: Vec<u32> = passage_score
+        .keys()
+        .map(|unit| layout.unit_file[*unit as usize])
+        .filter(|file| !file_score.contains_key(file))
+        .collect();
+    only_passages.sort_unstable();
+    only_passages.dedup();
+    ranked_files.extend(only_passages.into_iter().map(|file| (file, 0.0)));
+    ranked_files.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| (layout.file_order)(a.0, b.0)));
+    let mut per_file: Vec<Vec<u32>> = ranked_files
+        .iter()
+        .map(|(file, _)| {
+            let range = layout.starts[*file as usize]..layout.starts[*file as usize + 1];
+            let mut own: Vec<u32> = range.filter(|u| passage_score.contains_key(u)).collect();
+            own.sort_by(|a, b| passage_score[b].total_cmp(&passage_score[a]).then_with(|| (layout.unit_order)(*a, *b)));
+            if own.is_empty() {
+                own.push((layout.fallback)(*file));
+            }
+            own
+        })
+        .collect();
+    let mut out = Vec::with_capacity(limit);
+    let mut round = 0;
+    while out.len() < limit {
+        let mut any = false;
+        for own in per_file.iter_mut() {
+            if let Some(unit) = own.get(round) {
+                any = true;
+                out.push(*unit);
+                if out.len() == limit {
+                    break;
+                }
+            }
+        }
+        if !any {
+            break;
+        }
+        round += 1;
+    }
+    out
+}
+
+/// The first `limit` units of the blended fusion (the default): passages by
+/// reciprocal rank fusion of the passage rankings, each file ranking voting
+/// for its file's best passage (the best by those rankings, else
+/// `layout.fallback`); at most `per_file` passages of a file come before
+/// every other voted-for passage has had its place (0: no cap).
+pub(crate) fn fuse_blend(
+    passages: &[(f64, Vec<u32>)],
+    files: &[(f64, Vec<u32>)],
+    layout: &Layout<'_>,
+    per_file: usize,
+    limit: usize,
+) -> Vec<u32> {
+    let passage_score = rrf(passages, layout.k);
+    let mut best: HashMap<u32, u32> = HashMap::new();
+    for (&unit, score) in &passage_score {
+        let file = layout.unit_file[unit as usize];
+        let better = match best.get(&file) {
+            None => true,
+            Some(&other) => {
+                score.total_cmp(&passage_score[&other]).then_with(|| (layout.unit_order)(other, unit)).is_gt()
+            }
+        };
+        if better {
+            best.insert(file, unit);
+        }
+    }
+    let mut score = passage_score.clone();
+    for (weight, ranking) in files {
+        for (rank, file) in ranking.iter().enumerate() {
+            let unit = best.get(file).copied().unwrap_or_else(|| (layout.fallback)(*file));
+            *score.entry(unit).or_default() += weight / (layout.k + rank as f64 + 1.0);
+        }
+    }
+    let mut ordered: Vec<(u32, f64)> = score.into_iter().collect();
+    ordered.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| (layout.unit_order)(a.0, b.0)));
+    if per_file == 0 {
+        return ordered.into_iter().take(limit).map(|(u, _)| u).collect();
+    }
+    let mut taken: HashMap<u32, usize> = HashMap::new();
+    let (mut out, mut later) = (Vec::with_capacity(limit), Vec::new());
+    for (unit, _) in ordered {
+        let count = taken.entry(layout.unit_file[unit as usize]).or_default();
+        *count += 1;
+        if *count <= per_file {
+            out.push(unit);
+            if out.len() == limit {
+                return out;
+            }
+        } else {
+            later.push(unit);
+        }
+    }
+    out.extend(later.into_iter().take(limit - out.len()));
+    out
+}
+
+/// The first `limit` units by plain reciprocal rank fusion of passage rankings (ties by `order`).
+pub(crate) fn fuse_flat(
+    rankings: &[(f64, Vec<u32>)],
+    k: f64,
+    order: &dyn Fn(u32, u32) -> Ordering,
+    limit: usize,
+) -> Vec<u32> {
+    let mut ordered: Vec<(u32, f64)> = rrf(rankings, k).into_iter().collect();
+    ordered.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| order(a.0, b.0)));
+    ordered.into_iter().take(limit).map(|(u, _)| u).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn select_most_is_the_top_by_agreement_then_order() {
+        let mut state = 7u64;
+        let agree: Vec<u16> = (0..5000)
+            .map(|_| {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                if state >> 60 == 0 {
+                    u16::MAX
+                } else {
+                    ((state >> 33) % 40) as u16
+                }
+            })
+            .collect();
+        // An order unrelated to the index, so ties are not settled by position.
+        let order = |a: u32, b: u32| {
+            (a.wrapping_mul(2654435761) % 1000).cmp(&(b.wrapping_mul(2654435761) % 1000)).then(a.cmp(&b))
+        };
+        for n in [1, 10, 500, 4000, 6000] {
+            let mut expected = select_all(&agree);
+            expected.sort_by(|a, b| agree[*b as usize].cmp(&agree[*a as usize]).then_with(|| order(*a, *b)));
+            expected.truncate(n);
+            expected.sort();
+            let mut got = select_most(&agree, 39, n, &order);
+            got.sort();
+            assert_eq!(got, expected, "n = {n}");
+        }
+    }
+
+    #[test]
+    fn file_first_shows_the_best_passage_of_each_file_before_second_ones() {
+        // Three files: 0 owns units 0-2, 1 owns 3-4, 2 owns 5.
+        let unit_file = [0, 0, 0, 1, 1, 2];
+        let starts = [0, 3, 5, 6];
+        let by_index = |a: u32, b: u32| a.cmp(&b);
+        let layout = Layout {
+            unit_file: &unit_file,
+            starts: &starts,
+            unit_order: &by_index,
+            file_order: &by_index,
+            fallback: &|f| starts[f as usize],
+            k: 30.0,
+        };
+        // Passages: 1 then 2 (file 0), then 4 (file 1). Files: 1 first, then 0, then 2 (no passage ranked).
+        let passages = [(1.0, vec![1, 2, 4])];
+        let files = [(1.0, vec![1, 0, 2])];
+        assert_eq!(fuse_file_first(&passages, &files, &layout, 10), vec![4, 1, 5, 2]);
+        assert_eq!(fuse_file_first(&passages, &files, &layout, 2), vec![4, 1]);
+        // A file only passages reach comes after the ranked ones.
+        assert_eq!(fuse_file_first(&passages, &[(1.0, vec![2])], &layout, 10), vec![5, 1, 4, 2]);
+        assert_eq!(fuse_flat(&passages, 30.0, &by_index, 2), vec![1, 2]);
+        // Blended: a file's vote goes to its best passage; at most one passage a file before the others.
+        let blended = fuse_blend(&[(1.0, vec![1, 2, 4])], &[(1.0, vec![2, 1])], &layout, 1, 10);
+        assert_eq!(blended, vec![4, 1, 5, 2]);
+        assert_eq!(fuse_blend(&[(1.0, vec![1, 2, 4])], &[], &layout, 0, 10), vec![1, 2, 4]);
+    }
+
+    #[test]
+    fn weights_parse_over_the_defaults() {
+        assert_eq!(Weights::parse("").unwrap(), Weights::DEFAULT);
+        let w = Weights::parse("files=2, k=60").unwrap();
+        assert_eq!((w.files, w.k, w.words), (2.0, 60.0, Weights::DEFAULT.words));
+        assert!(Weights::parse("vibes=1").is_err() && Weights::parse("files").is_err());
+    }
+
+    #[test]
+    fn best_per_file_takes_the_maximum_of_each_files_units() {
+        assert_eq!(best_per_file(&[0.5, 2.0, 0.0, 1.0, 0.0], &[0, 2, 4, 5]), vec![2.0, 1.0, 0.0]);
+    }
+}
