@@ -200,9 +200,9 @@ H.test('a server that exits with restart = "always": restarted without a questio
   no_lua_errors()
 end)
 
-H.test('a server that cannot serve (data directory inside the project) says why', function()
+H.test('a server that cannot serve (the project itself as its data directory) says why', function()
   reset()
-  require('ctxfs').setup({ binary = H.bin, data = root .. '/data' })
+  require('ctxfs').setup({ binary = H.bin, data = root })
   vim.cmd.edit(root .. '/a.txt')
   H.wait(function()
     return #H.messages_matching('cannot serve') >= 1
