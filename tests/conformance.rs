@@ -50,6 +50,11 @@ fn gate() {
 }
 
 #[test]
+fn arguments() {
+    run_area("arguments");
+}
+
+#[test]
 fn edits() {
     run_area("edits");
 }

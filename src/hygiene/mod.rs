@@ -340,6 +340,20 @@ impl Hygiene {
                     Some(n) => (n as usize).min(RECALL_WINDOW),
                 };
                 let (first, last, total, body) = window(&full, offset.unwrap_or(1) as usize, limit);
+                if first > total && total > 0 {
+                    // As a read past the end of a file: an error that says how long it is.
+                    let lines = if total == 1 { "line" } else { "lines" };
+                    let text = format!("Offset {first} is past the end of {}, which has {total} {lines}.", id_text(n));
+                    let shown = format!("[{id_str}] {text}");
+                    let meta = ResultMeta {
+                        tool: "recall".into(),
+                        is_error: true,
+                        title: shown.clone(),
+                        ..ResultMeta::default()
+                    };
+                    self.keep(id, &meta, &text);
+                    return Shown { id: id_str, text: shown, is_error: true };
+                }
                 let text = format!("[{id_str} recall {} lines {first}-{last} of {total}]\n{body}", id_text(n));
                 let title = text.lines().next().unwrap_or_default().to_string();
                 self.keep(id, &ResultMeta { tool: "recall".into(), title, ..ResultMeta::default() }, &body);

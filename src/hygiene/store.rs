@@ -214,9 +214,23 @@ pub struct SqliteStore {
 const ID_BLOCK: u64 = 64;
 
 fn connect(path: &std::path::Path) -> anyhow::Result<rusqlite::Connection> {
+    use anyhow::Context;
     let db = rusqlite::Connection::open(path)?;
     db.busy_timeout(std::time::Duration::from_secs(10))?;
-    db.pragma_update(None, "journal_mode", "WAL")?;
+    // Turning a new database to WAL needs it alone, and SQLite answers "busy" at once
+    // (without its busy wait) while another connection is doing the same: try again a while.
+    let mut tries = 0;
+    loop {
+        match db.pragma_update(None, "journal_mode", "WAL") {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy && tries < 1000 =>
+            {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => break other.context("setting the journal mode")?,
+        }
+    }
     db.pragma_update(None, "synchronous", "NORMAL")?;
     Ok(db)
 }
@@ -243,8 +257,22 @@ fn has_table(db: &rusqlite::Connection, table: &str) -> rusqlite::Result<bool> {
     Ok(found.is_some())
 }
 
-/// Creates the tables, and brings a database of an earlier version up to date.
+/// Creates the tables, and brings a database of an earlier version up to date, in one
+/// transaction taken for writing at once: two processes (or a session and the background
+/// prune) opening a database of an earlier version never both add the same column.
 fn prepare(db: &rusqlite::Connection) -> anyhow::Result<()> {
+    use anyhow::Context;
+    db.execute_batch("BEGIN IMMEDIATE").context("taking the database for its set-up")?;
+    match prepare_tables(db).context("setting up the tables") {
+        Ok(()) => Ok(db.execute_batch("COMMIT")?),
+        Err(e) => {
+            let _ = db.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
+
+fn prepare_tables(db: &rusqlite::Connection) -> anyhow::Result<()> {
     db.execute_batch(
         "CREATE TABLE IF NOT EXISTS sessions (
              id TEXT PRIMARY KEY,
@@ -752,6 +780,31 @@ mod tests {
         assert_eq!((listed[0].lines, listed[0].size), (2, 13));
         let other = SqliteStore::open(&path, "s2").unwrap();
         assert_eq!(other.get(1).unwrap(), None);
+    }
+
+    #[test]
+    fn many_opening_a_new_database_at_once_all_succeed() {
+        // Sessions and the background prune open the database together at a process's
+        // start; the one that creates the tables must not race the others' checks.
+        for round in 0..8 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("sessions.db");
+            let barrier = std::sync::Barrier::new(6);
+            std::thread::scope(|scope| {
+                for n in 0..6 {
+                    let (path, barrier) = (&path, &barrier);
+                    scope.spawn(move || {
+                        barrier.wait();
+                        if n % 2 == 0 {
+                            SqliteStore::open(path, &format!("s{n}")).map(drop)
+                        } else {
+                            prune(path, Retention::default(), true).map(drop)
+                        }
+                        .unwrap_or_else(|e| panic!("round {round}, opener {n}: {e:#}"));
+                    });
+                }
+            });
+        }
     }
 
     #[test]

@@ -103,8 +103,9 @@ pub fn read(ctx: &mut Ctx<'_>, params: ReadParams) -> ToolResult {
     };
     if total > 0 && offset as usize > total {
         return Err(ToolError::Message(format!(
-            "Offset {offset} is past the end of {}, which has {total} lines.",
-            target.path
+            "Offset {offset} is past the end of {}, which has {total} line{}.",
+            target.path,
+            if total == 1 { "" } else { "s" }
         )));
     }
     let first = offset as usize;

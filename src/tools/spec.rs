@@ -126,9 +126,123 @@ fn schema_of<T: Tool>() -> schemars::Schema {
 }
 
 /// Arguments as the tool's typed parameters, or an error the model can act on.
+///
+/// Models often send numbers and booleans as strings (`"offset": "2"`): where the
+/// schema wants a number or a boolean, such a string is taken as one. An argument the
+/// tool does not have is named with the parameter it most likely meant; a value of the
+/// wrong kind is named with the kind wanted, in plain words.
 pub fn parse<T: Tool>(args: serde_json::Value) -> Result<T::Params, ToolError> {
-    let args = if args.is_null() { serde_json::Value::Object(Default::default()) } else { args };
+    let mut args = if args.is_null() { serde_json::Value::Object(Default::default()) } else { args };
+    let schema = schema_of::<T>();
+    let properties = schema.as_value().get("properties").and_then(serde_json::Value::as_object);
+    if let (Some(given), Some(properties)) = (args.as_object_mut(), properties) {
+        for (key, value) in given.iter_mut() {
+            let Some(property) = properties.get(key) else {
+                return Err(unknown_argument(T::NAME, key, properties));
+            };
+            coerce(value, property);
+            if let Some(problem) = kind_problem(value, property) {
+                return Err(ToolError::Message(format!("Invalid arguments for {}: `{key}` {problem}.", T::NAME)));
+            }
+        }
+    }
     serde_json::from_value::<T::Params>(args).map_err(|e| args_error(T::NAME, &e))
+}
+
+/// The JSON types a property's schema allows (`null` for an optional one); none when it
+/// names them otherwise (a reference, a choice of values).
+fn schema_types(property: &serde_json::Value) -> Vec<&str> {
+    match property.get("type") {
+        Some(serde_json::Value::String(one)) => vec![one.as_str()],
+        Some(serde_json::Value::Array(many)) => many.iter().filter_map(serde_json::Value::as_str).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// A string where the schema wants a number or a boolean, taken as one when it reads as one.
+fn coerce(value: &mut serde_json::Value, property: &serde_json::Value) {
+    let serde_json::Value::String(text) = &*value else { return };
+    let types = schema_types(property);
+    let text = text.trim();
+    let number = if types.contains(&"integer") {
+        text.parse::<i64>().ok().map(serde_json::Value::from)
+    } else if types.contains(&"number") {
+        text.parse::<f64>().ok().and_then(serde_json::Number::from_f64).map(serde_json::Value::Number)
+    } else {
+        None
+    };
+    let boolean = types.contains(&"boolean").then(|| text.parse::<bool>().ok().map(serde_json::Value::Bool)).flatten();
+    if let Some(taken) = number.or(boolean) {
+        *value = taken;
+    }
+}
+
+/// What is wrong with a value of the wrong kind, or below the schema's minimum.
+fn kind_problem(value: &serde_json::Value, property: &serde_json::Value) -> Option<String> {
+    use serde_json::Value;
+    let types = schema_types(property);
+    if types.is_empty() {
+        return None;
+    }
+    let fits = |t: &str| match t {
+        "integer" => value.is_i64() || value.is_u64(),
+        "number" => value.is_number(),
+        "boolean" => value.is_boolean(),
+        "string" => value.is_string(),
+        "array" => value.is_array(),
+        "object" => value.is_object(),
+        "null" => value.is_null(),
+        _ => true,
+    };
+    if !types.iter().any(|t| fits(t)) {
+        let wanted: Vec<&str> = types
+            .iter()
+            .filter_map(|t| match *t {
+                "integer" => Some("a whole number"),
+                "number" => Some("a number"),
+                "boolean" => Some("true or false"),
+                "string" => Some("a string"),
+                "array" => Some("a list"),
+                "object" => Some("an object"),
+                _ => None,
+            })
+            .collect();
+        let given = match value {
+            Value::Null => "null".to_string(),
+            Value::String(s) => format!("the string {s:?}"),
+            Value::Array(_) => "a list".to_string(),
+            Value::Object(_) => "an object".to_string(),
+            other => other.to_string(),
+        };
+        return Some(format!("must be {}, not {given}", wanted.join(" or ")));
+    }
+    let minimum = property.get("minimum").and_then(Value::as_f64)?;
+    let number = value.as_f64()?;
+    (number < minimum).then(|| format!("must be at least {minimum}, not {value}"))
+}
+
+/// An argument the tool does not have: the closest parameter, and the list of them.
+fn unknown_argument(tool: &str, key: &str, properties: &serde_json::Map<String, serde_json::Value>) -> ToolError {
+    let names: Vec<&str> = properties.keys().map(String::as_str).collect();
+    let likeness = |name: &str| {
+        let (a, b) = (key.to_ascii_lowercase(), name.to_ascii_lowercase());
+        // A parameter the argument starts with or ends with (`output_mode`, `path_name`) is meant.
+        let contained = a.starts_with(&b) || a.ends_with(&b) || b.starts_with(&a);
+        if contained {
+            1.0
+        } else {
+            strsim::jaro_winkler(&a, &b)
+        }
+    };
+    let best = names.iter().map(|n| (likeness(n), *n)).max_by(|x, y| x.0.total_cmp(&y.0));
+    let hint = match best {
+        Some((score, name)) if score >= 0.8 => format!(" Did you mean `{name}`?"),
+        _ => String::new(),
+    };
+    ToolError::Message(format!(
+        "Invalid arguments for {tool}: it has no argument `{key}`.{hint} Its arguments: {}.",
+        names.join(", ")
+    ))
 }
 
 fn parse_and_run<T: Tool>(ctx: &mut Ctx<'_>, args: serde_json::Value) -> ToolResult {
@@ -174,7 +288,25 @@ impl ToolDef {
 
 /// An argument error, in words the model can act on.
 pub fn args_error(tool: &str, error: &serde_json::Error) -> ToolError {
-    ToolError::Message(format!("Invalid arguments for {tool}: {error}."))
+    let text = error.to_string();
+    // Serde's words, said plainly: the field names stay, the Rust type names go.
+    let plain = if let Some(field) = text.strip_prefix("missing field ").map(|f| f.trim_matches('`')) {
+        format!("`{field}` is required")
+    } else if let Some(rest) = text.strip_prefix("unknown variant ") {
+        // "unknown variant `lines`, expected one of `content`, `files`, `count`"
+        let (given, choices) = rest.split_once(", expected one of ").unwrap_or((rest, ""));
+        format!("{given} is not one of the choices ({choices})")
+    } else {
+        let mut plain = text.replace("invalid type: ", "wrong kind of value: ").replace("invalid value: ", "");
+        for rust in ["u64", "u32", "u16", "u8", "usize"] {
+            plain = plain.replace(&format!("expected {rust}"), "expected a whole number of at least 0");
+        }
+        for rust in ["i64", "i32"] {
+            plain = plain.replace(&format!("expected {rust}"), "expected a whole number");
+        }
+        plain
+    };
+    ToolError::Message(format!("Invalid arguments for {tool}: {plain}."))
 }
 
 /// recall: answered from the session's stored results (by `hygiene`).
