@@ -110,8 +110,9 @@ pub struct Hygiene {
     store: Box<dyn ResultStore>,
     /// Full reads in the dedupe table, oldest first.
     table_reads: Vec<ReadRecord>,
-    /// Listings and searches in the dedupe table, by canonical call.
-    table_searches: HashMap<String, SearchRecord>,
+    /// Listings and searches in the dedupe table, by canonical call: each result
+    /// of that call still in the table, oldest first.
+    table_searches: HashMap<String, Vec<SearchRecord>>,
     /// Full reads since the last compaction, in turns still in the history.
     history: Vec<ReadRecord>,
 }
@@ -247,11 +248,16 @@ impl Hygiene {
             Outcome::Read(read) => {
                 let head = read_bracket(&id_str, &read);
                 let body = read_body(&read);
-                match self.stub_for(&read) {
-                    Some(earlier) => {
+                let full = body.render_capped(&head, &id_str, false);
+                let earlier = self.stub_for(&read).map(|e| (e.id, e.first, e.last));
+                // Only the content hash decides (a file changed and changed back is a stub too).
+                let stubbed = earlier.map(|(earlier, first, last)| {
+                    Body::inline(read_stub(&id_text(earlier), first, last)).render_capped(&head, &id_str, false)
+                });
+                match stubbed {
+                    Some(short) => {
                         stub = true;
-                        let sentence = read_stub(&id_text(earlier.id), earlier.first, earlier.last);
-                        (body.stored(), Body::inline(sentence).render_capped(&head, &id_str, false))
+                        (body.stored(), short)
                     }
                     None => {
                         let record = ReadRecord {
@@ -274,7 +280,7 @@ impl Hygiene {
                             self.history.drain(..self.history.len() - MAX_HISTORY);
                         }
                         // Reads are not capped: they have their own window.
-                        (body.stored(), body.render_capped(&head, &id_str, false))
+                        (body.stored(), full)
                     }
                 }
             }
@@ -283,21 +289,22 @@ impl Hygiene {
                 if crate::tools::spec::find(tool).is_some_and(|t| t.traits.dedupes) {
                     let key = format!("{tool} {}", canonical_json(args));
                     let body_sha = crate::tools::sha256(body.stored().as_bytes());
-                    match self.table_searches.get(&key) {
-                        Some(earlier) if earlier.body_sha == body_sha => {
-                            let shown = format!("{plain} Same result as {}.", id_text(earlier.id));
+                    // Any result of the same call still in the table counts, not only the newest
+                    // (grep, edit, grep, undo, grep: the third grep is the first's result again).
+                    let same = self
+                        .table_searches
+                        .get(&key)
+                        .and_then(|earlier| earlier.iter().rev().find(|e| e.body_sha == body_sha))
+                        .map(|e| e.id);
+                    match same {
+                        Some(earlier) => {
+                            let shown = format!("{plain} Same result as {}.", id_text(earlier));
                             let answer = Shown { id: id_str, text: shown, is_error: false };
                             return Shaped { id, answer, path, stored: body.stored(), stub: true, capped: false };
                         }
-                        _ => {
-                            self.table_searches.insert(key, SearchRecord { id, body_sha });
-                            if self.table_searches.len() > MAX_TABLE_SEARCHES {
-                                let oldest =
-                                    self.table_searches.iter().min_by_key(|(_, s)| s.id).map(|(k, _)| k.clone());
-                                if let Some(oldest) = oldest {
-                                    self.table_searches.remove(&oldest);
-                                }
-                            }
+                        None => {
+                            self.table_searches.entry(key).or_default().push(SearchRecord { id, body_sha });
+                            self.bound_searches();
                         }
                     }
                 }
@@ -315,6 +322,24 @@ impl Hygiene {
         };
         let answer = Shown { id: id_str, text: shown, is_error: false };
         Shaped { id, answer, path, stored, stub, capped }
+    }
+
+    /// Keeps the dedupe table's listings and searches within their bound, oldest out first.
+    fn bound_searches(&mut self) {
+        while self.table_searches.values().map(Vec::len).sum::<usize>() > MAX_TABLE_SEARCHES {
+            let oldest = self
+                .table_searches
+                .iter()
+                .filter_map(|(key, records)| records.first().map(|r| (r.id, key.clone())))
+                .min_by_key(|(id, _)| *id);
+            let Some((_, key)) = oldest else { break };
+            if let Some(records) = self.table_searches.get_mut(&key) {
+                records.remove(0);
+                if records.is_empty() {
+                    self.table_searches.remove(&key);
+                }
+            }
+        }
     }
 
     /// The earlier full read in the table that an unchanged re-read lies within.
@@ -385,7 +410,10 @@ impl Hygiene {
     /// (an undo, a rewind, a regenerated turn). Ids are never reused.
     pub fn rewind(&mut self, id: u64) {
         self.table_reads.retain(|r| r.id <= id);
-        self.table_searches.retain(|_, s| s.id <= id);
+        for records in self.table_searches.values_mut() {
+            records.retain(|s| s.id <= id);
+        }
+        self.table_searches.retain(|_, records| !records.is_empty());
         self.history.retain(|r| r.id <= id);
     }
 
