@@ -358,10 +358,22 @@ fn main() -> ExitCode {
     }
 }
 
+/// Started by hand in a terminal, a server says what it waits for (on stderr: stdout is the protocol).
+fn waiting_note(command: &str, client: &str) {
+    use std::io::IsTerminal;
+    if std::io::stdin().is_terminal() {
+        eprintln!(
+            "{command}: waiting for {client} on stdin. It is a server: a client starts it and speaks to it \
+             (the README shows the configurations). Ctrl-D or Ctrl-C ends it."
+        );
+    }
+}
+
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Mcp { posture, session, link } => {
             let engine = Arc::new(posture.engine(Mode::Ask)?);
+            waiting_note("ctxfs mcp", "an MCP client (an agent or editor)");
             // One thread for the protocol: calls run one at a time in the
             // blocking pool anyway, and a second worker only costs wake-ups.
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -378,6 +390,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Lsp { defaults, stdio: _ } => {
             let defaults = defaults.defaults()?;
+            waiting_note("ctxfs lsp", "an editor's LSP client");
             let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             let served = runtime.block_on(ctxfs::lsp::serve_stdio(defaults));
             // After `exit` nothing more is answered; stdin's reader may still be

@@ -117,3 +117,87 @@ fn a_data_directory_inside_the_root_is_hidden_not_refused() {
     assert!(!ok, "a write into the data directory is refused:\n{out}");
     assert!(!data.join("x.txt").exists());
 }
+
+/// A start directory outside the boundary is read as the boundary (as the
+/// reference says), and the user is told so on stderr rather than left to guess.
+#[test]
+fn a_start_outside_the_root_is_said_and_read_as_the_root() {
+    let root = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("a.txt"), "a\n").unwrap();
+    let run = |start: &str| {
+        Command::new(CTXFS)
+            .args(["call", "--root"])
+            .arg(root.path())
+            .arg("--data")
+            .arg(data.path())
+            .args(["--start", start, "read", r#"{"file_path": "a.txt"}"#])
+            .output()
+            .unwrap()
+    };
+    for outside in ["/", "..", "../.."] {
+        let output = run(outside);
+        assert!(output.status.success(), "--start {outside}: {}", String::from_utf8_lossy(&output.stderr));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(&format!("the start directory {outside} lies outside the boundary")), "{stderr}");
+        assert!(stderr.contains("sessions start at the boundary"), "{stderr}");
+        assert!(String::from_utf8_lossy(&output.stdout).contains("1: a"), "a.txt is read from the boundary");
+    }
+    let inside = run(".");
+    assert!(!String::from_utf8_lossy(&inside.stderr).contains("outside the boundary"), "inside: no note");
+}
+
+/// `ctxfs mcp` started by hand in a terminal says on stderr that it waits for a
+/// client; given a pipe (as clients do) it says nothing there.
+#[test]
+fn a_server_started_in_a_terminal_says_it_waits_for_a_client() {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    let root = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let pty = rustix::pty::openpt(rustix::pty::OpenptFlags::RDWR | rustix::pty::OpenptFlags::NOCTTY).unwrap();
+    rustix::pty::grantpt(&pty).unwrap();
+    rustix::pty::unlockpt(&pty).unwrap();
+    let name = rustix::pty::ptsname(&pty, Vec::new()).unwrap();
+    let terminal = std::fs::OpenOptions::new().read(true).write(true).open(name.to_str().unwrap()).unwrap();
+    let mut child = Command::new(CTXFS)
+        .args(["mcp", "--root"])
+        .arg(root.path())
+        .arg("--data")
+        .arg(data.path())
+        .stdin(terminal)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut first = Vec::new();
+        let mut byte = [0u8; 1];
+        while stderr.read(&mut byte).unwrap_or(0) == 1 && byte[0] != b'\n' {
+            first.push(byte[0]);
+        }
+        let _ = sender.send(first);
+    });
+    // A guard against a hang only (the server waits for its client forever), not a measure.
+    let first = receiver.recv_timeout(std::time::Duration::from_secs(60));
+    let pgid = rustix::process::Pid::from_child(&child);
+    let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+    let _ = child.wait();
+    drop(pty);
+    let first = first.expect("ctxfs mcp said nothing on stderr");
+    let first = String::from_utf8_lossy(&first);
+    assert!(first.starts_with("ctxfs mcp: waiting for an MCP client"), "{first}");
+
+    let piped = Command::new(CTXFS)
+        .args(["mcp", "--root"])
+        .arg(root.path())
+        .arg("--data")
+        .arg(data.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&piped.stderr).contains("waiting for"), "a pipe gets no note");
+}

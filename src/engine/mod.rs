@@ -258,6 +258,15 @@ impl Engine {
         if !host_root.is_dir() {
             bail!("{} is not a directory", host_root.display());
         }
+        // A start directory outside the boundary is read as the boundary (filesystem.md,
+        // Instruction files), and the user who gave it is told so.
+        if let Some(given) = &start {
+            if !VPath::resolve(&vroot, given).is_ok_and(|s| s.starts_with(&vroot)) {
+                tracing::warn!(
+                    "the start directory {given} lies outside the boundary {vroot}: sessions start at the boundary"
+                );
+            }
+        }
         // Checked before anything is created: a refused data directory leaves nothing behind.
         let data_dir = canonical_to_be(&data_dir)?;
         let mut view = view;
