@@ -37,6 +37,13 @@ fn drop_null_options(value: &mut serde_json::Value) {
     if map.get("default") == Some(&Value::Null) {
         map.remove("default");
     }
+    // schemars names Rust's number types as formats (`uint64`); JSON Schema defines no
+    // such formats and strict validators (Ajv) refuse the schema. `minimum` says the rest.
+    const RUST_NUMBER_FORMATS: [&str; 11] =
+        ["uint", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float", "double"];
+    if map.get("format").and_then(Value::as_str).is_some_and(|f| RUST_NUMBER_FORMATS.contains(&f)) {
+        map.remove("format");
+    }
     if let Some(Value::Array(types)) = map.get_mut("type") {
         types.retain(|t| t != "null");
         if types.len() == 1 {
@@ -71,6 +78,33 @@ pub fn dispatch(ctx: &mut Ctx<'_>, tool: &str, args: serde_json::Value) -> ToolR
         None => {
             let names: Vec<&str> = spec::names().collect();
             Err(ToolError::Message(format!("Unknown tool {tool:?}. The tools are: {}.", names.join(", "))))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every tool schema validates under strict validators: no format JSON Schema does not define.
+    #[test]
+    fn schemas_hold_only_formats_json_schema_defines() {
+        fn formats(value: &serde_json::Value, out: &mut Vec<String>) {
+            match value {
+                serde_json::Value::Object(map) => {
+                    if let Some(f) = map.get("format").and_then(serde_json::Value::as_str) {
+                        out.push(f.to_string());
+                    }
+                    map.values().for_each(|v| formats(v, out));
+                }
+                serde_json::Value::Array(items) => items.iter().for_each(|v| formats(v, out)),
+                _ => {}
+            }
+        }
+        const DEFINED: [&str; 8] = ["date-time", "date", "time", "email", "uri", "uuid", "hostname", "regex"];
+        for tool in super::tools() {
+            let mut found = Vec::new();
+            formats(&tool.input_schema, &mut found);
+            found.retain(|f| !DEFINED.contains(&f.as_str()));
+            assert!(found.is_empty(), "{}: formats {found:?}", tool.name);
         }
     }
 }
