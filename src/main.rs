@@ -425,13 +425,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Replay { posture, script } => {
             let engine = posture.engine(Mode::Trust)?;
             let stdout = std::io::stdout().lock();
-            if script.as_os_str() == "-" {
-                ctxfs::cli::replay::run(&engine, std::io::stdin().lock(), stdout)?;
+            let all_known = if script.as_os_str() == "-" {
+                ctxfs::cli::replay::run(&engine, std::io::stdin().lock(), stdout)?
             } else {
                 let file = std::fs::File::open(&script).with_context(|| format!("cannot open {}", script.display()))?;
-                ctxfs::cli::replay::run(&engine, std::io::BufReader::new(file), stdout)?;
+                ctxfs::cli::replay::run(&engine, std::io::BufReader::new(file), stdout)?
+            };
+            if !all_known {
+                eprintln!("ctxfs replay: some lines were not steps it knows (their answers say which)");
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(if all_known { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         Command::Demo => {
             ctxfs::cli::demo::run(std::io::stdout().lock())?;

@@ -201,3 +201,34 @@ fn a_server_started_in_a_terminal_says_it_waits_for_a_client() {
         .unwrap();
     assert!(!String::from_utf8_lossy(&piped.stderr).contains("waiting for"), "a pipe gets no note");
 }
+
+/// `ctxfs replay` answers every line, a bad one with "error", and then exits
+/// non-zero when any line was not a step it knows; a tool's refusal is not one.
+#[test]
+fn replay_answers_every_line_and_fails_after_a_bad_step() {
+    let root = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("a.txt"), "a\n").unwrap();
+    let good = "{\"call\": \"read\", \"args\": {\"file_path\": \"a.txt\"}}\n\
+                {\"call\": \"read\", \"args\": {\"file_path\": \"missing.txt\"}}\n\
+                // a comment\n\
+                {\"event\": \"new_request\"}\n";
+    let (text, ok) = replay_as(None, root.path(), data.path(), good);
+    assert!(ok, "a script of known steps succeeds, a tool's refusal included: {text}");
+    assert_eq!(text.lines().count(), 3, "{text}");
+    let bad = format!(
+        "{good}{{\"event\": \"teleport\"}}\nnot json\n{{\"call\": \"read\", \"args\": {{\"file_path\": \"a.txt\"}}}}\n"
+    );
+    let mut command = Command::new(CTXFS);
+    command.args(["replay", "--root"]).arg(root.path()).arg("--data").arg(data.path()).arg("-");
+    let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(bad.as_bytes()).unwrap();
+    let output = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(!output.status.success(), "an unknown event and a line that is not JSON fail the replay");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 6, "every line is answered, the last one too: {text}");
+    assert!(lines[3].contains("unknown event") && lines[4].contains("not a step"), "{text}");
+    assert!(lines[5].contains("\"is_error\":false"), "the script went on after the bad lines: {text}");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("not steps it knows"));
+}

@@ -55,9 +55,12 @@ pub fn step(session: &Session, step: &Step) -> Value {
     }
 }
 
-/// Runs a whole script from `input`, printing answers to `output`.
-pub fn run(engine: &Engine, input: impl BufRead, mut output: impl Write) -> anyhow::Result<()> {
+/// Runs a whole script from `input`, printing answers to `output`. Every step runs; the
+/// answer is whether every line was a step the replay knows (a tool's refusal is an
+/// answer, not a bad step), so `ctxfs replay` can exit non-zero after a bad one.
+pub fn run(engine: &Engine, input: impl BufRead, mut output: impl Write) -> anyhow::Result<bool> {
     let mut session: Arc<Session> = engine.open_session(SessionOptions::default())?;
+    let mut all_known = true;
     for (number, line) in input.lines().enumerate() {
         let line = line?;
         let trimmed = line.trim();
@@ -74,9 +77,11 @@ pub fn run(engine: &Engine, input: impl BufRead, mut output: impl Write) -> anyh
             Ok(parsed) => step(&session, &parsed),
             Err(e) => json!({"line": number + 1, "error": format!("not a step: {e}")}),
         };
+        // An answer with "error" is a step the replay could not take (a tool's error is "is_error").
+        all_known &= answer.get("error").is_none();
         writeln!(output, "{answer}")?;
         // A driver may wait for each answer before writing the next step.
         output.flush()?;
     }
-    Ok(())
+    Ok(all_known)
 }
