@@ -18,6 +18,18 @@ fn device_engine(root: &Path, data: &Path) -> Engine {
 }
 
 /// A file of `n` numbered lines padded to make it large (a slow write).
+/// The next start of ctxfs on a root after a crash (`ctxfs call list`), which cleans up first.
+fn next_start(bin: &str, root: &Path, data: &Path) -> std::process::Output {
+    std::process::Command::new(bin)
+        .args(["call", "--root"])
+        .arg(root)
+        .arg("--data")
+        .arg(data)
+        .args(["list", "{}"])
+        .output()
+        .unwrap()
+}
+
 fn big_file(n: usize) -> String {
     (0..n).map(|i| format!("line {i:06} {}\n", "x".repeat(100))).collect()
 }
@@ -239,14 +251,7 @@ fn a_patch_cut_by_a_kill_is_rolled_back_whole_at_the_next_start() {
             half_before += 1;
         }
         // The next start of ctxfs on this root cleans up.
-        let next = std::process::Command::new(bin)
-            .args(["call", "--root"])
-            .arg(ws.path())
-            .arg("--data")
-            .arg(data.path())
-            .args(["list", "{}"])
-            .output()
-            .unwrap();
+        let next = next_start(bin, ws.path(), data.path());
         assert!(
             next.status.success(),
             "{}{}",
@@ -312,14 +317,7 @@ fn a_crash_between_the_files_of_a_patch_is_rolled_back() {
         let read = |name: &str| std::fs::read_to_string(ws.path().join(name)).ok();
         let changed = [read("a.txt").as_deref() == Some("a\nnew\n"), read("n.txt").is_some()];
         assert!(changed.iter().any(|c| *c), "after write {after} something was half-done: {changed:?}");
-        let next = std::process::Command::new(bin)
-            .args(["call", "--root"])
-            .arg(ws.path())
-            .arg("--data")
-            .arg(data.path())
-            .args(["list", "{}"])
-            .output()
-            .unwrap();
+        let next = next_start(bin, ws.path(), data.path());
         assert!(next.status.success());
         let listing = String::from_utf8_lossy(&next.stdout);
         assert!(!listing.contains(".ctxfs-"), "{listing}");

@@ -10,7 +10,7 @@ use crate::tools::{Ctx, ToolResult};
 fn info(tool: &ToolDef) -> ToolInfo {
     let name = tool.name;
     let mut schema = tool.schema().to_value();
-    drop_null_options(&mut schema);
+    simplify_for_clients(&mut schema);
     let object = schema.as_object_mut().expect("a parameter schema is an object");
     object.remove("$schema");
     object.remove("title");
@@ -24,13 +24,14 @@ fn info(tool: &ToolDef) -> ToolInfo {
     ToolInfo { name: name.to_string(), description, input_schema: schema }
 }
 
-/// An optional argument is shown as optional, not as nullable: models do
-/// better with `"type": "integer"` than with `["integer", "null"]`.
-fn drop_null_options(value: &mut serde_json::Value) {
+/// The schema as clients and models take it best: an optional argument shown as
+/// optional, not as nullable (models do better with `"type": "integer"` than with
+/// `["integer", "null"]`), and no number formats JSON Schema does not define.
+fn simplify_for_clients(value: &mut serde_json::Value) {
     use serde_json::Value;
     let Value::Object(map) = value else {
         if let Value::Array(items) = value {
-            items.iter_mut().for_each(drop_null_options);
+            items.iter_mut().for_each(simplify_for_clients);
         }
         return;
     };
@@ -63,7 +64,7 @@ fn drop_null_options(value: &mut serde_json::Value) {
             }
         }
     }
-    map.values_mut().for_each(drop_null_options);
+    map.values_mut().for_each(simplify_for_clients);
 }
 
 /// The tools with their schemas, in the table's order.

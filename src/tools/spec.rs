@@ -16,6 +16,7 @@ use super::{files, find, nodes, search, skills, Change, Ctx, ToolResult};
 use crate::access::ToolError;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
+use serde::Deserialize;
 
 /// What a call does to the world.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,6 +134,11 @@ fn schema_of<T: Tool>() -> schemars::Schema {
 /// wrong kind is named with the kind wanted, in plain words.
 pub fn parse<T: Tool>(args: serde_json::Value) -> Result<T::Params, ToolError> {
     let mut args = if args.is_null() { serde_json::Value::Object(Default::default()) } else { args };
+    // Well-formed arguments (nearly every call) never build the schema: it is read only to
+    // take strings as numbers and to say what is wrong.
+    if let Ok(params) = T::Params::deserialize(&args) {
+        return Ok(params);
+    }
     let schema = schema_of::<T>();
     let properties = schema.as_value().get("properties").and_then(serde_json::Value::as_object);
     if let (Some(given), Some(properties)) = (args.as_object_mut(), properties) {
