@@ -1,7 +1,7 @@
 //! ctxfs: a confined, context-aware file system for AI coding agents.
 //!
 //! Layers depend one way only: `paths`, `text`, `hash` ← `vfs` ← `access` ← {`tools`,
-//! `hygiene`, `instructions`, `index`, `gate`} ← `engine` ← {`lsp`, `mcp`,
+//! `hygiene`, `instructions`, `index`, `gate`, `memory`} ← `engine` ← {`lsp`, `mcp`,
 //! `cli`}. See ARCHITECTURE.md.
 
 pub mod access;
@@ -15,6 +15,7 @@ pub mod index;
 pub mod instructions;
 pub mod lsp;
 pub mod mcp;
+pub mod memory;
 pub mod paths;
 pub mod text;
 pub mod tools;

@@ -55,6 +55,11 @@ fn arguments() {
 }
 
 #[test]
+fn memory() {
+    run_area("memory");
+}
+
+#[test]
 fn edits() {
     run_area("edits");
 }
@@ -390,6 +395,9 @@ struct World {
     outside_text: String,
     config_text: String,
     data_text: String,
+    /// After `{"restart": {"root": "sub"}}`: the boundary is this directory of the workspace
+    /// (another project over the same data and config directories) until the next restart.
+    boundary: std::cell::RefCell<Option<String>>,
 }
 
 impl World {
@@ -445,6 +453,7 @@ impl World {
             config,
             view: None,
             root_link: None,
+            boundary: Default::default(),
         };
         if case.get("root_link").and_then(Value::as_bool) == Some(true) {
             let link = canonical.join("link");
@@ -568,6 +577,15 @@ impl World {
         Ok(world)
     }
 
+    /// The workspace's host directory the server is started on: `ws`, or a directory of it after
+    /// a restart that names one.
+    fn boundary_dir(&self) -> PathBuf {
+        match self.boundary.borrow().as_deref() {
+            Some(sub) => self.root.join(sub),
+            None => self.root.clone(),
+        }
+    }
+
     fn start(&self, case: &Value) -> Option<String> {
         case.get("start").and_then(Value::as_str).map(|s| self.subst(s))
     }
@@ -575,9 +593,15 @@ impl World {
     fn config(&self, case: &Value) -> Result<Config, String> {
         let posture = match case["posture"].as_str() {
             Some("tree") => {
-                Posture::Tree { dir: self.root.clone(), view: self.view.clone().expect("tree posture has a view") }
+                Posture::Tree { dir: self.boundary_dir(), view: self.view.clone().expect("tree posture has a view") }
             }
-            Some("device") => Posture::Device { root: self.root_link.clone().unwrap_or_else(|| self.root.clone()) },
+            Some("device") => Posture::Device {
+                root: self
+                    .root_link
+                    .clone()
+                    .filter(|_| self.boundary.borrow().is_none())
+                    .unwrap_or(self.boundary_dir()),
+            },
             other => return Err(format!("unknown posture {other:?}")),
         };
         Ok(Config { posture, start: self.start(case), data_dir: Some(self.data.clone()) })
@@ -588,13 +612,17 @@ impl World {
         match &self.view {
             Some(view) => args.extend([
                 "--tree".into(),
-                self.root_text.clone(),
+                self.boundary_dir().to_string_lossy().into_owned(),
                 "--view".into(),
                 view.to_string_lossy().into_owned(),
             ]),
             None => {
                 let root = self.root_link.as_ref().map(|l| l.to_string_lossy().into_owned());
-                args.extend(["--root".into(), root.unwrap_or_else(|| self.root_text.clone())])
+                let root = match self.boundary.borrow().is_some() {
+                    true => self.boundary_dir().to_string_lossy().into_owned(),
+                    false => root.unwrap_or_else(|| self.root_text.clone()),
+                };
+                args.extend(["--root".into(), root])
             }
         }
         if let Some(start) = self.start(case) {
@@ -768,8 +796,17 @@ fn run_case(case: &Value, mode: Mode) -> Result<(), String> {
                 problems.push(format!("step {number} has neither a tool nor a pseudo-call"));
                 continue;
             };
-            // A restart: the server again, over the same directories; a new session.
+            // A restart: the server again, over the same directories; a new session. With
+            // `{"root": "sub"}` the server's boundary is that directory of the workspace.
             if name == "restart" {
+                let sub = body.get("root").and_then(Value::as_str).filter(|s| !s.is_empty());
+                if let Some(sub) = sub {
+                    if sub.starts_with('/') || sub.split('/').any(|p| p == "..") {
+                        problems.push(format!("step {number} restart: the root {sub:?} must lie in the workspace"));
+                        continue;
+                    }
+                }
+                *world.boundary.borrow_mut() = sub.map(str::to_string);
                 if let Err(why) = door.finish() {
                     problems.push(format!("step {number} restart: {why}"));
                 }

@@ -16,6 +16,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("instructions", 3),
     ("index", 3),
     ("gate", 3),
+    ("memory", 3),
     ("engine", 4),
     ("lsp", 5),
     ("mcp", 5),
@@ -27,6 +28,8 @@ const LAYERS: &[(&str, u8)] = &[
 /// The edges allowed inside one layer, each with its reason. They must stay acyclic.
 const SIDEWAYS: &[(&str, &str, &str)] = &[
     ("tools", "index", "the search tool asks the index"),
+    ("tools", "memory", "the memory tool reads and changes the records through the memory store"),
+    ("memory", "index", "memory search ranks records with the index's word splitter, BM25 and embedder"),
     ("gate", "tools", "the gate reads the tool table and what a dry run would change"),
     ("hygiene", "tools", "hygiene formats the tools' outcomes and asks the table which tools dedupe"),
     ("acp", "mcp", "the ACP relay's side channel serves the MCP door to the agent it starts"),

@@ -116,6 +116,11 @@ pub(crate) fn title(tool: &str, args: &Value) -> String {
         "search" => arg(args, "query").map(str::to_string),
         "recall" => arg(args, "id").map(str::to_string),
         "skill_view" | "skill_manage" => arg(args, "name").map(str::to_string),
+        // `memory remove m3`, `memory search tabs`, `memory add`.
+        "memory" => arg(args, "action").map(|action| match arg(args, "id").or_else(|| arg(args, "query")) {
+            Some(what) => format!("{action} {what}"),
+            None => action.to_string(),
+        }),
         "mv" => match (arg(args, "source"), arg(args, "destination")) {
             (Some(from), Some(to)) => Some(format!("{from} → {to}")),
             _ => None,
@@ -341,7 +346,10 @@ mod tests {
         assert!(
             kinds.contains(&("edit", "edit")) && kinds.contains(&("rm", "delete")) && kinds.contains(&("mv", "move"))
         );
-        assert_eq!(kinds.iter().filter(|(_, k)| *k == "other").map(|(t, _)| *t).collect::<Vec<_>>(), vec!["tag"]);
+        assert_eq!(
+            kinds.iter().filter(|(_, k)| *k == "other").map(|(t, _)| *t).collect::<Vec<_>>(),
+            vec!["tag", "memory"]
+        );
     }
 
     #[test]

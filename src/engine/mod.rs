@@ -47,6 +47,8 @@ pub struct Engine {
     /// The root as the user gave it (host path, and as a path of the
     /// session's world), when links lead from it to the boundary.
     alias: Option<(PathBuf, VPath)>,
+    /// This project's and the user's memory records (`<data>/memory.db`).
+    memory: Arc<crate::memory::Memory>,
 }
 
 /// A path text under `alias` (a root given through a link) as the same
@@ -135,6 +137,12 @@ impl IndexSlot {
         while *count > 0 {
             count = done.wait(count).unwrap_or_else(|e| e.into_inner());
         }
+    }
+
+    /// The index if it is open already (never opens it: no call but search and tag waits for
+    /// the embedder to load).
+    fn loaded(&self) -> Option<&Index> {
+        self.cell.get().and_then(|slot| slot.as_deref())
     }
 
     /// The index, or `None` when it cannot be opened (search then ranks by words on the fly).
@@ -322,7 +330,11 @@ impl Engine {
             .filter(|s| s.starts_with(&boundary))
             .unwrap_or(boundary);
         let index = Arc::new(IndexSlot::new(&data_dir, index_path(fs.boundary(), &data_dir, &host_root)));
+        // One database for every project's memory and the user's, keyed by the boundary's host path
+        // as the gate's project is.
+        let memory = Arc::new(crate::memory::Memory::new(data_dir.join("memory.db"), &host_root.to_string_lossy()));
         Engine {
+            memory,
             fs,
             view,
             start,
@@ -508,6 +520,7 @@ impl Engine {
             results_db,
             client_name: options.client_name,
             no_prompts: options.no_prompts,
+            memory: self.memory.clone(),
             user: self.user.clone(),
             index: self.index.clone(),
             requests_unmarked: std::sync::atomic::AtomicBool::new(false),
@@ -579,6 +592,8 @@ pub struct Session {
     gate: Gate,
     /// The client's roots narrowed the view (see `SessionOptions::roots`).
     narrowed: bool,
+    /// This project's and the user's memory records.
+    memory: Arc<crate::memory::Memory>,
     state: Mutex<SessionState>,
 }
 
@@ -610,21 +625,30 @@ impl Session {
                 }
             };
         }
-        let index = match crate::tools::spec::find(tool) {
+        let def = crate::tools::spec::find(tool);
+        let index = match def {
             Some(def) if def.traits.needs_index => {
                 self.index.settle();
                 self.index.get().map(|i| &**i)
             }
-            _ => None,
+            // Others (memory's search) rank by meaning only with an embedder already loaded.
+            _ => self.index.loaded(),
         };
         let user_dir = self.user.dir.as_deref();
+        let memory = Some(&*self.memory);
         let sink = self.progress.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let progress = sink.as_deref().map(|f| f as &dyn Fn(&crate::index::hybrid::Progress));
         let result = catch_unwind(AssertUnwindSafe(|| {
             let mut run = |access: &Access, observed: &mut Observed| {
-                registry::dispatch(&mut Ctx { access, observed, user_dir, index, progress }, tool, args.clone())
+                registry::dispatch(&mut Ctx { access, observed, user_dir, index, progress, memory }, tool, args.clone())
             };
-            if crate::gate::is_gated(tool) {
+            if let Some(def) = def.filter(|d| d.traits.effect == crate::tools::spec::Effect::ChangesRecords) {
+                // Records, not files: the tool says what it would change (or refuses), the gate decides.
+                let (access, observed) = (&state.access, &mut state.observed);
+                let change =
+                    def.preview(&mut Ctx { access, observed, user_dir, index, progress, memory }, args.clone())?;
+                self.gate.run_records(change.as_ref(), &mut || run(&state.access, &mut state.observed))
+            } else if crate::gate::is_gated(tool) {
                 // Waits for the user while holding the session: its calls are ordered anyway.
                 self.gate.run(&state.access, &mut state.observed, tool, &args, &mut run)
             } else {
@@ -831,6 +855,16 @@ impl Session {
         if !chain.is_empty() {
             text.push('\n');
             text.push_str(&chain);
+        }
+        text.push('\n');
+        match self.memory.startup_text() {
+            Ok(memory) => text.push_str(&memory),
+            Err(e) => {
+                tracing::error!(error = %format!("{e:#}"), "cannot read the memory records");
+                text.push_str(&format!(
+                    "Memory: the records could not be read ({e:#}); the memory tool may fail too.\n"
+                ));
+            }
         }
         text
     }

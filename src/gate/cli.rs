@@ -17,7 +17,7 @@ pub fn grants(project: &Project, revoke: Option<Option<&str>>) -> (String, bool)
             Ok(gone) => {
                 let mut text = String::new();
                 for grant in &gone {
-                    text.push_str(&format!("Revoked {}\n", grant.target));
+                    text.push_str(&format!("Revoked {}\n", grant.shown()));
                 }
                 (text, true)
             }
@@ -39,7 +39,11 @@ fn list(project: &Project) -> (String, bool) {
         None if policy.grants.is_empty() => text.push_str("  none\n"),
         None => {
             for grant in &policy.grants {
-                text.push_str(&format!("  file {}\n", grant.target));
+                let kind = match grant.kind {
+                    policy::GrantKind::File => "file",
+                    policy::GrantKind::Memory => "memory",
+                };
+                text.push_str(&format!("  {kind} {}\n", grant.target));
             }
         }
     }

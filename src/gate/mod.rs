@@ -3,7 +3,7 @@
 //!
 //! Shared by every front door; the engine consults it in `Session::call`
 //! for the change tools (write, edit, multiedit, apply_patch, mkdir, mv, rm,
-//! skill_manage). Reads never reach it.
+//! skill_manage, and memory's add, replace and remove). Reads never reach it.
 //!
 //! Order of checks, and why the gate can only lower what the view allows:
 //! 1. The call runs as a *dry run* (see `fence`): the view, confinement and
@@ -18,6 +18,11 @@
 //! 4. The call runs for real, fenced: a change the dry run did not show is
 //!    refused as a race, so what was approved is what happens.
 //!
+//! A change to memory records is not a file's: the tool's own preview
+//! (`Tool::preview`) checks it and says what it would do, and
+//! [`Gate::run_records`] decides about it by the mode, the rules under the
+//! `memory` key and grants of kind `memory` (both name scopes), then asks.
+//!
 //! Decisions are [`Decision`]s, never booleans. Grants and rules are
 //! workspace-relative path patterns (see `pattern`); a grant of `*` covers
 //! any path the view lets the session change, and nothing more.
@@ -29,10 +34,10 @@ pub mod plan;
 pub mod policy;
 
 pub use plan::{Plan, Subject};
-pub use policy::{Grant, Policy, Problem, Project};
+pub use policy::{Grant, GrantKind, Policy, Problem, Project};
 
 use crate::access::{Access, ToolError};
-use crate::tools::{Observed, ToolResult};
+use crate::tools::{Observed, RecordChange, ToolResult};
 use fence::Fence;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -128,6 +133,8 @@ pub enum Kind {
     Remove,
     /// mv (checked against its destination); apply_patch's moves.
     Move,
+    /// A change to memory records (memory's add, replace, remove), by scope.
+    Memory,
 }
 
 impl Kind {
@@ -136,6 +143,7 @@ impl Kind {
             Kind::Write => "write",
             Kind::Remove => "remove",
             Kind::Move => "move",
+            Kind::Memory => "memory",
         }
     }
 }
@@ -229,6 +237,10 @@ pub struct ApprovalRequest {
     /// How long the gate waits for the answer.
     #[serde(skip)]
     pub timeout: Duration,
+    /// For a change to memory: its scope (`project`, `user`), which the answers for the session
+    /// and for always grant, in place of paths.
+    #[serde(skip)]
+    pub records: Option<String>,
 }
 
 impl ApprovalRequest {
@@ -316,9 +328,9 @@ impl Gate {
     /// The session's grants, then the project's remembered ones.
     pub fn grants(&self) -> Vec<GrantInfo> {
         let mut out: Vec<GrantInfo> =
-            self.state().session.iter().map(|g| GrantInfo { target: g.target.clone(), scope: "session" }).collect();
+            self.state().session.iter().map(|g| GrantInfo { target: g.shown(), scope: "session" }).collect();
         out.extend(
-            Policy::load(&self.project).grants.into_iter().map(|g| GrantInfo { target: g.target, scope: "always" }),
+            Policy::load(&self.project).grants.into_iter().map(|g| GrantInfo { target: g.shown(), scope: "always" }),
         );
         out
     }
@@ -329,7 +341,7 @@ impl Gate {
         let mut count = {
             let mut state = self.state();
             let before = state.session.len();
-            state.session.retain(|g| target.is_some_and(|t| g.target != t));
+            state.session.retain(|g| target.is_some_and(|t| g.shown() != t));
             before - state.session.len()
         };
         count += policy::revoke(&self.project, target)?.len();
@@ -361,7 +373,10 @@ impl Gate {
         match self.decide(mode, &policy, &plan, access) {
             Decision::Allow => {}
             Decision::Deny { reason } => return Err(ToolError::Message(reason)),
-            Decision::Ask { request } => self.ask(request, &plan, &policy)?,
+            Decision::Ask { request } => {
+                let refusal = unaskable(&request, &plan, &policy, &self.project);
+                self.ask(request, refusal)?
+            }
         }
         let fenced =
             Access::new(Arc::new(Fence::enforce(access.fs_arc(), &ops)), access.view().clone(), access.start().clone());
@@ -420,7 +435,7 @@ impl Gate {
         let covered = |s: &Subject| {
             broken.is_empty()
                 && (policy.allow.iter().any(|r| r.covers(s.kind, &s.rel))
-                    || session.iter().chain(&policy.grants).any(|g| g.covers(&s.rel)))
+                    || session.iter().chain(&policy.grants).any(|g| g.kind == GrantKind::File && g.covers(&s.rel)))
         };
         let uncovered: Vec<&Subject> = needs.into_iter().filter(|s| !covered(s)).collect();
         if uncovered.is_empty() {
@@ -475,16 +490,117 @@ impl Gate {
                 notes,
                 files: plan.files.clone(),
                 timeout: self.state().timeout,
+                records: None,
             },
         }
     }
 
-    /// Asks the front door and acts on the answer: `Ok` lets the call run.
-    fn ask(&self, request: ApprovalRequest, plan: &Plan, policy: &Policy) -> Result<(), ToolError> {
+    /// Runs a call that changes records (memory): `change` is what the tool's preview found it
+    /// would do (`None`: nothing, a look-up), `run` the call itself, run once if the gate lets it.
+    pub fn run_records(&self, change: Option<&RecordChange>, run: &mut dyn FnMut() -> ToolResult) -> ToolResult {
+        let Some(change) = change else { return run() };
+        let policy = Policy::load(&self.project);
+        match self.decide_records(self.mode(), &policy, change) {
+            Decision::Allow => {}
+            Decision::Deny { reason } => return Err(ToolError::Message(reason)),
+            Decision::Ask { request } => {
+                let refusal = unaskable_records(&request, change, &self.project);
+                self.ask(request, refusal)?
+            }
+        }
+        run()
+    }
+
+    /// Decides about a change to records, without asking anyone: read-only refuses; a deny rule
+    /// under `memory` naming the scope refuses; trust runs; accept-edits runs unless the change
+    /// is shared (the user's memory, read by every project); otherwise an allow rule or a grant
+    /// of the scope runs it, and anything else asks.
+    pub fn decide_records(&self, mode: Mode, policy: &Policy, change: &RecordChange) -> Decision {
+        if mode == Mode::ReadOnly {
+            return Decision::Deny {
+                reason: format!(
+                    "Not changed: this session is read-only (mode read-only), so it may not {}. Reading is still open; the user can start ctxfs with --mode ask to allow changes with approval.",
+                    change.description
+                ),
+            };
+        }
+        if let Some(rule) = policy.deny.iter().find(|r| r.covers(Kind::Memory, change.scope)) {
+            return Decision::Deny {
+                reason: format!(
+                    "Not changed: a deny rule in {} (memory: {}) covers {} memory, so this session may not {}.",
+                    rule.source.role(),
+                    rule.pattern,
+                    change.scope,
+                    change.description
+                ),
+            };
+        }
+        let broken: Vec<&Problem> = policy.problems.iter().filter(|p| p.source != policy::Source::Grants).collect();
+        let effective = if broken.is_empty() { mode } else { mode.min(Mode::Ask) };
+        let needs = match effective {
+            Mode::Trust => false,
+            Mode::AcceptEdits => change.shared,
+            Mode::Ask | Mode::ReadOnly => true,
+        };
+        let session = self.state().session.clone();
+        let covered = broken.is_empty()
+            && (policy.allow.iter().any(|r| r.covers(Kind::Memory, change.scope))
+                || session.iter().chain(&policy.grants).any(|g| g.kind == GrantKind::Memory && g.covers(change.scope)));
+        if !needs || covered {
+            return Decision::Allow;
+        }
+        let mut notes = Vec::new();
+        if effective == Mode::AcceptEdits {
+            notes.push(
+                "In mode accept-edits, a change to the user's memory asks first: every project reads it.".to_string(),
+            );
+        }
+        for problem in &broken {
+            notes.push(format!("{problem}; every change asks until it is fixed."));
+        }
+        let grants_broken = policy.problems.iter().find(|p| p.source == policy::Source::Grants);
+        if let Some(problem) = grants_broken {
+            notes.push(format!("{problem}; no grant in it applies, and none can be remembered until it is fixed."));
+        }
+        let mut options = vec![
+            ApprovalOption { approval: Approval::AllowOnce, label: "Allow once".into(), targets: Vec::new() },
+            ApprovalOption {
+                approval: Approval::AllowSession,
+                label: format!("Allow changes to {} memory for this session", change.scope),
+                targets: Vec::new(),
+            },
+        ];
+        if grants_broken.is_none() {
+            options.push(ApprovalOption {
+                approval: Approval::AlwaysFile,
+                label: format!("Always allow changes to {} memory", change.scope),
+                targets: vec![change.scope.to_string()],
+            });
+        }
+        options.push(ApprovalOption { approval: Approval::Deny, label: "Deny".into(), targets: Vec::new() });
+        Decision::Ask {
+            request: ApprovalRequest {
+                tool: "memory".into(),
+                mode: effective,
+                paths: Vec::new(),
+                description: change.description.clone(),
+                summary: change.summary.clone(),
+                options,
+                notes,
+                files: Vec::new(),
+                timeout: self.state().timeout,
+                records: Some(change.scope.to_string()),
+            },
+        }
+    }
+
+    /// Asks the front door and acts on the answer: `Ok` lets the call run. `unaskable` is the
+    /// refusal when there is nobody to ask.
+    fn ask(&self, request: ApprovalRequest, unaskable: String) -> Result<(), ToolError> {
         let approver = self.state().approver.clone();
         let refuse = |text: String| Err(ToolError::Message(text));
         let Some(approver) = approver else {
-            return refuse(unaskable(&request, plan, policy, &self.project));
+            return refuse(unaskable);
         };
         let timeout = request.timeout;
         let (send, receive) = std::sync::mpsc::channel();
@@ -525,8 +641,11 @@ impl Gate {
             Approval::AllowOnce => Ok(()),
             Approval::AllowSession => {
                 let mut state = self.state();
-                for path in &request.paths {
-                    let grant = Grant::file(pattern::escape(path));
+                let grants: Vec<Grant> = match &request.records {
+                    Some(scope) => vec![Grant::memory(scope.clone())],
+                    None => request.paths.iter().map(|path| Grant::file(pattern::escape(path))).collect(),
+                };
+                for grant in grants {
                     if !state.session.contains(&grant) {
                         state.session.push(grant);
                     }
@@ -534,7 +653,11 @@ impl Gate {
                 Ok(())
             }
             Approval::AlwaysFile | Approval::AlwaysDirectory => {
-                let grants: Vec<Grant> = targets(&answer).into_iter().map(Grant::file).collect();
+                let grant = |target: String| match request.records {
+                    Some(_) => Grant::memory(target),
+                    None => Grant::file(target),
+                };
+                let grants: Vec<Grant> = targets(&answer).into_iter().map(grant).collect();
                 if let Err(e) = policy::remember(&self.project, &grants) {
                     // Still the user's yes: it lasts for the session.
                     tracing::error!("could not remember a grant: {e}");
@@ -596,6 +719,27 @@ fn unaskable(request: &ApprovalRequest, plan: &Plan, policy: &Policy, project: &
         example.unwrap_or_default()
     ));
     text
+}
+
+/// The refusal when a change to records needs asking and no one can be asked: how the user can
+/// allow it.
+fn unaskable_records(request: &ApprovalRequest, change: &RecordChange, project: &Project) -> String {
+    let why = match request.mode {
+        Mode::AcceptEdits => "in mode accept-edits, a change to the user's memory asks the user first",
+        _ => "this session asks the user before each change (mode ask)",
+    };
+    let files = match project.user_rules_path() {
+        Some(user) => format!(
+            "{} (every project) or {} (this project only)",
+            user.display(),
+            project.project_rules_path().display()
+        ),
+        None => format!("{} (this project)", project.project_rules_path().display()),
+    };
+    format!(
+        "Not changed: {why}, and this client cannot ask (it shows no approval prompts), so this session may not {}. To allow it, the user can start ctxfs with --mode trust, or add an allow rule such as {{\"allow\": {{\"memory\": [\"{}\"]}}}} to {files}.",
+        change.description, change.scope
+    )
 }
 
 /// `120 seconds`, `1 second`, `0.5 seconds`.

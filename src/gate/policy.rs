@@ -128,12 +128,20 @@ pub struct Rule {
 }
 
 impl Rule {
+    /// Whether the rule covers a change of `kind` to `rel`. Memory is covered only by rules
+    /// under the `memory` key, whose patterns name scopes (`project`, `user`, `*`): a rule for
+    /// every kind of change (`*`) is about paths.
     pub fn covers(&self, kind: Kind, rel: &str) -> bool {
-        self.kind.is_none_or(|k| k == kind) && self.pattern.matches(rel)
+        let kind_fits = match kind {
+            Kind::Memory => self.kind == Some(Kind::Memory),
+            _ => self.kind.is_none_or(|k| k == kind),
+        };
+        kind_fits && self.pattern.matches(rel)
     }
 }
 
-/// A remembered grant: `{kind: "file", target}`.
+/// A remembered grant: `{kind: "file", target}` (a path pattern) or `{kind: "memory", target}`
+/// (a memory scope: `project` or `user`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Grant {
@@ -145,11 +153,24 @@ pub struct Grant {
 #[serde(rename_all = "lowercase")]
 pub enum GrantKind {
     File,
+    Memory,
 }
 
 impl Grant {
     pub fn file(target: impl Into<String>) -> Grant {
         Grant { kind: GrantKind::File, target: target.into() }
+    }
+
+    pub fn memory(scope: impl Into<String>) -> Grant {
+        Grant { kind: GrantKind::Memory, target: scope.into() }
+    }
+
+    /// How listings name it and `revoke` finds it: the target, `memory:` before a memory scope.
+    pub fn shown(&self) -> String {
+        match self.kind {
+            GrantKind::File => self.target.clone(),
+            GrantKind::Memory => format!("memory:{}", self.target),
+        }
     }
 
     pub fn covers(&self, rel: &str) -> bool {
@@ -223,6 +244,9 @@ enum KindKey {
     Remove,
     #[serde(rename = "move")]
     Move,
+    /// Changes to memory records; the patterns name scopes (`project`, `user`).
+    #[serde(rename = "memory")]
+    Memory,
     #[serde(rename = "*")]
     Any,
 }
@@ -233,6 +257,7 @@ impl KindKey {
             KindKey::Write => Some(Kind::Write),
             KindKey::Remove => Some(Kind::Remove),
             KindKey::Move => Some(Kind::Move),
+            KindKey::Memory => Some(Kind::Memory),
             KindKey::Any => None,
         }
     }
@@ -373,7 +398,8 @@ pub fn remember(project: &Project, grants: &[Grant]) -> Result<(), String> {
 /// Revokes the project's grant with `target`, or all of them; answers what was revoked.
 pub fn revoke(project: &Project, target: Option<&str>) -> Result<Vec<Grant>, String> {
     update_grants(project, |list| {
-        let (gone, kept): (Vec<Grant>, Vec<Grant>) = list.drain(..).partition(|g| target.is_none_or(|t| g.target == t));
+        let (gone, kept): (Vec<Grant>, Vec<Grant>) =
+            list.drain(..).partition(|g| target.is_none_or(|t| g.shown() == t));
         *list = kept;
         gone
     })

@@ -725,6 +725,11 @@ impl Index {
         self.vectorizer.is_some()
     }
 
+    /// The embedder the index ranks by meaning with, if it has one (memory search uses it too).
+    pub fn vectorizer(&self) -> Option<&dyn Vectorizer> {
+        self.vectorizer.as_deref()
+    }
+
     fn current(&self) -> Option<&str> {
         self.vectorizer.as_ref().map(|v| v.name())
     }

@@ -104,6 +104,61 @@ pub(crate) fn bm25(idf: f64, tf: f64, len: f64, avg: f64) -> f64 {
     idf * tf * (BM25_K1 + 1.0) / (tf + BM25_K1 * norm)
 }
 
+/// A document's words, counted: what BM25 reads of it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Counted {
+    pub terms: HashMap<String, u32>,
+    /// How many words it has.
+    pub len: usize,
+}
+
+impl Counted {
+    /// The words of `text` (`terms::terms`), counted.
+    pub fn of(text: &str) -> Counted {
+        let words = super::terms::terms(text);
+        let mut terms = HashMap::new();
+        for word in &words {
+            *terms.entry(word.clone()).or_insert(0) += 1;
+        }
+        Counted { terms, len: words.len() }
+    }
+}
+
+/// BM25 over a small set of documents held in memory (the search tool's passages when there is no
+/// index, memory records): every statistic is counted over `docs` alone. Answers `(index, score)`
+/// for the documents holding a query term, best first; ties by `order`.
+pub(crate) fn bm25_rank(
+    docs: &[&Counted],
+    query: &[String],
+    order: &dyn Fn(usize, usize) -> Ordering,
+) -> Vec<(usize, f64)> {
+    if docs.is_empty() {
+        return Vec::new();
+    }
+    let n = docs.len() as f64;
+    let avg = docs.iter().map(|d| d.len as f64).sum::<f64>() / n;
+    let idfs: Vec<f64> =
+        query.iter().map(|term| idf(n, docs.iter().filter(|d| d.terms.contains_key(term)).count() as f64)).collect();
+    let mut scored: Vec<(usize, f64)> = docs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let score = query
+                .iter()
+                .zip(&idfs)
+                .map(|(term, idf)| match d.terms.get(term) {
+                    Some(tf) => bm25(*idf, f64::from(*tf), d.len as f64, avg),
+                    None => 0.0,
+                })
+                .sum::<f64>();
+            (i, score)
+        })
+        .filter(|(_, s)| *s > 0.0)
+        .collect();
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| order(a.0, b.0)));
+    scored
+}
+
 /// The `depth` best indices with a positive score, best first; ties by `order`.
 pub(crate) fn top(scores: &[f64], depth: usize, order: &dyn Fn(u32, u32) -> Ordering) -> Vec<u32> {
     let mut candidates: Vec<u32> = (0..scores.len() as u32).filter(|i| scores[*i as usize] > 0.0).collect();

@@ -141,6 +141,7 @@ mod tests {
             ],
             notes: vec![],
             timeout: Duration::from_secs(1),
+            records: None,
         };
         assert_eq!(approval_of(&request, "Always allow notes/*"), Some(Approval::AlwaysDirectory));
         assert_eq!(approval_of(&request, "Always allow notes/a.md"), Some(Approval::AlwaysFile));

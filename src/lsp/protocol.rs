@@ -798,6 +798,7 @@ mod tests {
                 after: Some(Some("x\n".into())),
             }],
             timeout: std::time::Duration::from_millis(1500),
+            records: None,
         };
         let gate = serde_json::to_value(&request).unwrap();
         let ours = serde_json::to_value(ApprovalRequestParams::new("s-1", &request)).unwrap();

@@ -466,12 +466,15 @@ fn annotations(name: &str) -> Option<rmcp::model::ToolAnnotations> {
         "skill_view" => "Read a skill",
         "skill_manage" => "Change a skill",
         "tag" => "Tag files for search",
+        "memory" => "Keep facts across sessions",
         other => other,
     };
     let annotations = rmcp::model::ToolAnnotations::with_title(title).open_world(false);
     Some(match def.traits.effect {
         Effect::Reads => annotations.read_only(true),
         Effect::ChangesIndex => annotations.read_only(false).destructive(false).idempotent(true),
+        // remove and replace forget what a record said.
+        Effect::ChangesRecords => annotations.read_only(false).destructive(true).idempotent(false),
         // mkdir only adds, and twice is once; write with the same text twice is once.
         Effect::ChangesFiles => {
             annotations.read_only(false).destructive(name != "mkdir").idempotent(matches!(name, "mkdir" | "write"))

@@ -7,6 +7,7 @@
 
 pub mod files;
 pub mod find;
+pub mod memory;
 pub mod nodes;
 pub mod params;
 pub mod search;
@@ -61,6 +62,23 @@ pub struct Ctx<'a> {
     pub index: Option<&'a crate::index::hybrid::Index>,
     /// Hears how far a search's indexing has come (a front door's progress report), if anyone.
     pub progress: Option<&'a dyn Fn(&crate::index::hybrid::Progress)>,
+    /// This project's and the user's memory records, when the engine keeps them.
+    pub memory: Option<&'a crate::memory::Memory>,
+}
+
+/// A change a call would make to records that are not files (memory), found without making it:
+/// what the gate decides about and an approval prompt shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordChange {
+    /// Whose records: `project` or `user` (what rules and grants of kind `memory` name).
+    pub scope: &'static str,
+    /// The change reaches beyond this project (the user's memory, read by every project):
+    /// in mode accept-edits it asks.
+    pub shared: bool,
+    /// One line: `add a record to project memory`.
+    pub description: String,
+    /// What changes: the record's text before and after.
+    pub summary: String,
 }
 
 /// A read of a file's lines.

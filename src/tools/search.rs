@@ -18,7 +18,6 @@ use super::spec::{Effect, Tool, Traits};
 use super::{Ctx, Outcome, ToolResult};
 use crate::access::{Need, ToolError};
 use crate::vfs::Source;
-use std::collections::HashMap;
 use std::io::Read;
 use std::sync::Mutex;
 
@@ -37,8 +36,7 @@ struct Passage {
     first: usize,
     last: usize,
     text: String,
-    terms: HashMap<String, u32>,
-    len: usize,
+    counted: crate::index::rank::Counted,
 }
 
 /// The file cut as the index cuts it without an embedder (480 tokens of ⌈bytes/2⌉, 64 of overlap),
@@ -52,20 +50,12 @@ fn passages(path: &str, text: &str) -> Vec<Passage> {
     );
     pieces
         .into_iter()
-        .map(|piece| {
-            let tokens = crate::index::terms::terms(&piece.text);
-            let mut terms = HashMap::new();
-            for token in &tokens {
-                *terms.entry(token.clone()).or_insert(0) += 1;
-            }
-            Passage {
-                path: path.to_string(),
-                first: piece.first_line,
-                last: piece.last_line,
-                text: piece.text,
-                terms,
-                len: tokens.len(),
-            }
+        .map(|piece| Passage {
+            path: path.to_string(),
+            first: piece.first_line,
+            last: piece.last_line,
+            counted: crate::index::rank::Counted::of(&piece.text),
+            text: piece.text,
         })
         .collect()
 }
@@ -202,36 +192,10 @@ fn best_window(lines: &[&str], query: &[String], max_lines: usize, max_chars: us
 
 /// BM25 (the index's: `index::rank`) over the given passages only; ties broken by path and line.
 fn rank(corpus: &[Passage], query: &[String]) -> Vec<(usize, f64)> {
-    use crate::index::rank::{bm25, idf};
-    let n = corpus.len() as f64;
-    if corpus.is_empty() {
-        return Vec::new();
-    }
-    let avg = corpus.iter().map(|p| p.len as f64).sum::<f64>() / n;
-    let idfs: Vec<f64> =
-        query.iter().map(|term| idf(n, corpus.iter().filter(|p| p.terms.contains_key(term)).count() as f64)).collect();
-    let mut scored: Vec<(usize, f64)> = corpus
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let score = query
-                .iter()
-                .zip(&idfs)
-                .map(|(term, idf)| match p.terms.get(term) {
-                    Some(tf) => bm25(*idf, f64::from(*tf), p.len as f64, avg),
-                    None => 0.0,
-                })
-                .sum::<f64>();
-            (i, score)
-        })
-        .filter(|(_, s)| *s > 0.0)
-        .collect();
-    scored.sort_by(|a, b| {
-        b.1.total_cmp(&a.1)
-            .then_with(|| corpus[a.0].path.cmp(&corpus[b.0].path))
-            .then_with(|| corpus[a.0].first.cmp(&corpus[b.0].first))
-    });
-    scored
+    let docs: Vec<&crate::index::rank::Counted> = corpus.iter().map(|p| &p.counted).collect();
+    crate::index::rank::bm25_rank(&docs, query, &|a, b| {
+        corpus[a].path.cmp(&corpus[b].path).then_with(|| corpus[a].first.cmp(&corpus[b].first))
+    })
 }
 
 pub fn tag(ctx: &mut Ctx<'_>, params: super::params::TagParams) -> ToolResult {

@@ -12,7 +12,7 @@
 //! This module runs no tool itself.
 
 use super::params::*;
-use super::{files, find, nodes, search, skills, Change, Ctx, ToolResult};
+use super::{files, find, memory, nodes, search, skills, Change, Ctx, RecordChange, ToolResult};
 use crate::access::ToolError;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -27,6 +27,9 @@ pub enum Effect {
     ChangesFiles,
     /// Changes what the search index records about files, not the files.
     ChangesIndex,
+    /// Changes records that are not files (memory): the gate asks about the change the tool's
+    /// `preview` finds, and the mode applies as to files.
+    ChangesRecords,
 }
 
 /// How a tool behaves, for the doors, the gate and hygiene.
@@ -111,6 +114,13 @@ pub trait Tool {
     fn describe(_params: &Self::Params, _change: &ChangeContext<'_>) -> Option<String> {
         None
     }
+
+    /// For a tool whose effect is `ChangesRecords`: the change this call would make, checked
+    /// (a refusal is the call's answer) but not made, with the approval's words; `None` when the
+    /// call changes nothing (a look-up). File changes are found by a dry run instead.
+    fn preview(_ctx: &mut Ctx<'_>, _params: &Self::Params) -> Result<Option<RecordChange>, ToolError> {
+        Ok(None)
+    }
 }
 
 /// A tool in the table: its definition, with its parameter type erased.
@@ -120,6 +130,7 @@ pub struct ToolDef {
     schema: fn() -> schemars::Schema,
     parse_and_run: fn(&mut Ctx<'_>, serde_json::Value) -> ToolResult,
     describe: fn(&serde_json::Value, &ChangeContext<'_>) -> Option<String>,
+    preview: fn(&mut Ctx<'_>, serde_json::Value) -> Result<Option<RecordChange>, ToolError>,
 }
 
 fn schema_of<T: Tool>() -> schemars::Schema {
@@ -255,6 +266,10 @@ fn parse_and_run<T: Tool>(ctx: &mut Ctx<'_>, args: serde_json::Value) -> ToolRes
     T::run(ctx, parse::<T>(args)?)
 }
 
+fn preview_of<T: Tool>(ctx: &mut Ctx<'_>, args: serde_json::Value) -> Result<Option<RecordChange>, ToolError> {
+    T::preview(ctx, &parse::<T>(args)?)
+}
+
 fn describe_of<T: Tool>(args: &serde_json::Value, change: &ChangeContext<'_>) -> Option<String> {
     let params = serde_json::from_value::<T::Params>(args.clone()).ok()?;
     T::describe(&params, change)
@@ -268,6 +283,7 @@ impl ToolDef {
             schema: schema_of::<T>,
             parse_and_run: parse_and_run::<T>,
             describe: describe_of::<T>,
+            preview: preview_of::<T>,
         }
     }
 
@@ -286,9 +302,14 @@ impl ToolDef {
         (self.describe)(args, change)
     }
 
+    /// The change a call would make to records (see `Tool::preview`), or the call's refusal.
+    pub fn preview(&self, ctx: &mut Ctx<'_>, args: serde_json::Value) -> Result<Option<RecordChange>, ToolError> {
+        (self.preview)(ctx, args)
+    }
+
     /// Whether the gate decides about its calls.
     pub fn gated(&self) -> bool {
-        self.traits.effect == Effect::ChangesFiles
+        matches!(self.traits.effect, Effect::ChangesFiles | Effect::ChangesRecords)
     }
 }
 
@@ -299,8 +320,13 @@ pub fn args_error(tool: &str, error: &serde_json::Error) -> ToolError {
     let plain = if let Some(field) = text.strip_prefix("missing field ").map(|f| f.trim_matches('`')) {
         format!("`{field}` is required")
     } else if let Some(rest) = text.strip_prefix("unknown variant ") {
-        // "unknown variant `lines`, expected one of `content`, `files`, `count`"
-        let (given, choices) = rest.split_once(", expected one of ").unwrap_or((rest, ""));
+        // "unknown variant `lines`, expected one of `content`, `files`, `count`"; with two
+        // choices "expected `project` or `user`", with one "expected `a`".
+        let (given, choices) = rest
+            .split_once(", expected one of ")
+            .or_else(|| rest.split_once(", expected "))
+            .map(|(given, choices)| (given, choices.replace("` or `", "`, `")))
+            .unwrap_or((rest, String::new()));
         format!("{given} is not one of the choices ({choices})")
     } else {
         let mut plain = text.replace("invalid type: ", "wrong kind of value: ").replace("invalid value: ", "");
@@ -348,6 +374,7 @@ pub static TABLE: &[ToolDef] = &[
     ToolDef::of::<skills::SkillView>(),
     ToolDef::of::<skills::SkillManage>(),
     ToolDef::of::<search::Tag>(),
+    ToolDef::of::<memory::MemoryTool>(),
 ];
 
 /// The tool of this name.
@@ -381,7 +408,7 @@ mod tests {
             }
         }
         let gated: Vec<&str> = TABLE.iter().filter(|t| t.gated()).map(|t| t.name).collect();
-        assert_eq!(gated, ["write", "edit", "multiedit", "apply_patch", "mkdir", "mv", "rm", "skill_manage"]);
+        assert_eq!(gated, ["write", "edit", "multiedit", "apply_patch", "mkdir", "mv", "rm", "skill_manage", "memory"]);
         let quick: Vec<&str> = TABLE.iter().filter(|t| !t.traits.may_block).map(|t| t.name).collect();
         assert_eq!(quick, ["read", "list", "stat", "skills_list", "skill_view"]);
         let dedupes: Vec<&str> = TABLE.iter().filter(|t| t.traits.dedupes).map(|t| t.name).collect();
