@@ -604,7 +604,7 @@ impl World {
             },
             other => return Err(format!("unknown posture {other:?}")),
         };
-        Ok(Config { posture, start: self.start(case), data_dir: Some(self.data.clone()) })
+        Ok(Config { start: self.start(case), data_dir: Some(self.data.clone()), ..Config::new(posture) })
     }
 
     fn mcp_args(&self, case: &Value) -> Vec<String> {
@@ -1081,14 +1081,14 @@ impl CoreDoor {
         mode: ctxfs::gate::Mode,
         timeout: Option<Duration>,
     ) -> Result<Engine, String> {
-        let mut engine = Engine::new(config.clone()).map_err(|e| format!("Engine::new: {e:#}"))?;
-        engine.set_host(host);
-        engine.set_user_config(Some(user_config.to_path_buf()));
-        engine.set_mode(mode);
-        if let Some(timeout) = timeout {
-            engine.set_approval_timeout(timeout);
-        }
-        Ok(engine)
+        let config = Config {
+            host,
+            user_dir: Some(user_config.to_path_buf()),
+            mode,
+            approval_timeout: timeout.unwrap_or(ctxfs::gate::DEFAULT_TIMEOUT),
+            ..config.clone()
+        };
+        Engine::new(config).map_err(|e| format!("Engine::new: {e:#}"))
     }
 
     fn engine(&self) -> Result<Engine, String> {
