@@ -1118,7 +1118,9 @@ impl Door for CoreDoor {
                 Ok(None)
             }
             "instructions" => {
-                let chain = serde_json::to_value(self.session.instruction_chain()).map_err(|e| e.to_string())?;
+                // The chain as the doors send it (the LSP door's wire shape).
+                let chain = ctxfs::lsp::protocol::InstructionChain::new(self.session.instruction_chain(), |_| None);
+                let chain = serde_json::to_value(chain).map_err(|e| e.to_string())?;
                 check_chain(step, &chain)?;
                 Ok(Some(Answer { text: self.session.instructions(), is_error: false }))
             }

@@ -459,11 +459,6 @@ impl Engine {
         &self.data_dir
     }
 
-    /// Where this engine's search index lives (see `index_path`).
-    pub fn index_path(&self) -> &Path {
-        &self.index.path
-    }
-
     /// The root as the user gave it, as a path of the session's world, when
     /// it reaches the boundary through a link (see `Access::set_alias`).
     pub fn root_alias(&self) -> Option<&VPath> {
@@ -662,10 +657,6 @@ pub struct Session {
 impl Session {
     pub fn id(&self) -> &str {
         &self.id
-    }
-
-    pub fn client_name(&self) -> Option<&str> {
-        self.client_name.as_deref()
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, SessionState> {
