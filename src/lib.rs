@@ -20,3 +20,4 @@ pub mod paths;
 pub mod text;
 pub mod tools;
 pub mod vfs;
+pub mod wire;

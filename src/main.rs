@@ -563,7 +563,11 @@ fn chunk_file(
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for piece in chunk(&text, tokenizer.as_ref(), size, overlap) {
-        serde_json::to_writer(&mut out, &piece)?;
+        // One JSON object a line; its keys are the command's output format (chunking.md).
+        let ctxfs::index::chunk::Piece { start, end, first_line, last_line, tokens, text } = piece;
+        let line = serde_json::json!({"start": start, "end": end, "first_line": first_line,
+            "last_line": last_line, "tokens": tokens, "text": text});
+        serde_json::to_writer(&mut out, &line)?;
         out.write_all(b"\n")?;
     }
     out.flush()?;

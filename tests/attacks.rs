@@ -293,7 +293,9 @@ impl Fx {
     /// The leak checks every answer gets.
     fn inspect(&self, tool: &str, args: &Value, answer: &ToolAnswer) {
         let asked = args.to_string();
-        let shown = serde_json::to_string(answer).unwrap();
+        // Everything a door sends: the text and the facts as they go on the wire.
+        let facts = serde_json::to_string(&ctxfs::wire::CallFacts::from(answer.facts.clone())).unwrap();
+        let shown = format!("{} {} {facts}", answer.id, answer.text);
         let mut never: Vec<&str> = NEVER.to_vec();
         if self.kind == Kind::Tree {
             never.push(PRIVATE);

@@ -114,28 +114,22 @@ pub struct ToolInfo {
 }
 
 /// Structured facts about a result, for editors to render. The model reads `text` only.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Facts {
     /// The resolved absolute path the result is about, if one.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
     /// The file's full SHA-256 (hex) after the call, for reads and changes.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub sha: Option<String>,
     /// The unified diff of a change, uncapped.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub diff: Option<String>,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub created: bool,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub deleted: bool,
     /// Every file a multi-file change touched, in order.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<Facts>,
 }
 
 /// The answer to one tool call.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct ToolAnswer {
     /// The result's id, `#0001`.
     pub id: String,

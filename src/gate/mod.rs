@@ -205,18 +205,17 @@ impl Approval {
 }
 
 /// One answer a prompt offers, with its label for the user.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalOption {
     pub approval: Approval,
     /// `Allow once`, `Always allow notes/*`, …
     pub label: String,
     /// The grant targets this answer would remember (the "always" answers).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub targets: Vec<String>,
 }
 
 /// What a prompt asks the user.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct ApprovalRequest {
     pub tool: String,
     pub mode: Mode,
@@ -232,14 +231,11 @@ pub struct ApprovalRequest {
     /// Why it asks, and problems the user should know (a broken rules file).
     pub notes: Vec<String>,
     /// Each changed file's whole text before and after, for an editor's diff view.
-    #[serde(skip)]
     pub files: Vec<plan::FileTexts>,
     /// How long the gate waits for the answer.
-    #[serde(skip)]
     pub timeout: Duration,
     /// For a change to memory: its scope (`project`, `user`), which the answers for the session
     /// and for always grant, in place of paths.
-    #[serde(skip)]
     pub records: Option<String>,
 }
 
@@ -271,7 +267,7 @@ pub trait Approver: Send + Sync {
 }
 
 /// A session grant or a remembered one, for listing.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GrantInfo {
     pub target: String,
     /// `session` or `always`.
@@ -315,10 +311,6 @@ impl Gate {
 
     pub fn set_approver(&self, approver: Option<Arc<dyn Approver>>) {
         self.state().approver = approver;
-    }
-
-    pub fn has_approver(&self) -> bool {
-        self.state().approver.is_some()
     }
 
     pub fn set_timeout(&self, timeout: Duration) {

@@ -3,7 +3,7 @@
 //!
 //! Not the store, the budgets or the ranking (those are `crate::memory`'s), and never a file.
 
-use super::spec::{Effect, Tool, Traits};
+use super::spec::{Action, Effect, Tool, Traits};
 use super::{Ctx, Outcome, RecordChange, ToolResult};
 use crate::access::ToolError;
 use crate::memory::{self, thousands, Applied, Change, Memory, Refused, Scope};
@@ -254,7 +254,8 @@ pub struct MemoryTool;
 
 impl Tool for MemoryTool {
     const NAME: &'static str = "memory";
-    const TRAITS: Traits = Traits::GUARDED.effect(Effect::ChangesRecords);
+    // Records, not files: a user watching sees neither an edit nor a read.
+    const TRAITS: Traits = Traits::GUARDED.effect(Effect::ChangesRecords).action(Action::Other);
     type Params = MemoryParams;
 
     fn run(ctx: &mut Ctx<'_>, params: MemoryParams) -> ToolResult {
