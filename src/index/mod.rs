@@ -11,6 +11,7 @@ pub mod embed;
 pub mod hybrid;
 pub(crate) mod rank;
 pub mod store;
+pub(crate) mod tensors;
 pub mod terms;
 #[doc(hidden)]
 pub mod testing;
@@ -33,8 +34,8 @@ pub fn default_models(data_dir: &Path) -> (Option<Arc<dyn hybrid::Vectorizer>>, 
 }
 
 /// Says once per process that search falls back to words only, and why
-/// (the static table's own fallback says so in `embed`).
-fn warn_once(message: &str) {
+/// (for every embedder, the static table's fallback included).
+pub(crate) fn warn_once(message: &str) {
     static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
         tracing::warn!("{message}; search ranks by words only");
