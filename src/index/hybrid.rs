@@ -1580,7 +1580,7 @@ pub struct TokenChunker {
 
 impl TokenChunker {
     pub fn new(tokenizer: Arc<dyn super::chunk::Tokenizer>) -> TokenChunker {
-        TokenChunker { tokenizer, size: 480, overlap: 64 }
+        TokenChunker { tokenizer, size: super::chunk::SIZE, overlap: super::chunk::OVERLAP }
     }
 }
 
