@@ -28,8 +28,9 @@
 //! weights (`tests/fixtures/minilm_reference.json`, made by
 //! `scripts/bert_reference.py`).
 
-use super::embed::{normalize, EmbedError, Embedder, ModelTokenizer};
+use super::embed::{normalize, EmbedError, Embedder};
 use super::tensors::{self, map_file};
+use super::wordpiece::ModelTokenizer;
 use safetensors::SafeTensors;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -533,12 +534,12 @@ impl Embedder for BertEmbedder {
 /// executable's directory; the source tree's `models/minilm` (where
 /// `scripts/build-embedder` puts it). The same places as the static table's.
 pub fn dir_candidates(env: Option<&std::ffi::OsStr>, data_dir: &Path, exe: Option<&Path>) -> Vec<PathBuf> {
-    super::embed::candidates_named(DIR_NAME, env, data_dir, exe)
+    super::models::candidates_named(DIR_NAME, env, data_dir, exe)
 }
 
 /// The first candidate directory that holds the weights and the tokenizer.
 pub fn find_dir(data_dir: &Path) -> Option<PathBuf> {
-    super::embed::find_named(DIR_NAME, DIR_ENV, data_dir)
+    super::models::find_named(DIR_NAME, DIR_ENV, data_dir)
 }
 
 #[cfg(test)]
@@ -554,7 +555,7 @@ mod tests {
 
     #[test]
     fn paraphrase_l3_loads_and_ranks_related_above_unrelated() {
-        let dir = super::super::embed::find_named(L3_DIR_NAME, L3_DIR_ENV, Path::new("/nonexistent"))
+        let dir = super::super::models::find_named(L3_DIR_NAME, L3_DIR_ENV, Path::new("/nonexistent"))
             .expect("models/paraphrase-l3 is not installed: run scripts/build-embedder (scripts/test does)");
         let model = BertEmbedder::load(&dir).expect("the installed model loads");
         assert_eq!(model.shape().layers, 3);

@@ -66,7 +66,7 @@ pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
         return Err(ToolError::NotADir(root.path));
     }
     if let Some(index) = ctx.index {
-        let rankings = crate::index::hybrid::Rankings::from_env();
+        let rankings = crate::index::rankings::Rankings::from_env();
         let found = index
             .search_report(ctx.access, &root, &params.query, limit, rankings, ctx.progress.unwrap_or(&|_| {}))
             .map_err(|e| ToolError::Message(format!("Search failed: {e}. grep still works.")))?;
