@@ -1,7 +1,7 @@
 //! Fake embedding servers on 127.0.0.1 for tests (llama.cpp's `/embedding` + `/tokenize`, OpenAI's `/v1/embeddings`), and this crate's own sources as test text; not a server anyone should run, and not used by ctxfs itself.
 //!
 //! It is public (and hidden from the docs) so that the unit tests of
-//! `embed::HttpEmbedder` and the integration tests that run the `ctxfs`
+//! `http::HttpEmbedder` and the integration tests that run the `ctxfs`
 //! binary against a server share one implementation. A server answers one
 //! HTTP/1.1 request a connection, in a thread, until it is dropped (and for
 //! at most five minutes), and records every request it read.
