@@ -104,59 +104,46 @@ pub(crate) fn bm25(idf: f64, tf: f64, len: f64, avg: f64) -> f64 {
     idf * tf * (BM25_K1 + 1.0) / (tf + BM25_K1 * norm)
 }
 
-/// A document's words, counted: what BM25 reads of it.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Counted {
-    pub terms: HashMap<String, u32>,
-    /// How many words it has.
-    pub len: usize,
+/// A text's words for BM25 when there is no store to count them: each term's count, and the text's length in words.
+pub(crate) struct Bag {
+    terms: HashMap<String, u32>,
+    len: usize,
 }
 
-impl Counted {
-    /// The words of `text` (`terms::terms`), counted.
-    pub fn of(text: &str) -> Counted {
+impl Bag {
+    /// The bag of the text's words (`terms::terms`), as the store counts a passage's.
+    pub(crate) fn of(text: &str) -> Bag {
         let words = super::terms::terms(text);
         let mut terms = HashMap::new();
         for word in &words {
             *terms.entry(word.clone()).or_insert(0) += 1;
         }
-        Counted { terms, len: words.len() }
+        Bag { terms, len: words.len() }
     }
 }
 
-/// BM25 over a small set of documents held in memory (the search tool's passages when there is no
-/// index, memory records): every statistic is counted over `docs` alone. Answers `(index, score)`
-/// for the documents holding a query term, best first; ties by `order`.
-pub(crate) fn bm25_rank(
-    docs: &[&Counted],
-    query: &[String],
-    order: &dyn Fn(usize, usize) -> Ordering,
-) -> Vec<(usize, f64)> {
-    if docs.is_empty() {
+/// BM25 of each bag for the query's terms, with document frequencies and the
+/// mean length counted over `bags` alone (the candidates are all there is).
+pub(crate) fn bm25_scores(bags: &[&Bag], query: &[String]) -> Vec<f64> {
+    if bags.is_empty() {
         return Vec::new();
     }
-    let n = docs.len() as f64;
-    let avg = docs.iter().map(|d| d.len as f64).sum::<f64>() / n;
+    let n = bags.len() as f64;
+    let avg = bags.iter().map(|b| b.len as f64).sum::<f64>() / n;
     let idfs: Vec<f64> =
-        query.iter().map(|term| idf(n, docs.iter().filter(|d| d.terms.contains_key(term)).count() as f64)).collect();
-    let mut scored: Vec<(usize, f64)> = docs
-        .iter()
-        .enumerate()
-        .map(|(i, d)| {
-            let score = query
+        query.iter().map(|term| idf(n, bags.iter().filter(|b| b.terms.contains_key(term)).count() as f64)).collect();
+    bags.iter()
+        .map(|b| {
+            query
                 .iter()
                 .zip(&idfs)
-                .map(|(term, idf)| match d.terms.get(term) {
-                    Some(tf) => bm25(*idf, f64::from(*tf), d.len as f64, avg),
+                .map(|(term, idf)| match b.terms.get(term) {
+                    Some(tf) => bm25(*idf, f64::from(*tf), b.len as f64, avg),
                     None => 0.0,
                 })
-                .sum::<f64>();
-            (i, score)
+                .sum::<f64>()
         })
-        .filter(|(_, s)| *s > 0.0)
-        .collect();
-    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| order(a.0, b.0)));
-    scored
+        .collect()
 }
 
 /// The `depth` best indices with a positive score, best first; ties by `order`.

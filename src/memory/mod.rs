@@ -7,14 +7,14 @@
 //! holds at most [`SCOPE_CHARS`]. A change is checked and written in one transaction taken
 //! for writing at once, so sessions of several processes never pass a budget together.
 //! Search ranks records by words with the index's BM25 and, when the engine's index has an
-//! embedder loaded, by meaning too. Also here: the text a session starts with (the records,
+//! embedder loaded, by meaning too (BM25's arithmetic and the embedder are the index's). Also here: the text a session starts with (the records,
 //! or an index of them past [`STARTUP_CHARS`]).
 //!
 //! Not here: the tool's arguments and answers (`tools::memory`), whether a change may happen
 //! (the gate), where the database lives (the engine says).
 
-use crate::index::hybrid::Vectorizer;
-use crate::index::rank::{bm25_rank, Counted};
+use crate::index::embed::Embedder;
+use crate::index::rank::{bm25_scores, top, Bag};
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -295,7 +295,7 @@ impl Memory {
         scopes: &[Scope],
         query: &str,
         limit: usize,
-        vectorizer: Option<&dyn Vectorizer>,
+        vectorizer: Option<&dyn Embedder>,
     ) -> anyhow::Result<Vec<Record>> {
         let mut records = Vec::new();
         for scope in scopes {
@@ -434,14 +434,14 @@ fn open(path: &Path) -> anyhow::Result<rusqlite::Connection> {
 const RRF_K: f64 = 30.0;
 
 /// Records ranked for a query: by words, and by meaning when a vectorizer is given (see `search`).
-fn rank(records: Vec<Record>, query: &str, limit: usize, vectorizer: Option<&dyn Vectorizer>) -> Vec<Record> {
+fn rank(records: Vec<Record>, query: &str, limit: usize, vectorizer: Option<&dyn Embedder>) -> Vec<Record> {
     let terms = crate::index::terms::query_terms(query);
-    let counted: Vec<Counted> = records.iter().map(|r| Counted::of(&r.text)).collect();
-    let docs: Vec<&Counted> = counted.iter().collect();
+    let bags: Vec<Bag> = records.iter().map(|r| Bag::of(&r.text)).collect();
+    let scores = bm25_scores(&bags.iter().collect::<Vec<_>>(), &terms);
     let by_id = |a: usize, b: usize| records[a].id.cmp(&records[b].id);
-    let words = bm25_rank(&docs, &terms, &by_id);
+    let words = top(&scores, records.len(), &|a, b| by_id(a as usize, b as usize));
     let mut fused: Vec<(usize, f64)> =
-        words.iter().enumerate().map(|(rank, (i, _))| (*i, 1.0 / (RRF_K + rank as f64 + 1.0))).collect();
+        words.iter().enumerate().map(|(rank, i)| (*i as usize, 1.0 / (RRF_K + rank as f64 + 1.0))).collect();
     if let Some(meaning) = vectorizer.and_then(|v| by_meaning(&records, query, v)) {
         for (rank, i) in meaning.into_iter().enumerate() {
             let vote = 1.0 / (RRF_K + rank as f64 + 1.0);
@@ -459,7 +459,7 @@ fn rank(records: Vec<Record>, query: &str, limit: usize, vectorizer: Option<&dyn
 /// The records' indices by closeness of meaning to the query, closest first; `None` when the
 /// vectorizer fails (the words' ranking stands alone then). Records too far from the query (a
 /// cosine of at most 0.2) are left out, so a query that matches nothing finds nothing.
-fn by_meaning(records: &[Record], query: &str, vectorizer: &dyn Vectorizer) -> Option<Vec<usize>> {
+fn by_meaning(records: &[Record], query: &str, vectorizer: &dyn Embedder) -> Option<Vec<usize>> {
     if records.is_empty() {
         return Some(Vec::new());
     }
@@ -632,12 +632,24 @@ mod tests {
     #[test]
     fn search_ranks_by_words_and_by_meaning() {
         struct Fake;
-        impl Vectorizer for Fake {
+        impl Embedder for Fake {
             fn name(&self) -> &str {
                 "fake"
             }
+            fn dims(&self) -> usize {
+                2
+            }
+            fn max_tokens(&self) -> usize {
+                512
+            }
+            fn count_tokens(&self, text: &str) -> usize {
+                text.split_whitespace().count()
+            }
+            fn token_spans(&self, _text: &str) -> Vec<std::ops::Range<usize>> {
+                Vec::new()
+            }
             // A text about tabs or indentation points one way, anything else another.
-            fn embed(&self, texts: &[&str]) -> anyhow::Result<Vec<Vec<f32>>> {
+            fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, crate::index::embed::EmbedError> {
                 Ok(texts
                     .iter()
                     .map(|t| if t.contains("tab") || t.contains("indent") { vec![1.0, 0.0] } else { vec![0.0, 1.0] })

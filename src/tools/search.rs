@@ -1,7 +1,7 @@
 //! search: the hybrid index when the engine has one, else BM25 by words
 //! over passages of the files the session can see, computed at query time
-//! with the index's own chunker, words and BM25 (so an answer has the same
-//! shape either way).
+//! with the index's own chunker, words, BM25 and ordering (`index::rank`), so
+//! an answer has the same shape either way.
 //!
 //! Both rank exactly the visible files, so hidden files change neither the
 //! scores nor the order. The index itself lives in `index`; this is the
@@ -17,9 +17,12 @@ use super::params::SearchParams;
 use super::spec::{Action, Effect, Tool, Traits};
 use super::{Ctx, Outcome, ToolResult};
 use crate::access::{Need, ToolError};
+use crate::index::chunk::HalfBytes;
+use crate::index::hybrid::{Chunker, TokenChunker};
+use crate::index::rank::{self, Bag};
 use crate::vfs::Source;
 use std::io::Read;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Files larger than this are not searched by words.
 const MAX_FILE_BYTES: u64 = 1024 * 1024;
@@ -36,27 +39,16 @@ struct Passage {
     first: usize,
     last: usize,
     text: String,
-    counted: crate::index::rank::Counted,
+    words: Bag,
 }
 
-/// The file cut as the index cuts it without an embedder (480 tokens of ⌈bytes/2⌉, 64 of overlap),
+/// The file cut by the index's chunker without an embedder (⌈bytes/2⌉ tokens),
 /// so results have the same shape whether or not the index opened.
 fn passages(path: &str, text: &str) -> Vec<Passage> {
-    let pieces = crate::index::chunk::chunk(
-        text,
-        &crate::index::chunk::HalfBytes,
-        crate::index::chunk::SIZE,
-        crate::index::chunk::OVERLAP,
-    );
-    pieces
+    TokenChunker::new(Arc::new(HalfBytes))
+        .pieces(text)
         .into_iter()
-        .map(|piece| Passage {
-            path: path.to_string(),
-            first: piece.first_line,
-            last: piece.last_line,
-            counted: crate::index::rank::Counted::of(&piece.text),
-            text: piece.text,
-        })
+        .map(|(first, last, text)| Passage { path: path.to_string(), first, last, words: Bag::of(&text), text })
         .collect()
 }
 
@@ -74,7 +66,7 @@ pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
         return Err(ToolError::NotADir(root.path));
     }
     if let Some(index) = ctx.index {
-        let rankings = crate::index::hybrid::Rankings::from_env();
+        let rankings = crate::index::rankings::Rankings::from_env();
         let found = index
             .search_report(ctx.access, &root, &params.query, limit, rankings, ctx.progress.unwrap_or(&|_| {}))
             .map_err(|e| ToolError::Message(format!("Search failed: {e}. grep still works.")))?;
@@ -112,12 +104,17 @@ pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
         found.lock().unwrap_or_else(|e| e.into_inner()).append(&mut pieces);
     })?;
     let corpus = found.into_inner().unwrap_or_else(|e| e.into_inner());
-    let ranked = rank(&corpus, &query);
-    let shown: Vec<Shown<'_>> = ranked
+    let bags: Vec<&Bag> = corpus.iter().map(|p| &p.words).collect();
+    let scores = rank::bm25_scores(&bags, &query);
+    // Ties by path and line, then by place in the file (a file's passages are found together, in order).
+    let order = |a: u32, b: u32| {
+        let (pa, pb) = (&corpus[a as usize], &corpus[b as usize]);
+        pa.path.cmp(&pb.path).then(pa.first.cmp(&pb.first)).then(a.cmp(&b))
+    };
+    let shown: Vec<Shown<'_>> = rank::top(&scores, limit, &order)
         .into_iter()
-        .take(limit)
-        .map(|(index, _)| {
-            let p = &corpus[index];
+        .map(|index| {
+            let p = &corpus[index as usize];
             (p.path.as_str(), p.first, p.last, p.text.as_str())
         })
         .collect();
@@ -188,14 +185,6 @@ fn best_window(lines: &[&str], query: &[String], max_lines: usize, max_chars: us
         to -= 1;
     }
     (from, to)
-}
-
-/// BM25 (the index's: `index::rank`) over the given passages only; ties broken by path and line.
-fn rank(corpus: &[Passage], query: &[String]) -> Vec<(usize, f64)> {
-    let docs: Vec<&crate::index::rank::Counted> = corpus.iter().map(|p| &p.counted).collect();
-    crate::index::rank::bm25_rank(&docs, query, &|a, b| {
-        corpus[a].path.cmp(&corpus[b].path).then_with(|| corpus[a].first.cmp(&corpus[b].first))
-    })
 }
 
 pub fn tag(ctx: &mut Ctx<'_>, params: super::params::TagParams) -> ToolResult {
