@@ -117,6 +117,9 @@ pub enum FsError {
     /// platform's limit.
     #[error("name too long")]
     NameTooLong,
+    /// A file open in the editor that the editor did not change.
+    #[error("{0:?}")]
+    Editor(overlay::EditorFailure),
     #[error("{0}")]
     Io(#[from] io::Error),
 }
