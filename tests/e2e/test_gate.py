@@ -265,7 +265,7 @@ def test_elicitation_takes_the_form_of_the_negotiated_protocol_version(workspace
     params = asked[0]["params"]
     decision = params["requestedSchema"]["properties"]["decision"]
     assert decision["type"] == "string" and params["requestedSchema"]["required"] == ["decision"]
-    labels = ["Allow once", "Allow for this session"]
+    labels = ["Allow once", "Allow notes/todo.md for this session"]
     if version == "2025-06-18":
         # 2025-06-18's EnumSchema: enum and enumNames; no mode, no oneOf, no title on the requested schema.
         assert "mode" not in params, params
