@@ -20,6 +20,7 @@
 use super::resolve::{resolve_with, Child, Lookup};
 use super::{
     Descend, DirEntry, Expect, Fs, FsError, Kind, Meta, Readable, Resolution, Source, Visitor, WalkEntry, WalkOptions,
+    WalkTally,
 };
 use crate::paths::VPath;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
@@ -495,10 +496,16 @@ impl MemFs {
                     continue;
                 }
                 if options.skip_hidden && name.starts_with('.') {
+                    if readable(&dir.join(&name)) {
+                        WalkTally::count(&options.tally, |t| &t.hidden);
+                    }
                     continue;
                 }
                 let path = dir.join(&name);
                 if options.gitignore && is_ignored(levels, Path::new(path.as_str()), kind == Kind::Dir) {
+                    if readable(&path) {
+                        WalkTally::count(&options.tally, |t| &t.ignored);
+                    }
                     continue;
                 }
                 let open_path = path.clone();
@@ -1088,7 +1095,7 @@ mod tests {
         .collect();
         assert_eq!(got, expected);
 
-        let options = WalkOptions { gitignore: false, skip_hidden: false, threads: 1 };
+        let options = WalkOptions { gitignore: false, skip_hidden: false, threads: 1, tally: None };
         let all = walked(&fs, "/ws", options, |_| true);
         assert_eq!(all.len(), 15);
         assert!(all.iter().any(|(p, _)| p == "/ws/target/out.bin"));
@@ -1139,7 +1146,7 @@ mod tests {
         fs.add_file("/ws/pri/q.log", "");
         fs.add_link("/ws/linked/.gitignore", "/ws/.gitignore"); // a linked ignore file is not read
         fs.add_file("/ws/linked/b.tmp", "");
-        let options = WalkOptions { gitignore: true, skip_hidden: false, threads: 1 };
+        let options = WalkOptions { gitignore: true, skip_hidden: false, threads: 1, tally: None };
         let got: Vec<String> = walked(&fs, "/ws", options, |_| true).into_iter().map(|(p, _)| p).collect();
         assert_eq!(
             got,
@@ -1170,7 +1177,7 @@ mod tests {
         for name in ["a.txt", "b.log", "c.rs"] {
             fs.add_file(&format!("/ws/mid/sub/{name}"), "");
         }
-        let options = WalkOptions { gitignore: true, skip_hidden: true, threads: 1 };
+        let options = WalkOptions { gitignore: true, skip_hidden: true, threads: 1, tally: None };
         let seen = Mutex::new(Vec::new());
         fs.walk(&vp("/ws/mid/sub"), &options, &|entry| {
             seen.lock().unwrap().push(entry.path.to_string());
