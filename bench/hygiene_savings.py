@@ -623,6 +623,12 @@ def do_read(r, ctx, res, content, version, table_reads):
         else:
             rid, path, first, last, of, sha8 = m.group(1), m.group(2), int(m.group(3)), int(m.group(4)), int(m.group(5)), m.group(6)
             stub = (t.group(1), int(t.group(2)), int(t.group(3)))
+            # A stub names the lines asked for: past the end when the call asked past it.
+            asked_last = args.get("offset", 1) + min(args.get("limit") or READ_WINDOW, READ_WINDOW) - 1
+            want = asked_last if args.get("limit") and asked_last > of else min(of, asked_last)
+            if last != want:
+                res["problems"].append(("a stub's bracket does not name the lines asked for", iid, r["i"], args, head + " expected up to %d" % want))
+            last = min(last, of)
     if rid != answer["id"]:
         res["problems"].append(("bracket id is not the answer's id", iid, r["i"], args, head))
     if path != given:
