@@ -310,7 +310,10 @@ struct EngineFlags<'a> {
 }
 
 impl PlaceArgs {
-    fn config(&self, start: Option<&StartArg>) -> anyhow::Result<Config> {
+    /// The engine's configuration: where it looks from these flags, the rest
+    /// from the command's own (`flags`), else the defaults; sessions start in
+    /// `flags.mode`, else in `default_mode`.
+    fn config(&self, flags: EngineFlags<'_>, default_mode: Mode) -> anyhow::Result<Config> {
         let absolute = |p: &PathBuf| std::path::absolute(p).with_context(|| format!("bad path {}", p.display()));
         let posture = match (&self.tree, &self.view, &self.root) {
             (Some(dir), Some(view), None) => Posture::Tree { dir: absolute(dir)?, view: absolute(view)? },
@@ -318,26 +321,28 @@ impl PlaceArgs {
             // clap enforces the combinations; this is a guard, not a path users reach.
             _ => anyhow::bail!("give either --tree DIR --view VIEW.json, or --root DIR"),
         };
-        let start = start.and_then(|s| s.start.clone());
-        Ok(Config { posture, start, data_dir: self.data.as_ref().map(absolute).transpose()? })
+        let defaults = Config::new(posture);
+        let (embedder, embedder_model) =
+            flags.embed.map(|e| (e.embedder.clone(), e.embedder_model.clone())).unwrap_or_default();
+        Ok(Config {
+            start: flags.start.and_then(|s| s.start.clone()),
+            data_dir: self.data.as_ref().map(absolute).transpose()?,
+            mode: flags.mode.unwrap_or(default_mode),
+            approval_timeout: flags.approval_timeout.unwrap_or(defaults.approval_timeout),
+            host: flags.host.map_or(defaults.host, |h| h.host),
+            user_dir: match &self.config {
+                Some(dir) => Some(absolute(dir)?),
+                None => defaults.user_dir.clone(),
+            },
+            embedder,
+            embedder_model,
+            ..defaults
+        })
     }
 
     /// The engine, its sessions in the mode given, else in `default_mode`.
     fn engine(&self, flags: EngineFlags<'_>, default_mode: Mode) -> anyhow::Result<Engine> {
-        let mut engine = Engine::new(self.config(flags.start)?)?;
-        if let Some(host) = flags.host {
-            engine.set_host(host.host);
-        }
-        engine.set_mode(flags.mode.unwrap_or(default_mode));
-        if let Some(timeout) = flags.approval_timeout {
-            engine.set_approval_timeout(timeout);
-        }
-        if let Some(dir) = &self.config {
-            engine.set_user_config(Some(std::path::absolute(dir)?));
-        }
-        let (embedder, model) = flags.embed.map(|e| (e.embedder.clone(), e.embedder_model.clone())).unwrap_or_default();
-        engine.choose_embedder(embedder, model);
-        Ok(engine)
+        Engine::new(self.config(flags, default_mode)?)
     }
 }
 
@@ -650,7 +655,11 @@ fn chunk_file(
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for piece in chunk(&text, tokenizer.as_ref(), size, overlap) {
-        serde_json::to_writer(&mut out, &piece)?;
+        // One JSON object a line; its keys are the command's output format (chunking.md).
+        let ctxfs::index::chunk::Piece { start, end, first_line, last_line, tokens, text } = piece;
+        let line = serde_json::json!({"start": start, "end": end, "first_line": first_line,
+            "last_line": last_line, "tokens": tokens, "text": text});
+        serde_json::to_writer(&mut out, &line)?;
         out.write_all(b"\n")?;
     }
     out.flush()?;
@@ -660,46 +669,36 @@ fn chunk_file(
 /// `ctxfs index`: builds or refreshes the search index of everything the
 /// session may see under `path`, as a search there would, with a progress line.
 fn index_tree(place: &PlaceArgs, start: &StartArg, embed: &EmbedArgs, path: Option<&str>) -> anyhow::Result<ExitCode> {
-    use ctxfs::access::{Access, Level, Need, View};
-    use ctxfs::index::hybrid::{Index, TokenChunker};
-    let config = place.config(Some(start))?;
     let flags = EngineFlags { start: Some(start), embed: Some(embed), ..EngineFlags::default() };
     let engine = place.engine(flags, Mode::Trust)?;
-    let boundary = engine.fs().boundary().clone();
-    let view = match &config.posture {
-        Posture::Tree { view, .. } => ctxfs::engine::load_view(view)?,
-        Posture::Device { .. } => View::single(boundary.clone(), Level::Stage),
-    };
-    let start =
-        config.start.as_deref().and_then(|s| ctxfs::paths::VPath::resolve(&boundary, s).ok()).unwrap_or(boundary);
-    let mut access = Access::new(engine.fs().clone(), view, start);
-    access.set_alias(engine.root_alias().cloned());
-    let root = access.target(path.unwrap_or("."), Need::Look).map_err(|e| anyhow::anyhow!("{e}"))?;
-    if !root.is_dir() {
-        anyhow::bail!("{} is not a directory", root.path);
-    }
-    let (vectorizer, tokenizer) = ctxfs::index::models(&engine.embedder(), engine.data_dir());
-    let words_only = vectorizer.is_none();
-    let index = Index::open(engine.index_path(), vectorizer, Arc::new(TokenChunker::new(tokenizer)))?;
-    // Walk first, so the bar's total is known before indexing starts.
-    let survey = ctxfs::index::hybrid::survey(&access, &root)?;
-    let line = ProgressLine::new(survey.files);
-    let done = index.build_with(&access, &root, &|p| line.show(p, false))?;
-    line.show(&done, true);
-    if let Some(skipped) = ctxfs::index::hybrid::skipped_summary(&survey, &done) {
+    let line = std::cell::OnceCell::<ProgressLine>::new();
+    let built = engine.build_index(
+        path,
+        |total| {
+            let _ = line.set(ProgressLine::new(total));
+        },
+        &|p| {
+            if let Some(line) = line.get() {
+                line.show(p, false)
+            }
+        },
+    )?;
+    let (line, done) = (line.get().context("the walk never reported")?, &built.done);
+    line.show(done, true);
+    if let Some(skipped) = ctxfs::index::hybrid::skipped_summary(&built.survey, done) {
         eprintln!("ctxfs index: {skipped}");
     }
     let secs = line.started.elapsed().as_secs_f64().max(1e-3);
     let mb = |b: u64| b as f64 / 1e6;
     println!(
         "indexed {}: {} files ({:.1} MB); {} new or changed ({:.1} MB, {} chunks{}), {} skipped, {} removed; {:.1} s ({:.1} MB/s, {:.0} chunks/s)",
-        root.path,
+        built.root,
         done.found,
         mb(done.bytes),
         done.indexed,
         mb(done.bytes_indexed),
         done.chunks,
-        if words_only { ", words only" } else { "" },
+        if built.words_only { ", words only" } else { "" },
         done.skipped,
         done.removed,
         secs,

@@ -580,7 +580,7 @@ impl World {
             Some("device") => Posture::Device { root: self.root_link.clone().unwrap_or_else(|| self.root.clone()) },
             other => return Err(format!("unknown posture {other:?}")),
         };
-        Ok(Config { posture, start: self.start(case), data_dir: Some(self.data.clone()) })
+        Ok(Config { start: self.start(case), data_dir: Some(self.data.clone()), ..Config::new(posture) })
     }
 
     fn mcp_args(&self, case: &Value) -> Vec<String> {
@@ -1052,14 +1052,14 @@ impl CoreDoor {
         mode: ctxfs::gate::Mode,
         timeout: Option<Duration>,
     ) -> Result<Engine, String> {
-        let mut engine = Engine::new(config.clone()).map_err(|e| format!("Engine::new: {e:#}"))?;
-        engine.set_host(host);
-        engine.set_user_config(Some(user_config.to_path_buf()));
-        engine.set_mode(mode);
-        if let Some(timeout) = timeout {
-            engine.set_approval_timeout(timeout);
-        }
-        Ok(engine)
+        let config = Config {
+            host,
+            user_dir: Some(user_config.to_path_buf()),
+            mode,
+            approval_timeout: timeout.unwrap_or(ctxfs::gate::DEFAULT_TIMEOUT),
+            ..config.clone()
+        };
+        Engine::new(config).map_err(|e| format!("Engine::new: {e:#}"))
     }
 
     fn engine(&self) -> Result<Engine, String> {
@@ -1126,7 +1126,9 @@ impl Door for CoreDoor {
                 Ok(None)
             }
             "instructions" => {
-                let chain = serde_json::to_value(self.session.instruction_chain()).map_err(|e| e.to_string())?;
+                // The chain as the doors send it (the LSP door's wire shape).
+                let chain = ctxfs::lsp::protocol::InstructionChain::new(self.session.instruction_chain(), |_| None);
+                let chain = serde_json::to_value(chain).map_err(|e| e.to_string())?;
                 check_chain(step, &chain)?;
                 Ok(Some(Answer { text: self.session.instructions(), is_error: false }))
             }

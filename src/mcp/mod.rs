@@ -77,7 +77,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
-pub use transport::MAX_MESSAGE;
 
 /// How long to wait for the client's answer to `roots/list`.
 const ROOTS_TIMEOUT: Duration = Duration::from_secs(10);
@@ -489,7 +488,7 @@ fn to_mcp_result(answer: ToolAnswer) -> CallToolResult {
     let mut meta = serde_json::Map::new();
     meta.insert("ctxfs/id".into(), answer.id.into());
     if answer.facts != Default::default() {
-        if let Ok(facts) = serde_json::to_value(&answer.facts) {
+        if let Ok(facts) = serde_json::to_value(crate::wire::CallFacts::from(answer.facts.clone())) {
             meta.insert("ctxfs/facts".into(), facts);
         }
     }

@@ -1,5 +1,6 @@
 //! The MCP layer against a fake engine, over an in-memory pipe.
 
+use super::transport::MAX_MESSAGE;
 use super::*;
 use crate::engine::Facts;
 use serde_json::{json, Value};

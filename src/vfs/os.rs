@@ -81,11 +81,6 @@ impl OsFs {
         }
     }
 
-    /// The canonical host directory of the boundary.
-    pub fn host_root(&self) -> &Path {
-        &self.host_root
-    }
-
     /// The names of `real` below the boundary.
     fn names<'a>(&self, real: &'a VPath) -> Result<Vec<&'a str>, FsError> {
         let rel = real.strip_prefix(&self.vroot).ok_or(FsError::Escapes)?;
