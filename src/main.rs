@@ -171,7 +171,8 @@ struct PlaceArgs {
     /// real paths, and nothing outside it.
     #[arg(long, value_name = "DIR")]
     root: Option<PathBuf>,
-    /// Where sessions, results and the trash live. Default: the platform's data directory.
+    /// Where sessions, results, the search index and the trash live. Default: the platform's data
+    /// directory.
     #[arg(long, value_name = "DIR")]
     data: Option<PathBuf>,
     /// The user's config directory (global AGENTS.md, skills/, config.json, rules.json).
@@ -364,7 +365,8 @@ struct LspArgs {
     /// a real path under --root, or a path from the tree's `/` with --tree. Default: the root.
     #[arg(long, value_name = "PATH")]
     start: Option<String>,
-    /// Where sessions, results and the trash live. Default: the platform's data directory.
+    /// Where sessions, results, the search index and the trash live. Default: the platform's data
+    /// directory.
     #[arg(long, value_name = "DIR")]
     data: Option<PathBuf>,
     /// What the client's next request carries: `resend` or `fresh` (see `ctxfs mcp --help`).
