@@ -15,7 +15,7 @@ pub use api::*;
 use crate::access::{Access, Level, View, ViewFile};
 use crate::gate::{Approver, Gate, GrantInfo, Mode, Project};
 use crate::hygiene::{HostKind, Hygiene, MemoryStore, ResultStore, SqliteStore};
-use crate::index::hybrid::{Index, TokenChunker};
+use crate::index::background::IndexSlot;
 use crate::instructions::{self, Chain, UserConfig};
 use crate::paths::VPath;
 use crate::tools::{Ctx, Observed, Outcome};
@@ -66,106 +66,6 @@ fn map_alias(alias: &VPath, boundary: &VPath, text: &str) -> String {
     match VPath::parse(text).ok().and_then(|p| p.strip_prefix(alias).map(str::to_string)) {
         Some(rel) => boundary.join_rel(&rel).to_string(),
         None => text.to_string(),
-    }
-}
-
-/// The search index, opened when first needed (it loads the embedder).
-pub struct IndexSlot {
-    path: PathBuf,
-    data_dir: PathBuf,
-    cell: std::sync::OnceLock<Option<Arc<Index>>>,
-    /// Written files waiting to be indexed off the call's path.
-    queue: Mutex<Option<std::sync::mpsc::Sender<WrittenFile>>>,
-    /// How many queued files are not indexed yet, to wait for before a search.
-    pending: Arc<(Mutex<usize>, std::sync::Condvar)>,
-    /// The embedder the index loads when it is opened.
-    embedder: crate::index::EmbedderChoice,
-}
-
-/// A file a change wrote, for the indexer.
-struct WrittenFile {
-    real: VPath,
-    bytes: Vec<u8>,
-    created_by: Option<String>,
-}
-
-impl IndexSlot {
-    fn new(data_dir: &Path, path: PathBuf, embedder: crate::index::EmbedderChoice) -> IndexSlot {
-        IndexSlot {
-            path,
-            data_dir: data_dir.to_path_buf(),
-            cell: std::sync::OnceLock::new(),
-            queue: Mutex::new(None),
-            pending: Default::default(),
-            embedder,
-        }
-    }
-
-    /// Indexes a written file in the background (the call does not wait for
-    /// it; the first one also opens the index and loads the embedder there).
-    fn enqueue(self: &Arc<Self>, file: WrittenFile) {
-        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        if queue.is_none() {
-            let (sender, receiver) = std::sync::mpsc::channel::<WrittenFile>();
-            let slot = self.clone();
-            let spawned = std::thread::Builder::new().name("ctxfs-indexer".into()).spawn(move || {
-                // Files queued while one is being indexed are indexed together, in one commit.
-                while let Ok(first) = receiver.recv() {
-                    let mut batch = vec![first];
-                    batch.extend(receiver.try_iter().take(63));
-                    if let Some(index) = slot.get() {
-                        let files: Vec<_> =
-                            batch.iter().map(|f| (&f.real, f.bytes.as_slice(), f.created_by.as_deref())).collect();
-                        if let Err(e) = index.note_written_all(&files) {
-                            tracing::warn!(error = %e, files = batch.len(), "could not index written files");
-                        }
-                    }
-                    let (count, done) = &*slot.pending;
-                    *count.lock().unwrap_or_else(|e| e.into_inner()) -= batch.len();
-                    done.notify_all();
-                }
-            });
-            if spawned.is_err() {
-                tracing::warn!("could not start the indexer; written files are indexed at the next search");
-                return;
-            }
-            *queue = Some(sender);
-        }
-        if let Some(sender) = queue.as_ref() {
-            *self.pending.0.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-            if sender.send(file).is_err() {
-                *self.pending.0.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
-            }
-        }
-    }
-
-    /// Waits until every queued file is indexed (before a search or a tag).
-    fn settle(&self) {
-        let (count, done) = &*self.pending;
-        let mut count = count.lock().unwrap_or_else(|e| e.into_inner());
-        while *count > 0 {
-            count = done.wait(count).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-
-    /// The index, or `None` when it cannot be opened (search then ranks by words on the fly).
-    pub fn get(&self) -> Option<&Arc<Index>> {
-        self.cell
-            .get_or_init(|| {
-                self.open()
-                    .map(Arc::new)
-                    .inspect_err(|e| {
-                        tracing::error!(error = %e, "cannot open the search index; search ranks by words only");
-                    })
-                    .ok()
-            })
-            .as_ref()
-    }
-
-    /// Opens the index with the chosen embedder, now.
-    fn open(&self) -> anyhow::Result<Index> {
-        let (vectorizer, tokenizer) = crate::index::models(&self.embedder, &self.data_dir);
-        Index::open(&self.path, vectorizer, Arc::new(TokenChunker::new(tokenizer)))
     }
 }
 
@@ -445,7 +345,7 @@ impl Engine {
         if !root.is_dir() {
             bail!("{} is not a directory", root.path);
         }
-        let index = self.index.open()?;
+        let index = self.index.open_now()?;
         let survey = crate::index::hybrid::survey(&access, &root)?;
         walked(survey.files);
         let done = index.build_with(&access, &root, progress)?;
@@ -455,7 +355,7 @@ impl Engine {
     /// The embedder the search index loads: `Config::embedder`, else
     /// `"embedder"` in the user's config.json, else the static table.
     pub fn embedder(&self) -> &crate::index::EmbedderChoice {
-        &self.index.embedder
+        self.index.embedder()
     }
 
     pub fn data_dir(&self) -> &Path {
@@ -740,7 +640,7 @@ impl Session {
             };
             if let Ok(bytes) = access.fs().read_file(&target.real, crate::index::hybrid::MAX_FILE_BYTES) {
                 let created_by = self.client_name.clone();
-                self.index.enqueue(WrittenFile { real: target.real, bytes, created_by });
+                self.index.enqueue(crate::index::background::WrittenFile { real: target.real, bytes, created_by });
             }
         }
     }

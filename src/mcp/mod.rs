@@ -96,7 +96,7 @@ where
     W: AsyncWrite + Send + Unpin + 'static,
 {
     let transport = transport::LineTransport::new(read, write, Sequencer::new());
-    serve_transport(host, transport, resume).await
+    serve_transport_with(host, None, transport, resume).await
 }
 
 /// Serves one MCP connection, with a companion watching its calls (the ACP
@@ -115,19 +115,6 @@ where
 {
     let transport = transport::LineTransport::new(read, write, Sequencer::new());
     serve_transport_with(host, companion, transport, resume).await
-}
-
-async fn serve_transport<H, R, W>(
-    host: Arc<H>,
-    transport: transport::LineTransport<R, W>,
-    resume: Option<String>,
-) -> anyhow::Result<()>
-where
-    H: Host,
-    R: AsyncRead + Send + Unpin + 'static,
-    W: AsyncWrite + Send + Unpin + 'static,
-{
-    serve_transport_with(host, None, transport, resume).await
 }
 
 async fn serve_transport_with<H, R, W>(
