@@ -12,6 +12,7 @@
 //! (`FsError::Raced`): a link appearing between the check and the use is a
 //! race, and a race fails closed.
 
+mod ignore;
 pub mod journal;
 pub mod mem;
 pub mod os;
