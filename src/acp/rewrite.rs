@@ -85,6 +85,7 @@ pub(crate) fn named_paths(tool: &str, args: &Value) -> Vec<(String, Option<u64>)
             .unwrap_or_default(),
         "write" | "edit" | "multiedit" => one("file_path"),
         "list" | "glob" | "grep" | "search" | "mkdir" | "rm" | "stat" | "tag" => one("path"),
+        "commit" | "branch" | "merge" | "git_tag" | "pr" | "release" => one("path"),
         "mv" => {
             let mut out = one("source");
             out.extend(one("destination"));
@@ -341,7 +342,11 @@ mod tests {
         assert!(
             kinds.contains(&("edit", "edit")) && kinds.contains(&("rm", "delete")) && kinds.contains(&("mv", "move"))
         );
-        assert_eq!(kinds.iter().filter(|(_, k)| *k == "other").map(|(t, _)| *t).collect::<Vec<_>>(), vec!["tag"]);
+        // A repository's tools have no ACP kind of their own.
+        assert_eq!(
+            kinds.iter().filter(|(_, k)| *k == "other").map(|(t, _)| *t).collect::<Vec<_>>(),
+            vec!["tag", "commit", "branch", "merge", "git_tag", "pr", "release"]
+        );
     }
 
     #[test]

@@ -128,6 +128,10 @@ pub enum Kind {
     Remove,
     /// mv (checked against its destination); apply_patch's moves.
     Move,
+    /// commit, merge, git_tag, branch create: a change of a mounted
+    /// repository, checked against the mount point. Asked about in every
+    /// mode but trust.
+    Commit,
 }
 
 impl Kind {
@@ -136,6 +140,7 @@ impl Kind {
             Kind::Write => "write",
             Kind::Remove => "remove",
             Kind::Move => "move",
+            Kind::Commit => "commit",
         }
     }
 }
@@ -412,7 +417,7 @@ impl Gate {
             Mode::AcceptEdits => plan
                 .subjects
                 .iter()
-                .filter(|s| matches!(s.kind, Kind::Remove | Kind::Move) && outside_start(s))
+                .filter(|s| s.kind == Kind::Commit || (matches!(s.kind, Kind::Remove | Kind::Move) && outside_start(s)))
                 .collect(),
             Mode::Ask | Mode::ReadOnly => plan.subjects.iter().collect(),
         };

@@ -223,6 +223,8 @@ enum KindKey {
     Remove,
     #[serde(rename = "move")]
     Move,
+    #[serde(rename = "commit")]
+    Commit,
     #[serde(rename = "*")]
     Any,
 }
@@ -233,6 +235,7 @@ impl KindKey {
             KindKey::Write => Some(Kind::Write),
             KindKey::Remove => Some(Kind::Remove),
             KindKey::Move => Some(Kind::Move),
+            KindKey::Commit => Some(Kind::Commit),
             KindKey::Any => None,
         }
     }

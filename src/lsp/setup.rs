@@ -232,7 +232,7 @@ fn several(
     for folder in folders {
         grants.insert(folder.to_str().context("a workspace folder's path is not UTF-8")?.to_string(), Level::Stage);
     }
-    let view = View::from_file(&ViewFile { grants, floors: BTreeMap::new() }).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let view = View::from_file(&ViewFile { grants, ..ViewFile::default() }).map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut os = OsFs::open(&ancestor, vroot, trash)?;
     if !data.starts_with(&ancestor) {
         let inflight = data.join("inflight");

@@ -466,15 +466,23 @@ fn annotations(name: &str) -> Option<rmcp::model::ToolAnnotations> {
         "skill_view" => "Read a skill",
         "skill_manage" => "Change a skill",
         "tag" => "Tag files for search",
+        "commit" => "Commit staged changes",
+        "branch" => "List, create or switch branches",
+        "merge" => "Merge a branch",
+        "git_tag" => "Tag a commit",
+        "pr" => "Open a pull request (needs a forge)",
+        "release" => "Publish a release (needs a forge)",
         other => other,
     };
     let annotations = rmcp::model::ToolAnnotations::with_title(title).open_world(false);
     Some(match def.traits.effect {
         Effect::Reads => annotations.read_only(true),
         Effect::ChangesIndex => annotations.read_only(false).destructive(false).idempotent(true),
-        // mkdir only adds, and twice is once; write with the same text twice is once.
+        // mkdir only adds, and twice is once; write with the same text twice is once. A
+        // repository's tools add commits, branches and tags, and never take any away.
         Effect::ChangesFiles => {
-            annotations.read_only(false).destructive(name != "mkdir").idempotent(matches!(name, "mkdir" | "write"))
+            let adds_only = matches!(name, "mkdir" | "commit" | "branch" | "merge" | "git_tag");
+            annotations.read_only(false).destructive(!adds_only).idempotent(matches!(name, "mkdir" | "write"))
         }
     })
 }

@@ -9,6 +9,7 @@ pub mod files;
 pub mod find;
 pub mod nodes;
 pub mod params;
+pub mod repo;
 pub mod search;
 pub mod skills;
 pub mod spec;

@@ -12,7 +12,7 @@
 //! This module runs no tool itself.
 
 use super::params::*;
-use super::{files, find, nodes, search, skills, Change, Ctx, ToolResult};
+use super::{files, find, nodes, repo, search, skills, Change, Ctx, ToolResult};
 use crate::access::ToolError;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -348,6 +348,12 @@ pub static TABLE: &[ToolDef] = &[
     ToolDef::of::<skills::SkillView>(),
     ToolDef::of::<skills::SkillManage>(),
     ToolDef::of::<search::Tag>(),
+    ToolDef::of::<repo::Commit>(),
+    ToolDef::of::<repo::Branch>(),
+    ToolDef::of::<repo::Merge>(),
+    ToolDef::of::<repo::GitTag>(),
+    ToolDef::of::<repo::Pr>(),
+    ToolDef::of::<repo::Release>(),
 ];
 
 /// The tool of this name.
@@ -381,9 +387,25 @@ mod tests {
             }
         }
         let gated: Vec<&str> = TABLE.iter().filter(|t| t.gated()).map(|t| t.name).collect();
-        assert_eq!(gated, ["write", "edit", "multiedit", "apply_patch", "mkdir", "mv", "rm", "skill_manage"]);
+        assert_eq!(
+            gated,
+            [
+                "write",
+                "edit",
+                "multiedit",
+                "apply_patch",
+                "mkdir",
+                "mv",
+                "rm",
+                "skill_manage",
+                "commit",
+                "branch",
+                "merge",
+                "git_tag"
+            ]
+        );
         let quick: Vec<&str> = TABLE.iter().filter(|t| !t.traits.may_block).map(|t| t.name).collect();
-        assert_eq!(quick, ["read", "list", "stat", "skills_list", "skill_view"]);
+        assert_eq!(quick, ["read", "list", "stat", "skills_list", "skill_view", "pr", "release"]);
         let dedupes: Vec<&str> = TABLE.iter().filter(|t| t.traits.dedupes).map(|t| t.name).collect();
         assert_eq!(dedupes, ["list", "glob", "grep", "search"]);
     }

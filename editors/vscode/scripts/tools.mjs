@@ -5,13 +5,17 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 
 /** The tools that change files: their VS Code invocation message says so. */
-export const CHANGING = new Set(['write', 'edit', 'multiedit', 'apply_patch', 'mkdir', 'mv', 'rm', 'skill_manage', 'tag']);
+export const CHANGING = new Set([
+  'write', 'edit', 'multiedit', 'apply_patch', 'mkdir', 'mv', 'rm', 'skill_manage', 'tag', 'commit', 'branch', 'merge', 'git_tag',
+]);
 
 const ICONS = {
   read: '$(file)', list: '$(list-tree)', stat: '$(info)', glob: '$(file-submodule)', grep: '$(search)',
   search: '$(sparkle)', recall: '$(history)', write: '$(new-file)', edit: '$(edit)', multiedit: '$(edit)',
   apply_patch: '$(diff)', mkdir: '$(new-folder)', mv: '$(arrow-right)', rm: '$(trash)', tag: '$(tag)',
   skills_list: '$(book)', skill_view: '$(book)', skill_manage: '$(book)',
+  commit: '$(git-commit)', branch: '$(git-branch)', merge: '$(git-merge)', git_tag: '$(tag)',
+  pr: '$(git-pull-request)', release: '$(package)',
 };
 
 /** The first sentence of a description, for the UI. */
