@@ -3,6 +3,7 @@
 Nothing here asserts a time; the benchmarks print figures.
 """
 
+import re
 import os
 import shutil
 import statistics
@@ -174,3 +175,19 @@ def revision() -> str:
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "src", "Cargo.toml"],
                            cwd=REPO, capture_output=True, text=True).stdout.strip()
     return f"ctxfs {head or '?'}" + (" + uncommitted changes" if dirty else "")
+
+
+def words(text):
+    """ctxfs's word splitter (src/index/terms.rs): alphanumeric runs, cut at lower→upper and `_`, lower-cased."""
+    out = []
+    for raw in re.split(r"[\W_]+", text):
+        current, prev_lower = "", False
+        for c in raw:
+            if c.isupper() and prev_lower and current:
+                out.append(current)
+                current = ""
+            prev_lower = c.islower() or c.isdigit()
+            current += c.lower()
+        if current:
+            out.append(current)
+    return out

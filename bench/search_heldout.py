@@ -39,29 +39,13 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import BENCH, build, log  # noqa: E402
+from common import BENCH, build, log, words  # noqa: E402
 
 REGISTRY = Path.home() / ".cargo" / "registry" / "src"
 SETS = BENCH / "search_queries" / "heldout"
 DEPTH = 10
 LIMITS = (10, 40)
 PASSAGE = re.compile(r"^(/[^\n]*):(\d+)-(\d+)$", re.M)
-
-
-def words(text):
-    """ctxfs's word splitter: alphanumeric runs, cut at lower→upper and `_`, lower-cased."""
-    out = []
-    for raw in re.split(r"[\W_]+", text):
-        current, prev_lower = "", False
-        for c in raw:
-            if c.isupper() and prev_lower and current:
-                out.append(current)
-                current = ""
-            prev_lower = c.islower() or c.isdigit()
-            current += c.lower()
-        if current:
-            out.append(current)
-    return out
 
 
 def crate_dir(name):

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import BENCH, build, ensure_ripgrep, log  # noqa: E402
+from common import BENCH, build, ensure_ripgrep, log, words  # noqa: E402
 
 REGISTRY = Path.home() / ".cargo" / "registry" / "src"
 DEFAULT_CRATE = "clap_builder-4.6.7"
@@ -65,22 +65,6 @@ def crate_dir(name):
 
 def rs_files(src):
     return sorted(p for p in src.rglob("*.rs") if p.is_file())
-
-
-def words(text):
-    """ctxfs's `tools::search::words`: alphanumeric runs, cut at lower→upper, lowercase."""
-    out = []
-    for raw in re.split(r"[\W_]+", text):
-        current, prev_lower = "", False
-        for c in raw:
-            if c.isupper() and prev_lower and current:
-                out.append(current)
-                current = ""
-            prev_lower = c.islower() or c.isdigit()
-            current += c.lower()
-        if current:
-            out.append(current)
-    return out
 
 
 # ---------------------------------------------------------------------------

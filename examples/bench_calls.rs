@@ -39,9 +39,9 @@ fn main() {
 
     let setup = Instant::now();
     let config = Config {
-        posture: Posture::Device { root: std::path::absolute(&root).expect("root") },
         start: None,
         data_dir: data.map(|d| std::path::absolute(d).expect("data")),
+        ..Config::new(Posture::Device { root: std::path::absolute(&root).expect("root") })
     };
     let engine = Engine::new(config).expect("engine");
     let session = engine.open_session(SessionOptions::default()).expect("session");

@@ -50,9 +50,9 @@ fn main() -> anyhow::Result<()> {
 
     // 1. A 100-line read, whole path vs the floor.
     let engine = Engine::new(Config {
-        posture: Posture::Device { root: ws.clone() },
         start: None,
         data_dir: Some(scratch.path().join("data")),
+        ..Config::new(Posture::Device { root: ws.clone() })
     })?;
     let session = engine.open_session(SessionOptions::default())?;
     let rounds = 20_000;

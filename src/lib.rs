@@ -19,3 +19,4 @@ pub mod paths;
 pub mod text;
 pub mod tools;
 pub mod vfs;
+pub mod wire;

@@ -244,7 +244,9 @@ fn parse_host(text: &str) -> Result<HostKind, String> {
 }
 
 impl PostureArgs {
-    fn config(&self) -> anyhow::Result<Config> {
+    /// The engine's configuration from these flags; sessions start in the mode
+    /// given, else in `default_mode`.
+    fn config(&self, default_mode: Mode) -> anyhow::Result<Config> {
         let absolute = |p: &PathBuf| std::path::absolute(p).with_context(|| format!("bad path {}", p.display()));
         let posture = match (&self.tree, &self.view, &self.root) {
             (Some(dir), Some(view), None) => Posture::Tree { dir: absolute(dir)?, view: absolute(view)? },
@@ -252,20 +254,26 @@ impl PostureArgs {
             // clap enforces the combinations; this is a guard, not a path users reach.
             _ => anyhow::bail!("give either --tree DIR --view VIEW.json, or --root DIR"),
         };
-        Ok(Config { posture, start: self.start.clone(), data_dir: self.data.as_ref().map(absolute).transpose()? })
+        let defaults = Config::new(posture);
+        Ok(Config {
+            start: self.start.clone(),
+            data_dir: self.data.as_ref().map(absolute).transpose()?,
+            mode: self.mode.unwrap_or(default_mode),
+            approval_timeout: self.approval_timeout,
+            host: self.host,
+            user_dir: match &self.config {
+                Some(dir) => Some(absolute(dir)?),
+                None => defaults.user_dir.clone(),
+            },
+            embedder: self.embedder.clone(),
+            embedder_model: self.embedder_model.clone(),
+            ..defaults
+        })
     }
 
     /// The engine, its sessions in the mode given, else in `default_mode`.
     fn engine(&self, default_mode: Mode) -> anyhow::Result<Engine> {
-        let mut engine = Engine::new(self.config()?)?;
-        engine.set_host(self.host);
-        engine.set_mode(self.mode.unwrap_or(default_mode));
-        engine.set_approval_timeout(self.approval_timeout);
-        if let Some(dir) = &self.config {
-            engine.set_user_config(Some(std::path::absolute(dir)?));
-        }
-        engine.choose_embedder(self.embedder.clone(), self.embedder_model.clone());
-        Ok(engine)
+        Engine::new(self.config(default_mode)?)
     }
 }
 
@@ -555,7 +563,11 @@ fn chunk_file(
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for piece in chunk(&text, tokenizer.as_ref(), size, overlap) {
-        serde_json::to_writer(&mut out, &piece)?;
+        // One JSON object a line; its keys are the command's output format (chunking.md).
+        let ctxfs::index::chunk::Piece { start, end, first_line, last_line, tokens, text } = piece;
+        let line = serde_json::json!({"start": start, "end": end, "first_line": first_line,
+            "last_line": last_line, "tokens": tokens, "text": text});
+        serde_json::to_writer(&mut out, &line)?;
         out.write_all(b"\n")?;
     }
     out.flush()?;
@@ -565,42 +577,32 @@ fn chunk_file(
 /// `ctxfs index`: builds or refreshes the search index of everything the
 /// posture shows under `path`, as a search there would, with a progress line.
 fn index_tree(posture: &PostureArgs, path: Option<&str>) -> anyhow::Result<ExitCode> {
-    use ctxfs::access::{Access, Level, Need, View};
-    use ctxfs::index::hybrid::{Index, TokenChunker};
-    let config = posture.config()?;
     let engine = posture.engine(Mode::Trust)?;
-    let boundary = engine.fs().boundary().clone();
-    let view = match &config.posture {
-        Posture::Tree { view, .. } => ctxfs::engine::load_view(view)?,
-        Posture::Device { .. } => View::single(boundary.clone(), Level::Stage),
-    };
-    let start =
-        config.start.as_deref().and_then(|s| ctxfs::paths::VPath::resolve(&boundary, s).ok()).unwrap_or(boundary);
-    let mut access = Access::new(engine.fs().clone(), view, start);
-    access.set_alias(engine.root_alias().cloned());
-    let root = access.target(path.unwrap_or("."), Need::Look).map_err(|e| anyhow::anyhow!("{e}"))?;
-    if !root.is_dir() {
-        anyhow::bail!("{} is not a directory", root.path);
-    }
-    let (vectorizer, tokenizer) = ctxfs::index::models(&engine.embedder(), engine.data_dir());
-    let words_only = vectorizer.is_none();
-    let index = Index::open(engine.index_path(), vectorizer, Arc::new(TokenChunker::new(tokenizer)))?;
-    // Walk first, so the bar's total is known before indexing starts.
-    let total = ctxfs::index::hybrid::count_visible(&access, &root)?;
-    let line = ProgressLine::new(total);
-    let done = index.build_with(&access, &root, &|p| line.show(p, false))?;
-    line.show(&done, true);
+    let line = std::cell::OnceCell::<ProgressLine>::new();
+    let built = engine.build_index(
+        path,
+        |total| {
+            let _ = line.set(ProgressLine::new(total));
+        },
+        &|p| {
+            if let Some(line) = line.get() {
+                line.show(p, false)
+            }
+        },
+    )?;
+    let (line, done) = (line.get().context("the walk never reported")?, &built.done);
+    line.show(done, true);
     let secs = line.started.elapsed().as_secs_f64().max(1e-3);
     let mb = |b: u64| b as f64 / 1e6;
     println!(
         "indexed {}: {} files ({:.1} MB); {} new or changed ({:.1} MB, {} chunks{}), {} skipped, {} removed; {:.1} s ({:.1} MB/s, {:.0} chunks/s)",
-        root.path,
+        built.root,
         done.found,
         mb(done.bytes),
         done.indexed,
         mb(done.bytes_indexed),
         done.chunks,
-        if words_only { ", words only" } else { "" },
+        if built.words_only { ", words only" } else { "" },
         done.skipped,
         done.removed,
         secs,

@@ -258,7 +258,8 @@ impl Fx {
             }
         };
         let engine =
-            Engine::new(Config { posture, start: None, data_dir: Some(data_dir.path().to_path_buf()) }).unwrap();
+            Engine::new(Config { start: None, data_dir: Some(data_dir.path().to_path_buf()), ..Config::new(posture) })
+                .unwrap();
         let data = data_dir.path().to_path_buf();
         Arc::new(Fx {
             kind,
@@ -292,7 +293,9 @@ impl Fx {
     /// The leak checks every answer gets.
     fn inspect(&self, tool: &str, args: &Value, answer: &ToolAnswer) {
         let asked = args.to_string();
-        let shown = serde_json::to_string(answer).unwrap();
+        // Everything a door sends: the text and the facts as they go on the wire.
+        let facts = serde_json::to_string(&ctxfs::wire::CallFacts::from(answer.facts.clone())).unwrap();
+        let shown = format!("{} {} {facts}", answer.id, answer.text);
         let mut never: Vec<&str> = NEVER.to_vec();
         if self.kind == Kind::Tree {
             never.push(PRIVATE);
@@ -1479,7 +1482,7 @@ fn data_dir_inside_is_hidden() {
             Kind::Device => Posture::Device { root: fx.ws.clone() },
             Kind::Tree => Posture::Tree { dir: fx.ws.clone(), view: view.clone() },
         };
-        if Engine::new(Config { posture: posture(), start: None, data_dir: Some(fx.ws.clone()) }).is_ok() {
+        if Engine::new(Config { start: None, data_dir: Some(fx.ws.clone()), ..Config::new(posture()) }).is_ok() {
             fx.fail("the boundary itself was accepted as the data directory".into());
         }
         // A link outside that leads into the workspace is inside too.
@@ -1491,13 +1494,14 @@ fn data_dir_inside_is_hidden() {
             (fx.ws.join("sub/deeper/data"), "sub/deeper/data", "sub/deeper"),
             (sneaky.join("deeper2"), "sub/deeper2", "sub/deeper2"),
         ] {
-            let engine = match Engine::new(Config { posture: posture(), start: None, data_dir: Some(data.clone()) }) {
-                Ok(engine) => engine,
-                Err(e) => {
-                    fx.fail(format!("a data directory inside the boundary was refused: {}: {e}", data.display()));
-                    continue;
-                }
-            };
+            let engine =
+                match Engine::new(Config { start: None, data_dir: Some(data.clone()), ..Config::new(posture()) }) {
+                    Ok(engine) => engine,
+                    Err(e) => {
+                        fx.fail(format!("a data directory inside the boundary was refused: {}: {e}", data.display()));
+                        continue;
+                    }
+                };
             let s = engine.open_session(SessionOptions::default()).unwrap();
             let world = match kind {
                 Kind::Device => format!("{}/{rel}", text(&fx.ws)),
@@ -1513,7 +1517,8 @@ fn data_dir_inside_is_hidden() {
         }
         // Beside the boundary (or above it) is fine.
         for data in [fx.data.join("elsewhere"), fx.base.join("data_beside")] {
-            if let Err(e) = Engine::new(Config { posture: posture(), start: None, data_dir: Some(data.clone()) }) {
+            if let Err(e) = Engine::new(Config { start: None, data_dir: Some(data.clone()), ..Config::new(posture()) })
+            {
                 fx.fail(format!("a data directory outside the boundary was refused: {}: {e}", data.display()));
             }
         }

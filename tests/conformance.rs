@@ -23,6 +23,7 @@
 use ctxfs::engine::{Config, Engine, Posture, SessionOptions};
 use ctxfs::hygiene::HostKind;
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -104,79 +105,176 @@ fn every_conformance_file_is_run() {
     assert!(unrun.is_empty(), "conformance files no test runs: {unrun:?}");
 }
 
-/// The keys a case may have (conformance/README.md says what each means).
-const CASE_KEYS: &[&str] = &[
-    "about",
-    "after",
-    "answers",
-    "approval_timeout_ms",
-    "calls",
-    "data_files",
-    "doors",
-    "fifos",
-    "host",
-    "host_files",
-    "known_bug",
-    "links",
-    "mode",
-    "modes",
-    "name",
-    "posture",
-    "project_rules",
-    "provenance",
-    "repos",
-    "root_link",
-    "start",
-    "tree",
-    "tree_many",
-    "user_config",
-    "view",
-];
+/// A case, typed (conformance/README.md says what each key means). Every case is parsed into
+/// this before it runs: a key the runner does not know (a misspelt expectation would otherwise
+/// check nothing) or a value of the wrong kind fails the case with serde's sentence naming it.
+/// Generated texts (`{"repeat": …}`, `{"parts": …}`) and free-form set-up stay JSON values.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)] // Read through the case's JSON by the steps below; the parse is the check.
+struct Case {
+    name: String,
+    about: Option<String>,
+    posture: PostureName,
+    view: Option<ViewShape>,
+    tree: Option<BTreeMap<String, Value>>,
+    tree_many: Option<Vec<ManyFiles>>,
+    links: Option<BTreeMap<String, String>>,
+    fifos: Option<OneOrMany<String>>,
+    modes: Option<BTreeMap<String, String>>,
+    host_files: Option<BTreeMap<String, Value>>,
+    start: Option<String>,
+    root_link: Option<bool>,
+    host: Option<HostName>,
+    mode: Option<String>,
+    answers: Option<OneOrMany<String>>,
+    approval_timeout_ms: Option<u64>,
+    user_config: Option<BTreeMap<String, Value>>,
+    project_rules: Option<Value>,
+    data_files: Option<BTreeMap<String, Value>>,
+    calls: Vec<Step>,
+    after: Option<After>,
+    doors: Option<Vec<DoorName>>,
+    known_bug: Option<String>,
+    provenance: Option<Provenance>,
+    /// Git repositories made before the case: name -> its commits, in order.
+    repos: Option<BTreeMap<String, Vec<RepoCommit>>>,
+}
 
-/// The keys a call or event of a case may have.
-const CALL_KEYS: &[&str] = &[
-    "args",
-    "args_text",
-    "carries_earlier",
-    "cli",
-    "event",
-    "expect",
-    "expect_chain",
-    "expect_contains",
-    "expect_error",
-    "expect_in_order",
-    "expect_no_prompt",
-    "expect_not_contains",
-    "expect_notes",
-    "expect_prefix",
-    "expect_prompt",
-    "external_write",
-    "git",
-    "mode",
-    "repo_commit",
-    "repo_rename",
-    "restart",
-    "to",
-    "tool",
-];
+/// A commit made into a case's repository, at set-up (`repos`) or as a step (`repo_commit`).
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct RepoCommit {
+    /// The repository, in a step (`repos` names it by its key).
+    repo: Option<String>,
+    branch: String,
+    from: Option<String>,
+    /// Path -> text, or null to remove it.
+    files: BTreeMap<String, Option<String>>,
+    message: Option<String>,
+}
 
-/// A misspelt key would silently check nothing: every key must be one the runner reads.
+/// A step's repository: `git` runs `args` in it, `repo_rename` renames it to `to`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct RepoStep {
+    repo: String,
+    args: Option<Vec<String>>,
+    to: Option<String>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum PostureName {
+    Tree,
+    Device,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum HostName {
+    Resend,
+    Fresh,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum DoorName {
+    Core,
+    Mcp,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct ViewShape {
+    grants: Option<BTreeMap<String, String>>,
+    floors: Option<BTreeMap<String, String>>,
+    mounts: Option<BTreeMap<String, MountShape>>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct MountShape {
+    repo: String,
+    branch: String,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct ManyFiles {
+    path: String,
+    content: Value,
+    from: u64,
+    to: u64,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct After {
+    exists: Option<OneOrMany<String>>,
+    absent: Option<OneOrMany<String>>,
+    content: Option<BTreeMap<String, Value>>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct Provenance {
+    repository: String,
+    commit: String,
+    path: String,
+    test: Option<String>,
+}
+
+/// A step of a case: a tool call, a session event, a restart, a command line or an outside write,
+/// with what its answer must show.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct Step {
+    tool: Option<String>,
+    args: Option<Value>,
+    args_text: Option<String>,
+    event: Option<String>,
+    mode: Option<String>,
+    to: Option<String>,
+    carries_earlier: Option<bool>,
+    restart: Option<Value>,
+    cli: Option<OneOrMany<String>>,
+    external_write: Option<Value>,
+    repo_commit: Option<RepoCommit>,
+    repo_rename: Option<RepoStep>,
+    git: Option<RepoStep>,
+    expect: Option<Value>,
+    expect_prefix: Option<Value>,
+    expect_contains: Option<Value>,
+    expect_in_order: Option<Value>,
+    expect_not_contains: Option<Value>,
+    expect_error: Option<bool>,
+    expect_prompt: Option<Value>,
+    expect_no_prompt: Option<bool>,
+    expect_chain: Option<Vec<Value>>,
+    expect_notes: Option<OneOrMany<String>>,
+}
+
+/// A value or a list of them: where a case may give either.
+#[derive(Debug, serde::Deserialize)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum OneOrMany<T> {
+    One(T),
+    Many(Vec<T>),
+}
+
+/// A case's shape checked before it runs (see `Case`).
 fn check_keys(case: &Value) -> Result<(), String> {
-    let unknown = |object: &Value, known: &[&str]| -> Vec<String> {
-        object
-            .as_object()
-            .map(|m| m.keys().filter(|k| !known.contains(&k.as_str())).cloned().collect())
-            .unwrap_or_default()
-    };
-    let mut wrong = unknown(case, CASE_KEYS);
-    for call in case.get("calls").and_then(Value::as_array).into_iter().flatten() {
-        wrong.extend(unknown(call, CALL_KEYS));
-    }
-    if wrong.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("unknown keys {wrong:?} (a misspelling checks nothing)"))
-    }
+    serde_json::from_value::<Case>(case.clone()).map(drop).map_err(|e| format!("the case is not well formed: {e}"))
 }
 
 /// How long one MCP answer may take before the case fails.
@@ -605,7 +703,7 @@ impl World {
             Some("device") => Posture::Device { root: self.root_link.clone().unwrap_or_else(|| self.root.clone()) },
             other => return Err(format!("unknown posture {other:?}")),
         };
-        Ok(Config { posture, start: self.start(case), data_dir: Some(self.data.clone()) })
+        Ok(Config { start: self.start(case), data_dir: Some(self.data.clone()), ..Config::new(posture) })
     }
 
     fn mcp_args(&self, case: &Value) -> Vec<String> {
@@ -1185,14 +1283,14 @@ impl CoreDoor {
         mode: ctxfs::gate::Mode,
         timeout: Option<Duration>,
     ) -> Result<Engine, String> {
-        let mut engine = Engine::new(config.clone()).map_err(|e| format!("Engine::new: {e:#}"))?;
-        engine.set_host(host);
-        engine.set_user_config(Some(user_config.to_path_buf()));
-        engine.set_mode(mode);
-        if let Some(timeout) = timeout {
-            engine.set_approval_timeout(timeout);
-        }
-        Ok(engine)
+        let config = Config {
+            host,
+            user_dir: Some(user_config.to_path_buf()),
+            mode,
+            approval_timeout: timeout.unwrap_or(ctxfs::gate::DEFAULT_TIMEOUT),
+            ..config.clone()
+        };
+        Engine::new(config).map_err(|e| format!("Engine::new: {e:#}"))
     }
 
     fn engine(&self) -> Result<Engine, String> {
@@ -1259,7 +1357,9 @@ impl Door for CoreDoor {
                 Ok(None)
             }
             "instructions" => {
-                let chain = serde_json::to_value(self.session.instruction_chain()).map_err(|e| e.to_string())?;
+                // The chain as the doors send it (the LSP door's wire shape).
+                let chain = ctxfs::lsp::protocol::InstructionChain::new(self.session.instruction_chain(), |_| None);
+                let chain = serde_json::to_value(chain).map_err(|e| e.to_string())?;
                 check_chain(step, &chain)?;
                 Ok(Some(Answer { text: self.session.instructions(), is_error: false }))
             }
@@ -1569,4 +1669,16 @@ impl Drop for McpDoor {
             let _ = self.child.wait();
         }
     }
+}
+
+#[test]
+fn a_misspelt_or_mistyped_key_fails_its_case() {
+    let good = json!({"name": "n", "posture": "device", "calls": [{"tool": "read", "args": {}, "expect_error": true}]});
+    assert_eq!(check_keys(&good), Ok(()));
+    let misspelt = json!({"name": "n", "posture": "device", "calls": [{"tool": "read", "expect_eror": true}]});
+    assert!(check_keys(&misspelt).is_err_and(|e| e.contains("expect_eror")));
+    let mistyped = json!({"name": "n", "posture": "device", "calls": [{"tool": "read", "expect_error": "yes"}]});
+    assert!(check_keys(&mistyped).is_err_and(|e| e.contains("invalid type")));
+    let unknown_posture = json!({"name": "n", "posture": "forest", "calls": []});
+    assert!(check_keys(&unknown_posture).is_err_and(|e| e.contains("forest")));
 }

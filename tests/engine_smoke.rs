@@ -74,9 +74,9 @@ fn two_trees_sharing_a_data_directory_never_see_each_others_text() {
     let (alpha, omega) = (make("alpha"), make("omega"));
     let search = |tree: &std::path::Path, query: &str| {
         let engine = Engine::new(Config {
-            posture: Posture::Tree { dir: tree.to_path_buf(), view: view.path().to_path_buf() },
             start: None,
             data_dir: Some(data.path().to_path_buf()),
+            ..Config::new(Posture::Tree { dir: tree.to_path_buf(), view: view.path().to_path_buf() })
         })
         .unwrap();
         let session = engine.open_session(SessionOptions::default()).unwrap();
@@ -101,9 +101,9 @@ fn two_trees_sharing_a_data_directory_never_see_each_others_text() {
 /// An engine over the real directory `ws` (device posture), keeping its state in `data`.
 fn device_engine(ws: &std::path::Path, data: &std::path::Path) -> Engine {
     Engine::new(Config {
-        posture: Posture::Device { root: ws.to_path_buf() },
         start: None,
         data_dir: Some(data.to_path_buf()),
+        ..Config::new(Posture::Device { root: ws.to_path_buf() })
     })
     .unwrap()
 }

@@ -17,11 +17,12 @@ const LAYERS: &[(&str, u8)] = &[
     ("index", 3),
     ("gate", 3),
     ("engine", 4),
-    ("lsp", 5),
-    ("mcp", 5),
-    ("acp", 5),
-    ("agent", 5),
-    ("cli", 5),
+    ("wire", 5),
+    ("lsp", 6),
+    ("mcp", 6),
+    ("acp", 6),
+    ("agent", 6),
+    ("cli", 6),
 ];
 
 /// The edges allowed inside one layer, each with its reason. They must stay acyclic.

@@ -59,7 +59,10 @@ fn world(files: &[(&str, &str)]) -> World {
         "mounts": {"/Repos/app": {"repo": repo.to_str().unwrap(), "branch": "main"}}
     });
     std::fs::write(&view, text.to_string()).unwrap();
-    let config = Config { posture: Posture::Tree { dir: ws, view }, start: None, data_dir: Some(data) };
+    let mut config = Config::new(Posture::Tree { dir: ws, view });
+    config.data_dir = Some(data);
+    // No user's own configuration is read.
+    config.user_dir = None;
     World { _dir: dir, repo, engine: Engine::new(config).unwrap() }
 }
 

@@ -481,9 +481,9 @@ fn engine(dir: &Path, view: &ViewModel, data: &Path) -> Engine {
     let view_file = data.join("view.json");
     fs::write(&view_file, view.json()).unwrap();
     Engine::new(Config {
-        posture: Posture::Tree { dir: dir.to_path_buf(), view: view_file },
         start: None,
         data_dir: Some(data.join("data")),
+        ..Config::new(Posture::Tree { dir: dir.to_path_buf(), view: view_file })
     })
     .unwrap()
 }

@@ -10,9 +10,9 @@ use std::sync::{Arc, Barrier};
 
 fn device_engine(root: &Path, data: &Path) -> Engine {
     Engine::new(Config {
-        posture: Posture::Device { root: root.to_path_buf() },
         start: None,
         data_dir: Some(data.to_path_buf()),
+        ..Config::new(Posture::Device { root: root.to_path_buf() })
     })
     .unwrap()
 }
@@ -364,9 +364,9 @@ fn temporary_files_of_a_crashed_write_are_hidden_and_removed() {
     // Hidden from a session of a process that is still running (no cleanup
     // yet for a live one), then removed by a start.
     let engine = Engine::new(Config {
-        posture: Posture::Device { root: ws.path().to_path_buf() },
         start: None,
         data_dir: Some(tempfile::tempdir().unwrap().path().to_path_buf()),
+        ..Config::new(Posture::Device { root: ws.path().to_path_buf() })
     })
     .unwrap();
     let session = engine.open_session(SessionOptions::default()).unwrap();

@@ -178,9 +178,9 @@ fn engine(tree: &Path, view: &str, data: &Path, name: &str) -> Engine {
     let view_file = data.parent().unwrap().join(format!("{name}.view.json"));
     std::fs::write(&view_file, view).unwrap();
     Engine::new(Config {
-        posture: Posture::Tree { dir: tree.to_path_buf(), view: view_file },
         start: None,
         data_dir: Some(data.to_path_buf()),
+        ..Config::new(Posture::Tree { dir: tree.to_path_buf(), view: view_file })
     })
     .unwrap()
 }

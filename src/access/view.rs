@@ -190,10 +190,6 @@ impl View {
         &self.grants
     }
 
-    pub fn floors(&self) -> &BTreeMap<VPath, Level> {
-        &self.floors
-    }
-
     /// The most specific entry of `map` at or above `path`.
     fn most_specific(map: &BTreeMap<VPath, Level>, path: &VPath) -> Option<Level> {
         if let Some(level) = map.get(path) {
@@ -232,18 +228,6 @@ impl View {
         } else {
             Visibility::Hidden
         }
-    }
-
-    /// The nearest ancestor of a path that is visible or a passage, and which
-    /// of the two it is. `/` is always one or the other for a usable view.
-    pub fn nearest_known_ancestor(&self, path: &VPath) -> Visibility {
-        for ancestor in path.ancestors().iter().rev() {
-            match self.visibility(ancestor) {
-                Visibility::Hidden => continue,
-                known => return known,
-            }
-        }
-        Visibility::Passage
     }
 
     /// Whether no grant or floor lies strictly below `path`, so that every
@@ -299,7 +283,6 @@ mod tests {
         assert_eq!(v.visibility(&p("/")), Visibility::Passage);
         assert_eq!(v.visibility(&p("/Dir1")), Visibility::Passage);
         assert_eq!(v.visibility(&p("/Dir2")), Visibility::Hidden);
-        assert_eq!(v.nearest_known_ancestor(&p("/Dir2/b.md")), Visibility::Passage);
         assert_eq!(v.visibility(&p("/Dir1/Dir3/x")), Visibility::Visible(Level::Ro));
         // A sibling with a shared prefix is not below.
         assert!(!v.has_visible_below(&p("/Dir1/Dir")));

@@ -61,14 +61,7 @@ pub(crate) fn is_raw_name(title: &str) -> bool {
 
 /// ACP's kind for a ctxfs tool.
 pub(crate) fn kind(tool: &str) -> &'static str {
-    match tool {
-        "read" | "list" | "stat" | "recall" | "skills_list" | "skill_view" => "read",
-        "glob" | "grep" | "search" => "search",
-        "write" | "edit" | "multiedit" | "apply_patch" | "mkdir" | "skill_manage" => "edit",
-        "rm" => "delete",
-        "mv" => "move",
-        _ => "other",
-    }
+    spec::find(tool).map_or("other", |t| t.traits.action.acp_kind())
 }
 
 fn arg<'a>(args: &'a Value, name: &str) -> Option<&'a str> {

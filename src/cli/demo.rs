@@ -41,9 +41,9 @@ pub fn run(mut out: impl Write) -> anyhow::Result<()> {
     let view_path = scratch.join("view.json");
     std::fs::write(&view_path, serde_json::to_string_pretty(&view)?)?;
     let engine = Engine::new(Config {
-        posture: Posture::Tree { dir: tree.clone(), view: view_path },
         start: Some("/Notes".into()),
         data_dir: Some(data),
+        ..Config::new(Posture::Tree { dir: tree.clone(), view: view_path })
     })?;
     let session = engine.open_session(SessionOptions { client_name: Some("demo".into()), ..Default::default() })?;
     writeln!(out, "A tree presented as /, with this view:\n{}\n", serde_json::to_string_pretty(&view)?)?;

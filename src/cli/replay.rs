@@ -38,7 +38,7 @@ pub fn step(session: &Session, step: &Step) -> Value {
     match step {
         Step::Call { call, args } => {
             let answer = session.call(call, args.clone());
-            json!({"id": answer.id, "text": answer.text, "is_error": answer.is_error, "facts": answer.facts})
+            json!({"id": answer.id, "text": answer.text, "is_error": answer.is_error, "facts": crate::wire::CallFacts::from(answer.facts)})
         }
         Step::Event { event, carries_earlier, to } => match event.as_str() {
             "new_request" => {

@@ -5,6 +5,7 @@
 
 use serde::Serialize;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// How the session's world is laid out.
 #[derive(Debug, Clone)]
@@ -13,16 +14,55 @@ pub enum Posture {
     Tree { dir: PathBuf, view: PathBuf },
     /// The machine's own paths; the boundary is the project root, writable.
     Device { root: PathBuf },
+    /// An editor's workspace folders, on the machine's own paths: one
+    /// writable grant each over their common ancestor, which is the boundary
+    /// and itself stays hidden. One folder (after dropping folders inside
+    /// others) is a device posture on it.
+    Folders { folders: Vec<PathBuf> },
 }
 
-/// Everything the server is started with (the CLI's flags).
+/// Everything an engine is built from: the one description every door and
+/// command fills in, and only `Engine::new` turns into a file system, a data
+/// directory and an index.
 #[derive(Debug, Clone)]
 pub struct Config {
     pub posture: Posture,
-    /// The start directory, as a path of the session's world; default: the boundary.
+    /// The start directory, as a path of the session's world; default: the
+    /// boundary (with several folders, the first folder).
     pub start: Option<String>,
     /// Where sessions, results and the trash live; default: the platform's data directory.
     pub data_dir: Option<PathBuf>,
+    /// The permission mode sessions start in. `Config::new` says trust: an
+    /// engine does what its view allows; the doors choose `ask`.
+    pub mode: crate::gate::Mode,
+    /// How long an approval prompt waits before the change is refused.
+    pub approval_timeout: Duration,
+    /// What the client's next request carries (see `HostKind`).
+    pub host: crate::hygiene::HostKind,
+    /// The user's config directory (global AGENTS.md, skills/, config.json,
+    /// rules.json); `None` for none. `Config::new` says the platform's.
+    pub user_dir: Option<PathBuf>,
+    /// The embedder the index loads (default: config.json's `embedder`,
+    /// else the static table) and the model a server is asked for.
+    pub embedder: Option<crate::index::EmbedderChoice>,
+    pub embedder_model: Option<String>,
+}
+
+impl Config {
+    /// A configuration of `posture` with every other setting at its default.
+    pub fn new(posture: Posture) -> Config {
+        Config {
+            posture,
+            start: None,
+            data_dir: None,
+            mode: crate::gate::Mode::Trust,
+            approval_timeout: crate::gate::DEFAULT_TIMEOUT,
+            host: crate::hygiene::HostKind::Resend,
+            user_dir: crate::instructions::UserConfig::platform().dir,
+            embedder: None,
+            embedder_model: None,
+        }
+    }
 }
 
 /// What a door was started with on its command line (all optional), before a
@@ -74,28 +114,22 @@ pub struct ToolInfo {
 }
 
 /// Structured facts about a result, for editors to render. The model reads `text` only.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Facts {
     /// The resolved absolute path the result is about, if one.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
     /// The file's full SHA-256 (hex) after the call, for reads and changes.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub sha: Option<String>,
     /// The unified diff of a change, uncapped.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub diff: Option<String>,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub created: bool,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub deleted: bool,
     /// Every file a multi-file change touched, in order.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<Facts>,
 }
 
 /// The answer to one tool call.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct ToolAnswer {
     /// The result's id, `#0001`.
     pub id: String,

@@ -15,7 +15,7 @@ pub use api::*;
 use crate::access::{Access, Level, View, ViewFile};
 use crate::gate::{Approver, Gate, GrantInfo, Mode, Project};
 use crate::hygiene::{HostKind, Hygiene, MemoryStore, ResultStore, SqliteStore};
-use crate::index::hybrid::{Index, TokenChunker};
+use crate::index::background::IndexSlot;
 use crate::instructions::{self, Chain, UserConfig};
 use crate::paths::VPath;
 use crate::tools::{Ctx, Observed, Outcome};
@@ -27,6 +27,15 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// What `Engine::build_index` did.
+pub struct IndexBuilt {
+    /// The directory indexed.
+    pub root: VPath,
+    /// No embedder was loaded: only words are indexed.
+    pub words_only: bool,
+    pub done: crate::index::hybrid::Progress,
+}
 
 /// A running server's shared state: the confined file system and the view.
 pub struct Engine {
@@ -55,104 +64,6 @@ fn map_alias(alias: &VPath, boundary: &VPath, text: &str) -> String {
     match VPath::parse(text).ok().and_then(|p| p.strip_prefix(alias).map(str::to_string)) {
         Some(rel) => boundary.join_rel(&rel).to_string(),
         None => text.to_string(),
-    }
-}
-
-/// The search index, opened when first needed (it loads the embedder).
-pub struct IndexSlot {
-    path: PathBuf,
-    data_dir: PathBuf,
-    cell: std::sync::OnceLock<Option<Arc<Index>>>,
-    /// Written files waiting to be indexed off the call's path.
-    queue: Mutex<Option<std::sync::mpsc::Sender<WrittenFile>>>,
-    /// How many queued files are not indexed yet, to wait for before a search.
-    pending: Arc<(Mutex<usize>, std::sync::Condvar)>,
-    /// The embedder the index loads when it is opened.
-    embedder: Mutex<crate::index::EmbedderChoice>,
-}
-
-/// A file a change wrote, for the indexer.
-struct WrittenFile {
-    real: VPath,
-    bytes: Vec<u8>,
-    created_by: Option<String>,
-}
-
-impl IndexSlot {
-    fn new(data_dir: &Path, path: PathBuf) -> IndexSlot {
-        IndexSlot {
-            path,
-            data_dir: data_dir.to_path_buf(),
-            cell: std::sync::OnceLock::new(),
-            queue: Mutex::new(None),
-            pending: Default::default(),
-            embedder: Mutex::default(),
-        }
-    }
-
-    /// Indexes a written file in the background (the call does not wait for
-    /// it; the first one also opens the index and loads the embedder there).
-    fn enqueue(self: &Arc<Self>, file: WrittenFile) {
-        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        if queue.is_none() {
-            let (sender, receiver) = std::sync::mpsc::channel::<WrittenFile>();
-            let slot = self.clone();
-            let spawned = std::thread::Builder::new().name("ctxfs-indexer".into()).spawn(move || {
-                // Files queued while one is being indexed are indexed together, in one commit.
-                while let Ok(first) = receiver.recv() {
-                    let mut batch = vec![first];
-                    batch.extend(receiver.try_iter().take(63));
-                    if let Some(index) = slot.get() {
-                        let files: Vec<_> =
-                            batch.iter().map(|f| (&f.real, f.bytes.as_slice(), f.created_by.as_deref())).collect();
-                        if let Err(e) = index.note_written_all(&files) {
-                            tracing::warn!(error = %e, files = batch.len(), "could not index written files");
-                        }
-                    }
-                    let (count, done) = &*slot.pending;
-                    *count.lock().unwrap_or_else(|e| e.into_inner()) -= batch.len();
-                    done.notify_all();
-                }
-            });
-            if spawned.is_err() {
-                tracing::warn!("could not start the indexer; written files are indexed at the next search");
-                return;
-            }
-            *queue = Some(sender);
-        }
-        if let Some(sender) = queue.as_ref() {
-            *self.pending.0.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-            if sender.send(file).is_err() {
-                *self.pending.0.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
-            }
-        }
-    }
-
-    /// Waits until every queued file is indexed (before a search or a tag).
-    fn settle(&self) {
-        let (count, done) = &*self.pending;
-        let mut count = count.lock().unwrap_or_else(|e| e.into_inner());
-        while *count > 0 {
-            count = done.wait(count).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-
-    /// The index, or `None` when it cannot be opened (search then ranks by words on the fly).
-    pub fn get(&self) -> Option<&Arc<Index>> {
-        self.cell
-            .get_or_init(|| {
-                let choice = self.embedder.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                let (vectorizer, tokenizer) = crate::index::models(&choice, &self.data_dir);
-                let chunker = Arc::new(TokenChunker::new(tokenizer));
-                match Index::open(&self.path, vectorizer, chunker) {
-                    Ok(index) => Some(Arc::new(index)),
-                    Err(e) => {
-                        tracing::error!(error = %e, "cannot open the search index; search ranks by words only");
-                        None
-                    }
-                }
-            })
-            .as_ref()
     }
 }
 
@@ -221,40 +132,121 @@ pub fn load_view(path: &Path) -> anyhow::Result<View> {
     View::from_file_in(&file, dir).map_err(|e| anyhow::anyhow!("the view file {}: {e}", path.display()))
 }
 
-impl Engine {
-    pub fn new(config: Config) -> anyhow::Result<Engine> {
-        Engine::new_layered(config, |fs| fs)
-    }
+/// The boundary a posture lays out: its host directory, its path in the
+/// session's world, the view over it, and the start a posture implies.
+struct Layout {
+    host_root: PathBuf,
+    vroot: VPath,
+    view: View,
+    /// The root as the user gave it (host path, and as a path of the
+    /// session's world), when links lead from it to the boundary.
+    alias: Option<(PathBuf, VPath)>,
+    /// Where sessions start when the configuration names no start.
+    start: Option<String>,
+}
 
-    /// Like `new`, with the confined OS file system wrapped by `layer` (the
-    /// LSP door puts its overlay of open editor buffers there).
-    pub fn new_layered(config: Config, layer: impl FnOnce(Arc<dyn Fs>) -> Arc<dyn Fs>) -> anyhow::Result<Engine> {
-        let data_dir = config.data_dir.clone().unwrap_or_else(default_data_dir);
-        let (host_root, vroot, view) = match &config.posture {
+impl Layout {
+    fn of(posture: &Posture) -> anyhow::Result<Layout> {
+        match posture {
             Posture::Tree { dir, view } => {
                 let host = dir.canonicalize().with_context(|| format!("cannot open the tree {}", dir.display()))?;
-                (host, VPath::root(), load_view(view)?)
+                Ok(Layout { host_root: host, vroot: VPath::root(), view: load_view(view)?, alias: None, start: None })
             }
             Posture::Device { root } => {
                 let host = root.canonicalize().with_context(|| format!("cannot open the root {}", root.display()))?;
-                let text = host.to_str().context("the root's path is not UTF-8")?;
-                let vroot = VPath::parse(text).map_err(|e| anyhow::anyhow!("{e}"))?;
-                (host.clone(), vroot.clone(), View::single(vroot, Level::Stage))
+                let vroot = vpath_of(&host, "the root")?;
+                // A root given through a link (`/tmp` on macOS is one) keeps working
+                // by the path the user gave: paths under it name the same files.
+                let alias = root
+                    .to_str()
+                    .and_then(|given| VPath::parse(given).ok())
+                    .filter(|given| given.as_str() != vroot.as_str())
+                    .map(|given| (root.clone(), given));
+                Ok(Layout {
+                    host_root: host,
+                    view: View::single(vroot.clone(), Level::Stage),
+                    vroot,
+                    alias,
+                    start: None,
+                })
             }
-        };
-        // A root given through a link (`/tmp` on macOS is one) keeps working
-        // by the path the user gave: paths under it name the same files.
-        let alias = match &config.posture {
-            Posture::Device { root } => root
-                .to_str()
-                .and_then(|given| VPath::parse(given).ok())
-                .filter(|given| given.as_str() != vroot.as_str())
-                .map(|given| (root.clone(), given)),
-            Posture::Tree { .. } => None,
-        };
+            Posture::Folders { folders } => {
+                let mut folders: Vec<PathBuf> = folders
+                    .iter()
+                    .map(|f| {
+                        f.canonicalize().with_context(|| format!("cannot open the workspace folder {}", f.display()))
+                    })
+                    .collect::<anyhow::Result<_>>()?;
+                // A folder inside another adds nothing.
+                folders.sort();
+                folders.dedup();
+                let all = folders.clone();
+                folders.retain(|f| !all.iter().any(|o| o != f && f.starts_with(o)));
+                match folders.as_slice() {
+                    [] => bail!("no workspace folder"),
+                    [one] => Layout::of(&Posture::Device { root: one.clone() }),
+                    several => {
+                        let ancestor = common_ancestor(several);
+                        let mut grants = std::collections::BTreeMap::new();
+                        for folder in several {
+                            grants.insert(vpath_of(folder, "a workspace folder")?.to_string(), Level::Stage);
+                        }
+                        let view = View::from_file(&ViewFile { grants, ..ViewFile::default() })
+                            .map_err(|e| anyhow::anyhow!("{e}"))?;
+                        Ok(Layout {
+                            vroot: vpath_of(&ancestor, "the folders' common ancestor")?,
+                            host_root: ancestor,
+                            view,
+                            alias: None,
+                            start: several[0].to_str().map(str::to_string),
+                        })
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A host directory as a path of the session's world (device postures).
+fn vpath_of(host: &Path, what: &str) -> anyhow::Result<VPath> {
+    let text = host.to_str().with_context(|| format!("{what}'s path is not UTF-8"))?;
+    VPath::parse(text).map_err(|e| anyhow::anyhow!("{what}: {e}"))
+}
+
+/// The deepest directory holding every one of `paths` (absolute, canonical).
+fn common_ancestor(paths: &[PathBuf]) -> PathBuf {
+    let mut common = paths[0].clone();
+    for path in &paths[1..] {
+        while !path.starts_with(&common) {
+            if !common.pop() {
+                return PathBuf::from("/");
+            }
+        }
+    }
+    common
+}
+
+impl Engine {
+    /// The one way to build an engine: lays out the boundary and the view,
+    /// checks the data directory before anything is created, opens the
+    /// confined file system (rolling back what a stopped ctxfs left), and
+    /// prepares the index with the chosen embedder.
+    pub fn new(config: Config) -> anyhow::Result<Engine> {
+        Engine::new_layered(config, |fs, _| fs)
+    }
+
+    /// Like `new`, with the confined OS file system wrapped by `layer` (the
+    /// LSP door puts its overlay of open editor buffers there; `layer` is
+    /// given the boundary's host directory).
+    pub fn new_layered(
+        config: Config,
+        layer: impl FnOnce(Arc<dyn Fs>, &Path) -> Arc<dyn Fs>,
+    ) -> anyhow::Result<Engine> {
+        let data_dir = config.data_dir.clone().unwrap_or_else(default_data_dir);
+        let Layout { host_root, vroot, mut view, alias, start: implied_start } = Layout::of(&config.posture)?;
         let start = match (&alias, config.start.as_deref()) {
             (Some((_, given)), Some(start)) => Some(map_alias(given, &vroot, start)),
-            (_, start) => start.map(str::to_string),
+            (_, start) => start.map(str::to_string).or(implied_start),
         };
         if !host_root.is_dir() {
             bail!("{} is not a directory", host_root.display());
@@ -270,7 +262,6 @@ impl Engine {
         }
         // Checked before anything is created: a refused data directory leaves nothing behind.
         let data_dir = canonical_to_be(&data_dir)?;
-        let mut view = view;
         let mut trash = Some(data_dir.join("trash"));
         // A data directory inside the boundary (`--root ~` with the default
         // one) is hidden from every session: it reads as missing, walks skip
@@ -280,18 +271,22 @@ impl Engine {
             if rel.is_empty() {
                 bail!("the data directory {} is the boundary itself; choose another with --data.", data_dir.display());
             }
-            view.hide(vroot.join_rel(rel));
+            let hidden = vroot.join_rel(rel);
+            let was_visible = view.level(&hidden).can_read();
+            view.hide(hidden);
             let uid = rustix::process::getuid().as_raw();
             trash = Some(std::env::temp_dir().join(format!("ctxfs-trash-{uid}")))
                 .and_then(|t| std::path::absolute(&t).ok())
                 .filter(|t| !t.starts_with(&host_root));
-            let trash_text =
-                trash.as_ref().map_or("none, so rm is not available".to_string(), |t| t.display().to_string());
-            tracing::warn!(
-                "the data directory {} lies inside the boundary {}: it is hidden from every session (the model sees no such directory); the trash is {trash_text}",
-                data_dir.display(),
-                host_root.display()
-            );
+            if was_visible {
+                let trash_text =
+                    trash.as_ref().map_or("none, so rm is not available".to_string(), |t| t.display().to_string());
+                tracing::warn!(
+                    "the data directory {} lies inside the boundary {}: it is hidden from every session (the model sees no such directory); the trash is {trash_text}",
+                    data_dir.display(),
+                    host_root.display()
+                );
+            }
         }
         std::fs::create_dir_all(&data_dir)
             .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
@@ -312,52 +307,29 @@ impl Engine {
         for line in crate::vfs::journal::recover(&inflight, &host_root, &os) {
             tracing::warn!("{line}");
         }
-        let fs: Arc<dyn Fs> = layer(Arc::new(os));
-        let mut engine = Engine::with_fs(fs, view, start.as_deref(), data_dir, host_root, HostKind::Resend);
-        engine.alias = alias;
-        Ok(engine)
-    }
-
-    /// An engine over any `Fs` (tests use the in-memory one).
-    pub fn with_fs(
-        fs: Arc<dyn Fs>,
-        view: View,
-        start: Option<&str>,
-        data_dir: PathBuf,
-        host_root: PathBuf,
-        host: HostKind,
-    ) -> Engine {
+        let fs: Arc<dyn Fs> = layer(Arc::new(os), &host_root);
         let boundary = fs.boundary().clone();
         let start = start
-            .and_then(|s| VPath::resolve(&boundary, s).ok())
+            .and_then(|s| VPath::resolve(&boundary, &s).ok())
             .filter(|s| s.starts_with(&boundary))
             .unwrap_or(boundary);
-        let index = Arc::new(IndexSlot::new(&data_dir, index_path(fs.boundary(), &data_dir, &host_root)));
-        Engine {
+        let user = UserConfig { dir: config.user_dir };
+        let embedder =
+            crate::index::EmbedderChoice::resolve(config.embedder, config.embedder_model, |key| user.setting(key));
+        let index = Arc::new(IndexSlot::new(&data_dir, index_path(fs.boundary(), &data_dir, &host_root), embedder));
+        Ok(Engine {
             fs,
             view,
             start,
             data_dir,
             host_root,
-            host,
-            user: UserConfig::platform(),
+            host: config.host,
+            user,
             index,
-            // An engine changes what its view allows, as before the gate; a
-            // front door sets the mode its user chose (`ctxfs mcp`: ask).
-            mode: Mode::Trust,
-            approval_timeout: crate::gate::DEFAULT_TIMEOUT,
-            alias: None,
-        }
-    }
-
-    /// Sets the mode new sessions start in (see `gate::Mode`).
-    pub fn set_mode(&mut self, mode: Mode) {
-        self.mode = mode;
-    }
-
-    /// Sets how long an approval prompt waits before the change is refused.
-    pub fn set_approval_timeout(&mut self, timeout: std::time::Duration) {
-        self.approval_timeout = timeout;
+            mode: config.mode,
+            approval_timeout: config.approval_timeout,
+            alias,
+        })
     }
 
     /// The project as the gate knows it: its key and where its rules and grants are.
@@ -365,37 +337,37 @@ impl Engine {
         Project::new(&self.host_root, &self.data_dir, self.user.dir.as_deref())
     }
 
-    /// Sets where the user's own configuration is (global AGENTS.md,
-    /// `skills/`, `config.json`); `None` for none.
-    pub fn set_user_config(&mut self, dir: Option<PathBuf>) {
-        self.user = UserConfig { dir };
+    /// Builds or refreshes the search index of everything the view shows
+    /// under `path` (default: the start directory), as a search there would
+    /// (`ctxfs index`). A walk runs first and `walked` hears how many files
+    /// it found, so a progress bar's total is known before indexing starts;
+    /// `progress` then hears of the build as it goes.
+    pub fn build_index(
+        &self,
+        path: Option<&str>,
+        walked: impl FnOnce(usize),
+        progress: &dyn Fn(&crate::index::hybrid::Progress),
+    ) -> anyhow::Result<IndexBuilt> {
+        let mut access = Access::new(self.fs.clone(), self.view.clone(), self.start.clone());
+        access.set_alias(self.root_alias().cloned());
+        let root = access.target(path.unwrap_or("."), crate::access::Need::Look).map_err(|e| anyhow::anyhow!("{e}"))?;
+        if !root.is_dir() {
+            bail!("{} is not a directory", root.path);
+        }
+        let index = self.index.open_now()?;
+        walked(crate::index::hybrid::count_visible(&access, &root)?);
+        let done = index.build_with(&access, &root, progress)?;
+        Ok(IndexBuilt { root: root.path.clone(), words_only: !index.has_vectors(), done })
     }
 
-    /// Chooses the embedder the search index loads when it is first opened:
-    /// `flag` (`--embedder`, with `model` from `--embedder-model`), else
+    /// The embedder the search index loads: `Config::embedder`, else
     /// `"embedder"` in the user's config.json, else the static table.
-    pub fn choose_embedder(&self, flag: Option<crate::index::EmbedderChoice>, model: Option<String>) {
-        let choice = crate::index::EmbedderChoice::resolve(flag, model, |key| self.user.setting(key));
-        *self.index.embedder.lock().unwrap_or_else(|e| e.into_inner()) = choice;
-    }
-
-    /// The embedder the search index loads (see `choose_embedder`).
-    pub fn embedder(&self) -> crate::index::EmbedderChoice {
-        self.index.embedder.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// Sets which kind of host the sessions serve (see `HostKind`).
-    pub fn set_host(&mut self, host: HostKind) {
-        self.host = host;
+    pub fn embedder(&self) -> &crate::index::EmbedderChoice {
+        self.index.embedder()
     }
 
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
-    }
-
-    /// Where this engine's search index lives (see `index_path`).
-    pub fn index_path(&self) -> &Path {
-        &self.index.path
     }
 
     /// The root as the user gave it, as a path of the session's world, when
@@ -617,10 +589,6 @@ impl Session {
         &self.id
     }
 
-    pub fn client_name(&self) -> Option<&str> {
-        self.client_name.as_deref()
-    }
-
     fn state(&self) -> std::sync::MutexGuard<'_, SessionState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -699,7 +667,7 @@ impl Session {
             };
             if let Ok(bytes) = access.fs().read_file(&target.real, crate::index::hybrid::MAX_FILE_BYTES) {
                 let created_by = self.client_name.clone();
-                self.index.enqueue(WrittenFile { real: target.real, bytes, created_by });
+                self.index.enqueue(crate::index::background::WrittenFile { real: target.real, bytes, created_by });
             }
         }
     }
@@ -912,6 +880,16 @@ fn nearby_appendix(state: &mut SessionState, outcome: &Outcome) -> Option<String
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
+    #[test]
+    fn the_common_ancestor_of_folders() {
+        let p = |s: &str| PathBuf::from(s);
+        assert_eq!(super::common_ancestor(&[p("/a/b/c"), p("/a/b/d")]), p("/a/b"));
+        assert_eq!(super::common_ancestor(&[p("/a/bc"), p("/a/b")]), p("/a"));
+        assert_eq!(super::common_ancestor(&[p("/x"), p("/y")]), p("/"));
+    }
+
     #[test]
     fn an_unknown_tool_never_runs_on_a_protocol_thread() {
         assert!(super::may_wait("nope"));

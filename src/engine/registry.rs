@@ -3,7 +3,6 @@
 
 use super::ToolInfo;
 use crate::access::ToolError;
-pub use crate::tools::spec::args_error;
 use crate::tools::spec::{self, ToolDef, TABLE};
 use crate::tools::{Ctx, ToolResult};
 

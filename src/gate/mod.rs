@@ -202,18 +202,17 @@ impl Approval {
 }
 
 /// One answer a prompt offers, with its label for the user.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalOption {
     pub approval: Approval,
     /// `Allow once`, `Always allow notes/*`, …
     pub label: String,
     /// The grant targets this answer would remember (the "always" answers).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub targets: Vec<String>,
 }
 
 /// What a prompt asks the user.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct ApprovalRequest {
     pub tool: String,
     pub mode: Mode,
@@ -229,10 +228,8 @@ pub struct ApprovalRequest {
     /// Why it asks, and problems the user should know (a broken rules file).
     pub notes: Vec<String>,
     /// Each changed file's whole text before and after, for an editor's diff view.
-    #[serde(skip)]
     pub files: Vec<plan::FileTexts>,
     /// How long the gate waits for the answer.
-    #[serde(skip)]
     pub timeout: Duration,
 }
 
@@ -264,7 +261,7 @@ pub trait Approver: Send + Sync {
 }
 
 /// A session grant or a remembered one, for listing.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GrantInfo {
     pub target: String,
     /// `session` or `always`.
@@ -308,10 +305,6 @@ impl Gate {
 
     pub fn set_approver(&self, approver: Option<Arc<dyn Approver>>) {
         self.state().approver = approver;
-    }
-
-    pub fn has_approver(&self) -> bool {
-        self.state().approver.is_some()
     }
 
     pub fn set_timeout(&self, timeout: Duration) {

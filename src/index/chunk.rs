@@ -37,7 +37,6 @@
 //! are UTF-8 byte offsets and always lie on character boundaries; lines count
 //! from 1 and a line ends at `\n`.
 
-use serde::Serialize;
 use std::ops::Range;
 
 /// The most tokens a piece holds by default: room for an embedder's own
@@ -144,7 +143,7 @@ impl Tokenizer for Characters {
 }
 
 /// One piece of a text, as the index embeds and shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Piece {
     /// Where the piece begins in the text, in bytes.
     pub start: usize,

@@ -5,6 +5,7 @@
 //! hidden files change neither results nor order. It never decides access
 //! itself: every path goes through `access`.
 
+pub mod background;
 pub mod bert;
 pub mod chunk;
 pub mod embed;

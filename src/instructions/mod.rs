@@ -12,7 +12,6 @@ use crate::access::{Access, Need};
 use crate::paths::VPath;
 use crate::text::TextFile;
 use crate::vfs::Kind;
-use serde::Serialize;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
@@ -22,8 +21,7 @@ pub const NAMES: [&str; 2] = ["AGENTS.md", "CLAUDE.md"];
 pub const MAX_BYTES: u64 = 128 * 1024;
 
 /// Where an instruction file came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Origin {
     /// The user's global file in the platform's config directory.
     Global,
@@ -36,7 +34,7 @@ pub enum Origin {
 }
 
 /// One instruction file, for the model and for editors to render.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Instruction {
     /// Its path relative to the boundary (or a label for files outside it).
     pub path: String,
@@ -45,7 +43,6 @@ pub struct Instruction {
     /// Its place in the chain, from 0.
     pub order: usize,
     /// Where the file is, for an editor to open it.
-    #[serde(skip)]
     pub location: Location,
 }
 
@@ -61,7 +58,7 @@ pub enum Location {
 }
 
 /// The whole chain, with notes on files that were skipped.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Chain {
     pub files: Vec<Instruction>,
     /// Sentences about files that were found but not loaded (binary, too large).
@@ -128,7 +125,6 @@ impl UserConfig {
         let Ok(text) = std::fs::read_to_string(&path) else { return (Vec::new(), Vec::new()) };
         #[derive(serde::Deserialize)]
         struct File {
-            #[serde(default)]
             instructions: Vec<String>,
         }
         match serde_json::from_str::<File>(&text) {

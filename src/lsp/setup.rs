@@ -12,34 +12,16 @@
 //! Relative paths in the options are taken from the first workspace folder.
 
 use super::protocol::{HostName, InitializationOptions};
-use crate::access::{Level, View, ViewFile};
-use crate::engine::{default_data_dir, Config, Defaults, Engine, Posture};
+use crate::engine::{Config, Defaults, Engine, Posture};
 use crate::gate::Mode;
 use crate::hygiene::HostKind;
 use crate::index::EmbedderChoice;
-use crate::paths::VPath;
-use crate::vfs::os::OsFs;
 use crate::vfs::overlay::{Documents, Overlay};
 use crate::vfs::Fs;
 use anyhow::{bail, Context};
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// How the engine's sessions are gated.
-#[derive(Debug, Clone, Copy)]
-struct Gating {
-    mode: Mode,
-    timeout: Duration,
-}
-
-impl Gating {
-    fn apply(self, engine: &mut Engine) {
-        engine.set_mode(self.mode);
-        engine.set_approval_timeout(self.timeout);
-    }
-}
 
 /// The mode sessions start in: `initializationOptions`, else the command line, else ask.
 pub fn mode_of(defaults: &Defaults, options: &InitializationOptions) -> Mode {
@@ -84,38 +66,15 @@ pub fn build(
     folders: &[PathBuf],
     docs: &Arc<Documents>,
 ) -> anyhow::Result<Built> {
-    let (embedder, model) =
-        embedder_of(defaults, options).map_err(anyhow::Error::msg).context("initializationOptions")?;
-    let built = build_engine(defaults, options, folders, docs)?;
-    built.engine.choose_embedder(embedder, model);
-    Ok(built)
-}
-
-fn build_engine(
-    defaults: &Defaults,
-    options: &InitializationOptions,
-    folders: &[PathBuf],
-    docs: &Arc<Documents>,
-) -> anyhow::Result<Built> {
     let base = folders.first().cloned().or_else(|| std::env::current_dir().ok()).unwrap_or_else(|| PathBuf::from("/"));
     let absolute = |p: &PathBuf| if p.is_absolute() { p.clone() } else { base.join(p) };
-    let host = match options.host {
-        Some(HostName::Resend) => HostKind::Resend,
-        Some(HostName::Fresh) => HostKind::Fresh,
-        None => defaults.host.unwrap_or(HostKind::Resend),
-    };
-    let start = options.start.clone().or_else(|| defaults.start.clone());
-    let data = options.data.as_ref().map(absolute).or_else(|| defaults.data.clone());
-    let user = options.config.as_ref().map(absolute).or_else(|| defaults.config.clone());
-    let gating = Gating {
-        mode: mode_of(defaults, options),
-        timeout: approval_timeout(options)
-            .map_err(anyhow::Error::msg)
-            .context("initializationOptions")?
-            .or(defaults.approval_timeout)
-            .unwrap_or(crate::gate::DEFAULT_TIMEOUT),
-    };
-
+    let (embedder, embedder_model) =
+        embedder_of(defaults, options).map_err(anyhow::Error::msg).context("initializationOptions")?;
+    let approval_timeout = approval_timeout(options)
+        .map_err(anyhow::Error::msg)
+        .context("initializationOptions")?
+        .or(defaults.approval_timeout)
+        .unwrap_or(crate::gate::DEFAULT_TIMEOUT);
     let from_options = posture(
         options.tree.as_ref().map(absolute),
         options.view.as_ref().map(absolute),
@@ -128,45 +87,63 @@ fn build_engine(
             posture(defaults.tree.clone(), defaults.view.clone(), defaults.root.clone()).context("the command line")?
         }
     };
-    if let Some(posture) = explicit {
-        let host_root = match &posture {
-            Posture::Tree { dir, .. } => dir,
-            Posture::Device { root } => root,
-        }
-        .canonicalize()
-        .with_context(|| "cannot open the boundary directory")?;
-        let describe = match &posture {
-            Posture::Tree { dir, view } => format!("the tree {} with the view {}", dir.display(), view.display()),
-            Posture::Device { root } => format!("the project root {}", root.display()),
-        };
-        let engine = single(Config { posture, start, data_dir: data }, host, user, gating, docs, host_root.clone())?;
+    // Under an explicit posture, workspace folders inside its boundary narrow the sessions.
+    let narrow_to = |host_root: &std::path::Path| {
         let inside: Vec<PathBuf> =
-            folders.iter().filter_map(|f| f.canonicalize().ok()).filter(|f| f.starts_with(&host_root)).collect();
-        let roots = (!inside.is_empty() && !inside.contains(&host_root)).then_some(inside);
-        return Ok(Built { engine, roots, describe });
-    }
-    let mut folders: Vec<PathBuf> = folders
-        .iter()
-        .map(|f| f.canonicalize().with_context(|| format!("cannot open the workspace folder {}", f.display())))
-        .collect::<anyhow::Result<_>>()?;
-    // A folder inside another adds nothing.
-    folders.sort();
-    folders.dedup();
-    let all = folders.clone();
-    folders.retain(|f| !all.iter().any(|o| o != f && f.starts_with(o)));
-    match folders.len() {
-        0 => bail!(
+            folders.iter().filter_map(|f| f.canonicalize().ok()).filter(|f| f.starts_with(host_root)).collect();
+        (!inside.is_empty() && !inside.iter().any(|f| f == host_root)).then_some(inside)
+    };
+    let (posture, describe) = match explicit {
+        Some(posture) => {
+            let describe = match &posture {
+                Posture::Tree { dir, view } => format!("the tree {} with the view {}", dir.display(), view.display()),
+                Posture::Device { root } => format!("the project root {}", root.display()),
+                Posture::Folders { .. } => unreachable!("options and flags name a tree or a root"),
+            };
+            (posture, describe)
+        }
+        None if folders.is_empty() => bail!(
             "no workspace folder, and no posture given: open a folder, or give `root` (or `tree` and `view`) in initializationOptions"
         ),
-        1 => {
-            let root = folders.remove(0);
-            let describe = format!("the workspace folder {}", root.display());
-            let config = Config { posture: Posture::Device { root: root.clone() }, start, data_dir: data };
-            let engine = single(config, host, user, gating, docs, root)?;
-            Ok(Built { engine, roots: None, describe })
+        None => {
+            let names: Vec<String> = folders.iter().map(|f| f.display().to_string()).collect();
+            let describe = match names.as_slice() {
+                [one] => format!("the workspace folder {one}"),
+                several => format!("the workspace folders {}", several.join(", ")),
+            };
+            (Posture::Folders { folders: folders.to_vec() }, describe)
         }
-        _ => several(&folders, start, data, host, user, gating, docs),
-    }
+    };
+    let explicit = !matches!(posture, Posture::Folders { .. });
+    let defaults_config = Config::new(posture);
+    let config = Config {
+        start: options.start.clone().or_else(|| defaults.start.clone()),
+        data_dir: options.data.as_ref().map(absolute).or_else(|| defaults.data.clone()),
+        mode: mode_of(defaults, options),
+        approval_timeout,
+        host: match options.host {
+            Some(HostName::Resend) => HostKind::Resend,
+            Some(HostName::Fresh) => HostKind::Fresh,
+            None => defaults.host.unwrap_or(HostKind::Resend),
+        },
+        user_dir: options
+            .config
+            .as_ref()
+            .map(absolute)
+            .or_else(|| defaults.config.clone())
+            .or(defaults_config.user_dir.clone()),
+        embedder,
+        embedder_model,
+        ..defaults_config
+    };
+    let docs = docs.clone();
+    let mut boundary = PathBuf::new();
+    let engine = Engine::new_layered(config, |fs, host_root| {
+        boundary = host_root.to_path_buf();
+        Arc::new(Overlay::new(fs, docs, host_root.to_path_buf())) as Arc<dyn Fs>
+    })?;
+    let roots = if explicit { narrow_to(&boundary) } else { None };
+    Ok(Built { engine: Arc::new(engine), roots, describe })
 }
 
 fn posture(tree: Option<PathBuf>, view: Option<PathBuf>, root: Option<PathBuf>) -> anyhow::Result<Option<Posture>> {
@@ -180,103 +157,10 @@ fn posture(tree: Option<PathBuf>, view: Option<PathBuf>, root: Option<PathBuf>) 
     }
 }
 
-fn single(
-    config: Config,
-    host: HostKind,
-    user: Option<PathBuf>,
-    gating: Gating,
-    docs: &Arc<Documents>,
-    host_root: PathBuf,
-) -> anyhow::Result<Arc<Engine>> {
-    let docs = docs.clone();
-    let mut engine = Engine::new_layered(config, move |fs| Arc::new(Overlay::new(fs, docs, host_root)) as Arc<dyn Fs>)?;
-    engine.set_host(host);
-    gating.apply(&mut engine);
-    if user.is_some() {
-        engine.set_user_config(user);
-    }
-    Ok(Arc::new(engine))
-}
-
-/// Several folders: one grant each over their common ancestor.
-fn several(
-    folders: &[PathBuf],
-    start: Option<String>,
-    data: Option<PathBuf>,
-    host: HostKind,
-    user: Option<PathBuf>,
-    gating: Gating,
-    docs: &Arc<Documents>,
-) -> anyhow::Result<Built> {
-    let ancestor = common_ancestor(folders);
-    let data = data.unwrap_or_else(default_data_dir);
-    std::fs::create_dir_all(&data).with_context(|| format!("cannot create the data directory {}", data.display()))?;
-    let data = data.canonicalize()?;
-    if let Some(folder) = folders.iter().find(|f| data.starts_with(f)) {
-        bail!(
-            "the data directory {} lies inside the workspace folder {}; the model must not reach it. Give another `data`.",
-            data.display(),
-            folder.display()
-        );
-    }
-    // The trash must lie outside the boundary (the ancestor), which the data
-    // directory may not: then the system's temporary directory, or none.
-    let trash =
-        [data.join("trash"), std::env::temp_dir().join("ctxfs-trash")].into_iter().find(|t| !t.starts_with(&ancestor));
-    if trash.is_none() {
-        tracing::warn!("no trash directory outside {}: rm is not available", ancestor.display());
-    }
-    let text = ancestor.to_str().context("the folders' common ancestor is not UTF-8")?;
-    let vroot = VPath::parse(text).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut grants = BTreeMap::new();
-    for folder in folders {
-        grants.insert(folder.to_str().context("a workspace folder's path is not UTF-8")?.to_string(), Level::Stage);
-    }
-    let view = View::from_file(&ViewFile { grants, ..ViewFile::default() }).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut os = OsFs::open(&ancestor, vroot, trash)?;
-    if !data.starts_with(&ancestor) {
-        let inflight = data.join("inflight");
-        os = os.with_journal(&inflight);
-        for line in crate::vfs::journal::recover(&inflight, &ancestor, &os) {
-            tracing::warn!("{line}");
-        }
-    }
-    let fs: Arc<dyn Fs> = Arc::new(os);
-    let fs: Arc<dyn Fs> = Arc::new(Overlay::new(fs, docs.clone(), ancestor.clone()));
-    let start = start.or_else(|| folders[0].to_str().map(str::to_string));
-    let mut engine = Engine::with_fs(fs, view, start.as_deref(), data, ancestor.clone(), host);
-    gating.apply(&mut engine);
-    if user.is_some() {
-        engine.set_user_config(user);
-    }
-    let names: Vec<String> = folders.iter().map(|f| f.display().to_string()).collect();
-    Ok(Built { engine: Arc::new(engine), roots: None, describe: format!("the workspace folders {}", names.join(", ")) })
-}
-
-fn common_ancestor(paths: &[PathBuf]) -> PathBuf {
-    let mut common: PathBuf = paths[0].clone();
-    for path in &paths[1..] {
-        while !path.starts_with(&common) {
-            if !common.pop() {
-                return PathBuf::from("/");
-            }
-        }
-    }
-    common
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::path::Path;
-
-    #[test]
-    fn ancestors() {
-        let p = |s: &str| PathBuf::from(s);
-        assert_eq!(common_ancestor(&[p("/a/b/c"), p("/a/b/d")]), p("/a/b"));
-        assert_eq!(common_ancestor(&[p("/a/bc"), p("/a/b")]), p("/a"));
-        assert_eq!(common_ancestor(&[p("/x"), p("/y")]), p("/"));
-    }
 
     #[test]
     fn several_folders_are_several_grants() {
@@ -303,6 +187,28 @@ mod tests {
         let built = build(&Defaults::default(), &options, std::slice::from_ref(&a), &Documents::new()).unwrap();
         let session = built.engine.open_session(Default::default()).unwrap();
         assert!(!session.call("read", serde_json::json!({"file_path": "x.txt"})).is_error);
+        // A data directory inside a folder, or between the folders under their
+        // common ancestor, is hidden from the sessions as under any boundary.
+        for data in [a.join("data"), tmp.path().join("store")] {
+            let options = InitializationOptions { data: Some(data.clone()), ..Default::default() };
+            let built = build(&Defaults::default(), &options, &[a.clone(), b.clone()], &Documents::new()).unwrap();
+            let session = built.engine.open_session(Default::default()).unwrap();
+            assert!(data.join("sessions.db").exists(), "{}", data.display());
+            let parent = data.parent().unwrap().to_str().unwrap();
+            let listed = session.call("list", serde_json::json!({"path": parent}));
+            let name = data.file_name().unwrap().to_str().unwrap();
+            assert!(!listed.text.contains(name), "{}", listed.text);
+            let inside =
+                session.call("read", serde_json::json!({"file_path": data.join("sessions.db").to_str().unwrap()}));
+            // As any path there that the session cannot see: missing inside a
+            // folder, not open beside the folders.
+            let hidden_file = data.parent().unwrap().join("nothing-here");
+            let missing = session.call("read", serde_json::json!({"file_path": hidden_file.to_str().unwrap()}));
+            assert!(inside.is_error, "{}", inside.text);
+            let kind = |text: &str| text.lines().nth(1).and_then(|l| l.split(':').next()).map(str::to_string);
+            assert!(kind(&inside.text).is_some_and(|k| k == "Access denied" || k == "No such file or directory"));
+            assert_eq!(kind(&inside.text), kind(&missing.text), "{} / {}", inside.text, missing.text);
+        }
         // No folder and no posture: a sentence saying what to do.
         let error = build(&Defaults::default(), &options, &[], &Documents::new()).err().unwrap();
         assert!(error.to_string().contains("no workspace folder"), "{error}");
@@ -319,7 +225,11 @@ mod tests {
         let options =
             InitializationOptions { data: Some(data.path().to_path_buf()), config: Some(config), ..Default::default() };
         let embedder = |defaults: &Defaults| {
-            build(defaults, &options, std::slice::from_ref(&folder), &Documents::new()).unwrap().engine.embedder()
+            build(defaults, &options, std::slice::from_ref(&folder), &Documents::new())
+                .unwrap()
+                .engine
+                .embedder()
+                .clone()
         };
         assert_eq!(embedder(&Defaults::default()), EmbedderChoice::MiniLm);
         assert_eq!(
@@ -345,7 +255,8 @@ mod tests {
             ..Default::default()
         };
         let embedder = |options: &InitializationOptions| {
-            build(&flags, options, std::slice::from_ref(&folder), &Documents::new()).map(|b| b.engine.embedder())
+            build(&flags, options, std::slice::from_ref(&folder), &Documents::new())
+                .map(|b| b.engine.embedder().clone())
         };
         assert_eq!(embedder(&base).unwrap(), EmbedderChoice::MiniLm);
         let none = InitializationOptions { embedder: Some("none".into()), ..base.clone() };

@@ -77,7 +77,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
-pub use transport::MAX_MESSAGE;
 
 /// How long to wait for the client's answer to `roots/list`.
 const ROOTS_TIMEOUT: Duration = Duration::from_secs(10);
@@ -97,7 +96,7 @@ where
     W: AsyncWrite + Send + Unpin + 'static,
 {
     let transport = transport::LineTransport::new(read, write, Sequencer::new());
-    serve_transport(host, transport, resume).await
+    serve_transport_with(host, None, transport, resume).await
 }
 
 /// Serves one MCP connection, with a companion watching its calls (the ACP
@@ -116,19 +115,6 @@ where
 {
     let transport = transport::LineTransport::new(read, write, Sequencer::new());
     serve_transport_with(host, companion, transport, resume).await
-}
-
-async fn serve_transport<H, R, W>(
-    host: Arc<H>,
-    transport: transport::LineTransport<R, W>,
-    resume: Option<String>,
-) -> anyhow::Result<()>
-where
-    H: Host,
-    R: AsyncRead + Send + Unpin + 'static,
-    W: AsyncWrite + Send + Unpin + 'static,
-{
-    serve_transport_with(host, None, transport, resume).await
 }
 
 async fn serve_transport_with<H, R, W>(
@@ -497,7 +483,7 @@ fn to_mcp_result(answer: ToolAnswer) -> CallToolResult {
     let mut meta = serde_json::Map::new();
     meta.insert("ctxfs/id".into(), answer.id.into());
     if answer.facts != Default::default() {
-        if let Ok(facts) = serde_json::to_value(&answer.facts) {
+        if let Ok(facts) = serde_json::to_value(crate::wire::CallFacts::from(answer.facts.clone())) {
             meta.insert("ctxfs/facts".into(), facts);
         }
     }

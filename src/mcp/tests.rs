@@ -1,5 +1,6 @@
 //! The MCP layer against a fake engine, over an in-memory pipe.
 
+use super::transport::MAX_MESSAGE;
 use super::*;
 use crate::engine::Facts;
 use serde_json::{json, Value};
@@ -77,7 +78,7 @@ impl Client {
         let (server_read, server_write) = tokio::io::split(server_end);
         let (client_read, client_write) = tokio::io::split(client_end);
         let transport = transport::LineTransport::new(server_read, server_write, Sequencer::new()).with_max(max);
-        let server = tokio::spawn(serve_transport(Arc::new(FakeHost(fake)), transport, None));
+        let server = tokio::spawn(serve_transport_with(Arc::new(FakeHost(fake)), None, transport, None));
         Client { write: client_write, read: BufReader::new(client_read), server }
     }
 

@@ -165,11 +165,6 @@ impl VPath {
         out.reverse();
         out
     }
-
-    /// The number of components; 0 for `/`.
-    pub fn depth(&self) -> usize {
-        self.components().count()
-    }
 }
 
 impl fmt::Display for VPath {

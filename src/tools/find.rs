@@ -4,7 +4,7 @@
 //! same call on the same tree answers the same text.
 
 use super::params::{GlobParams, GrepOutput, GrepParams};
-use super::spec::{Tool, Traits};
+use super::spec::{Action, Tool, Traits};
 use super::{Ctx, Outcome, ToolResult};
 use crate::access::walk::Scope;
 use crate::access::{Need, Target, ToolError};
@@ -321,7 +321,7 @@ pub struct Glob;
 
 impl Tool for Glob {
     const NAME: &'static str = "glob";
-    const TRAITS: Traits = Traits::GUARDED.reads().dedupes().progress();
+    const TRAITS: Traits = Traits::GUARDED.reads().action(Action::Search).dedupes().progress();
     type Params = GlobParams;
 
     fn run(ctx: &mut Ctx<'_>, params: GlobParams) -> ToolResult {
@@ -333,7 +333,7 @@ pub struct Grep;
 
 impl Tool for Grep {
     const NAME: &'static str = "grep";
-    const TRAITS: Traits = Traits::GUARDED.reads().dedupes().progress();
+    const TRAITS: Traits = Traits::GUARDED.reads().action(Action::Search).dedupes().progress();
     type Params = GrepParams;
 
     fn run(ctx: &mut Ctx<'_>, params: GrepParams) -> ToolResult {

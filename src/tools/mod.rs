@@ -150,8 +150,3 @@ impl Outcome {
 }
 
 pub type ToolResult = Result<Outcome, ToolError>;
-
-/// An argument error in the model's words.
-pub fn bad_args(message: impl Into<String>) -> ToolError {
-    ToolError::Message(message.into())
-}

@@ -4,7 +4,7 @@
 //! or writes a file's bytes (that is `files`).
 
 use super::params::{ListParams, MkdirParams, MvParams, RmParams, StatParams};
-use super::spec::{Tool, Traits};
+use super::spec::{Action, Tool, Traits};
 use super::{Change, ChangeTexts, Ctx, FileChange, Outcome, ToolResult};
 use crate::access::{Access, Need, Target, ToolError, MAX_OPEN_BYTES};
 use crate::paths::VPath;
@@ -308,6 +308,7 @@ pub struct Mv;
 
 impl Tool for Mv {
     const NAME: &'static str = "mv";
+    const TRAITS: Traits = Traits::GUARDED.action(Action::Move);
     type Params = MvParams;
 
     fn run(ctx: &mut Ctx<'_>, params: MvParams) -> ToolResult {
@@ -319,6 +320,7 @@ pub struct Rm;
 
 impl Tool for Rm {
     const NAME: &'static str = "rm";
+    const TRAITS: Traits = Traits::GUARDED.action(Action::Delete);
     type Params = RmParams;
 
     fn run(ctx: &mut Ctx<'_>, params: RmParams) -> ToolResult {

@@ -7,7 +7,7 @@
 //! git work itself is `vfs::git`; this module puts its answers in words.
 
 use super::params::{BranchAction, BranchParams, CommitParams, GitTagParams, MergeParams, PrParams, ReleaseParams};
-use super::spec::{Tool, Traits};
+use super::spec::{Action, Tool, Traits};
 use super::{Ctx, Outcome, ToolResult};
 use crate::access::ToolError;
 use crate::paths::VPath;
@@ -145,6 +145,7 @@ pub struct Commit;
 
 impl Tool for Commit {
     const NAME: &'static str = "commit";
+    const TRAITS: Traits = Traits::GUARDED.action(Action::Other);
     type Params = CommitParams;
 
     fn run(ctx: &mut Ctx<'_>, params: CommitParams) -> ToolResult {
@@ -156,6 +157,7 @@ pub struct Branch;
 
 impl Tool for Branch {
     const NAME: &'static str = "branch";
+    const TRAITS: Traits = Traits::GUARDED.action(Action::Other);
     type Params = BranchParams;
 
     fn run(ctx: &mut Ctx<'_>, params: BranchParams) -> ToolResult {
@@ -177,6 +179,7 @@ pub struct Merge;
 
 impl Tool for Merge {
     const NAME: &'static str = "merge";
+    const TRAITS: Traits = Traits::GUARDED.action(Action::Other);
     type Params = MergeParams;
 
     fn run(ctx: &mut Ctx<'_>, params: MergeParams) -> ToolResult {
@@ -188,6 +191,7 @@ pub struct GitTag;
 
 impl Tool for GitTag {
     const NAME: &'static str = "git_tag";
+    const TRAITS: Traits = Traits::GUARDED.action(Action::Other);
     type Params = GitTagParams;
 
     fn run(ctx: &mut Ctx<'_>, params: GitTagParams) -> ToolResult {
@@ -204,7 +208,7 @@ pub struct Pr;
 
 impl Tool for Pr {
     const NAME: &'static str = "pr";
-    const TRAITS: Traits = Traits::GUARDED.reads().quick();
+    const TRAITS: Traits = Traits::GUARDED.reads().quick().action(Action::Other);
     type Params = PrParams;
 
     fn run(_ctx: &mut Ctx<'_>, _params: PrParams) -> ToolResult {
@@ -216,7 +220,7 @@ pub struct Release;
 
 impl Tool for Release {
     const NAME: &'static str = "release";
-    const TRAITS: Traits = Traits::GUARDED.reads().quick();
+    const TRAITS: Traits = Traits::GUARDED.reads().quick().action(Action::Other);
     type Params = ReleaseParams;
 
     fn run(_ctx: &mut Ctx<'_>, _params: ReleaseParams) -> ToolResult {

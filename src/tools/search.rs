@@ -14,7 +14,7 @@
 //! range. So every result is seen, not the first and last few.
 
 use super::params::SearchParams;
-use super::spec::{Effect, Tool, Traits};
+use super::spec::{Action, Effect, Tool, Traits};
 use super::{Ctx, Outcome, ToolResult};
 use crate::access::{Need, ToolError};
 use crate::vfs::Source;
@@ -265,7 +265,7 @@ pub struct Search;
 
 impl Tool for Search {
     const NAME: &'static str = "search";
-    const TRAITS: Traits = Traits::GUARDED.reads().dedupes().progress().needs_index();
+    const TRAITS: Traits = Traits::GUARDED.reads().action(Action::Search).dedupes().progress().needs_index();
     type Params = SearchParams;
 
     fn run(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
@@ -277,7 +277,7 @@ pub struct Tag;
 
 impl Tool for Tag {
     const NAME: &'static str = "tag";
-    const TRAITS: Traits = Traits::GUARDED.effect(Effect::ChangesIndex).needs_index();
+    const TRAITS: Traits = Traits::GUARDED.effect(Effect::ChangesIndex).action(Action::Other).needs_index();
     type Params = super::params::TagParams;
 
     fn run(ctx: &mut Ctx<'_>, params: super::params::TagParams) -> ToolResult {

@@ -29,6 +29,32 @@ pub enum Effect {
     ChangesIndex,
 }
 
+/// What a call looks like to a user watching it, for doors that show tool
+/// calls by kind (ACP's `kind`: an icon and a grouping in the app).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Read,
+    Search,
+    Edit,
+    Delete,
+    Move,
+    Other,
+}
+
+impl Action {
+    /// ACP's name of the kind.
+    pub fn acp_kind(self) -> &'static str {
+        match self {
+            Action::Read => "read",
+            Action::Search => "search",
+            Action::Edit => "edit",
+            Action::Delete => "delete",
+            Action::Move => "move",
+            Action::Other => "other",
+        }
+    }
+}
+
 /// How a tool behaves, for the doors, the gate and hygiene.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Traits {
@@ -45,11 +71,14 @@ pub struct Traits {
     pub needs_index: bool,
     /// Answered from the session's stored results, not by running a tool.
     pub from_history: bool,
+    /// How a user watching the call sees it.
+    pub action: Action,
 }
 
 impl Traits {
-    /// The most guarded: changes files, may block, nothing else.
+    /// The most guarded: changes files (seen as an edit), may block, nothing else.
     pub const GUARDED: Traits = Traits {
+        action: Action::Edit,
         effect: Effect::ChangesFiles,
         may_block: true,
         dedupes: false,
@@ -58,9 +87,14 @@ impl Traits {
         from_history: false,
     };
 
-    /// Reads only; may still block.
+    /// Reads only (seen as a read); may still block.
     pub const fn reads(self) -> Traits {
-        Traits { effect: Effect::Reads, ..self }
+        Traits { effect: Effect::Reads, action: Action::Read, ..self }
+    }
+
+    /// Seen by a user as `action` (a search, a deletion, a move…).
+    pub const fn action(self, action: Action) -> Traits {
+        Traits { action, ..self }
     }
 
     /// Never waits on anything; its cost is that of one file or directory.

@@ -27,8 +27,6 @@ use std::io;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-pub use resolve::{resolve_with, Child, Lookup};
-
 /// What a node is. Links never appear here after resolution, except as
 /// entries of a listing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -81,11 +81,6 @@ impl OsFs {
         }
     }
 
-    /// The canonical host directory of the boundary.
-    pub fn host_root(&self) -> &Path {
-        &self.host_root
-    }
-
     /// The names of `real` below the boundary.
     fn names<'a>(&self, real: &'a VPath) -> Result<Vec<&'a str>, FsError> {
         let rel = real.strip_prefix(&self.vroot).ok_or(FsError::Escapes)?;
@@ -649,13 +644,8 @@ fn copy_out(dir: BorrowedFd<'_>, name: &str, dest: &Path) -> Result<(), FsError>
         Kind::Dir => {
             std::fs::create_dir(dest)?;
             let sub = openat_dir(dir, name, LIST)?;
-            let mut listing = rfs::Dir::read_from(&sub).map_err(errno)?;
-            while let Some(entry) = listing.read() {
-                let entry = entry.map_err(errno)?;
-                let child = entry.file_name().to_string_lossy().into_owned();
-                if child != "." && child != ".." {
-                    copy_out(sub.as_fd(), &child, &dest.join(&child))?;
-                }
+            for child in child_names(&sub)? {
+                copy_out(sub.as_fd(), &child, &dest.join(&child))?;
             }
         }
         Kind::Link => {
@@ -667,18 +657,26 @@ fn copy_out(dir: BorrowedFd<'_>, name: &str, dest: &Path) -> Result<(), FsError>
     Ok(())
 }
 
+/// The names in an open directory, without `.` and `..`.
+fn child_names(dir: &OwnedFd) -> Result<Vec<String>, FsError> {
+    let mut listing = rfs::Dir::read_from(dir).map_err(errno)?;
+    let mut names = Vec::new();
+    while let Some(entry) = listing.read() {
+        let child = entry.map_err(errno)?.file_name().to_string_lossy().into_owned();
+        if child != "." && child != ".." {
+            names.push(child);
+        }
+    }
+    Ok(names)
+}
+
 /// Removes a node and everything below it, never following links.
 fn remove_tree(dir: BorrowedFd<'_>, name: &str) -> Result<(), FsError> {
     let meta = meta_of(&rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).map_err(errno)?);
     if meta.kind == Kind::Dir {
         let sub = openat_dir(dir, name, LIST)?;
-        let mut listing = rfs::Dir::read_from(&sub).map_err(errno)?;
-        while let Some(entry) = listing.read() {
-            let entry = entry.map_err(errno)?;
-            let child = entry.file_name().to_string_lossy().into_owned();
-            if child != "." && child != ".." {
-                remove_tree(sub.as_fd(), &child)?;
-            }
+        for child in child_names(&sub)? {
+            remove_tree(sub.as_fd(), &child)?;
         }
         rfs::unlinkat(dir, name, AtFlags::REMOVEDIR).map_err(errno)
     } else {

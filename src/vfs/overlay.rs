@@ -205,10 +205,6 @@ impl Documents {
         self.len() == 0
     }
 
-    pub fn is_open(&self, host: &Path) -> bool {
-        self.get(host).is_some()
-    }
-
     /// The document's text and version as the overlay serves them.
     pub fn text(&self, host: &Path) -> Option<(Arc<[u8]>, i32)> {
         let cell = self.get(host)?;
@@ -348,10 +344,6 @@ impl Overlay {
     /// directory `host_root` (canonical, as document keys are).
     pub fn new(inner: Arc<dyn Fs>, docs: Arc<Documents>, host_root: PathBuf) -> Overlay {
         Overlay { inner, docs, host_root }
-    }
-
-    pub fn documents(&self) -> &Arc<Documents> {
-        &self.docs
     }
 
     /// The host path of a real path of the inner `Fs`.

@@ -60,40 +60,37 @@ test("an agent that exits at start: the exit status and its last stderr line rea
   }
 });
 
-test("an agent speaking another protocol version is refused and ended", async () => {
-  const { relay, agentPid } = startFake(["--version", "2"]);
+/** Starts the fake agent with `args`, expects `initialize` to fail with `pattern`, then closes the relay. */
+async function refusedAtInitialize(args, pattern, afterwards = async () => {}) {
+  const { relay, agentPid } = startFake(args);
   try {
     const error = await rejection(initialize(relay));
-    assert.match(error.message, /the agent speaks ACP protocol version 2, and ctxfs acp relays version 1 only/);
-    const pid = agentPid();
-    assert.ok(pid);
-    await until(() => groupMembers(pid).length === 0, "the agent's group to end before the app leaves");
+    assert.match(error.message, pattern);
+    await afterwards(agentPid);
   } finally {
     relay.agentPid = agentPid();
     await close(relay);
   }
+}
+
+test("an agent speaking another protocol version is refused and ended", async () => {
+  await refusedAtInitialize(
+    ["--version", "2"],
+    /the agent speaks ACP protocol version 2, and ctxfs acp relays version 1 only/,
+    async (agentPid) => {
+      const pid = agentPid();
+      assert.ok(pid);
+      await until(() => groupMembers(pid).length === 0, "the agent's group to end before the app leaves");
+    },
+  );
 });
 
 test("an agent flooding stdout with lines that are not ACP is ended with an error", async () => {
-  const { relay, agentPid } = startFake(["--flood-lines"]);
-  try {
-    const error = await rejection(initialize(relay));
-    assert.match(error.message, /lines \(\d+ bytes\) on stdout that are not ACP messages/);
-  } finally {
-    relay.agentPid = agentPid();
-    await close(relay);
-  }
+  await refusedAtInitialize(["--flood-lines"], /lines \(\d+ bytes\) on stdout that are not ACP messages/);
 });
 
 test("an agent writing one endless line is ended with an error", async () => {
-  const { relay, agentPid } = startFake(["--flood-line"]);
-  try {
-    const error = await rejection(initialize(relay));
-    assert.match(error.message, /the agent wrote a message over 32 MiB/);
-  } finally {
-    relay.agentPid = agentPid();
-    await close(relay);
-  }
+  await refusedAtInitialize(["--flood-line"], /the agent wrote a message over 32 MiB/);
 });
 
 test("an agent crashing mid-turn: the prompt gets an error, not a hang, and its MCP servers end", async () => {

@@ -3,30 +3,19 @@
 `initialize` with `experimental.ctxfs.protocol` 1 (or, with --not-ctxfs, without experimental.ctxfs),
 then `shutdown` and `exit`. Building a real old ctxfs here would cost a second full build; this
 answers exactly the one message the plugin's version check reads."""
-import json
 import sys
+
+import lsp_frames
 
 not_ctxfs = "--not-ctxfs" in sys.argv
 
 
 def read():
-    length = None
-    while True:
-        line = sys.stdin.buffer.readline()
-        if not line:
-            return None
-        line = line.strip()
-        if not line:
-            break
-        if line.lower().startswith(b"content-length:"):
-            length = int(line.split(b":")[1])
-    return json.loads(sys.stdin.buffer.read(length))
+    return lsp_frames.read(sys.stdin.buffer)
 
 
 def send(msg):
-    body = json.dumps(msg).encode()
-    sys.stdout.buffer.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-    sys.stdout.buffer.flush()
+    lsp_frames.write(sys.stdout.buffer, msg)
 
 
 while True:

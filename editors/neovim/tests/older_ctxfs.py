@@ -5,11 +5,12 @@ every message both ways, except that it answers `ctxfs/resultText` itself with M
 (-32601), leaves that method out of `initialize`'s list, and drops `file` from the chain of
 `ctxfs/openSession` answers. Everything else is the real server's. It ends when its stdin
 closes, after closing the server's stdin and waiting for it."""
-import json
 import os
 import subprocess
 import sys
 import threading
+
+import lsp_frames
 
 real = subprocess.Popen([os.environ["CTXFS_BIN"], *sys.argv[1:]], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 out_lock = threading.Lock()
@@ -17,30 +18,8 @@ opening = set()  # ids of ctxfs/openSession requests in flight
 initializing = set()
 
 
-def read(stream):
-    length = None
-    while True:
-        line = stream.readline()
-        if not line:
-            return None
-        line = line.strip()
-        if not line:
-            break
-        if line.lower().startswith(b"content-length:"):
-            length = int(line.split(b":")[1])
-    return json.loads(stream.read(length))
-
-
-def write(stream, msg, lock=None):
-    body = json.dumps(msg).encode()
-    data = b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
-    if lock:
-        with lock:
-            stream.write(data)
-            stream.flush()
-    else:
-        stream.write(data)
-        stream.flush()
+read = lsp_frames.read
+write = lsp_frames.write
 
 
 def from_editor():
