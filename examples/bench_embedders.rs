@@ -14,7 +14,9 @@
 #![allow(clippy::print_stdout)]
 
 use ctxfs::index::bert::{self, BertEmbedder};
-use ctxfs::index::embed::{self, Embedder, StaticEmbedder};
+use ctxfs::index::embed::Embedder;
+use ctxfs::index::models;
+use ctxfs::index::table::StaticEmbedder;
 use std::path::Path;
 use std::time::Instant;
 
@@ -45,7 +47,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let started = Instant::now();
         let embedder: Box<dyn Embedder> = match name.as_str() {
             "static" => {
-                Box::new(StaticEmbedder::load(&embed::find_model_dir(data).ok_or("no static table installed")?)?)
+                Box::new(StaticEmbedder::load(&models::find_model_dir(data).ok_or("no static table installed")?)?)
             }
             "minilm" => Box::new(BertEmbedder::load(&bert::find_dir(data).ok_or("no minilm model installed")?)?),
             other => return Err(format!("unknown embedder {other}").into()),

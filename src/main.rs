@@ -553,7 +553,7 @@ fn chunk_file(
         ChunkTokenizer::Chars => Box::new(Characters),
         ChunkTokenizer::Model => {
             let data = data.unwrap_or_else(ctxfs::engine::default_data_dir);
-            match ctxfs::index::embed::model_tokenizer(&data) {
+            match ctxfs::index::models::model_tokenizer(&data) {
                 Some(model) => Box::new(model),
                 None => {
                     anyhow::bail!("the model tokenizer is not installed; use --tokenizer bytes, whitespace or chars")

@@ -164,7 +164,7 @@ fn tiny_model() -> &'static PathBuf {
         file.extend_from_slice(header.as_bytes());
         file.extend_from_slice(&data);
         std::fs::write(dir.join("model.safetensors"), file).unwrap();
-        let embedder = ctxfs::index::embed::StaticEmbedder::load(&dir).expect("the tiny table loads");
+        let embedder = ctxfs::index::table::StaticEmbedder::load(&dir).expect("the tiny table loads");
         let vector = ctxfs::index::embed::Embedder::embed(&embedder, &["retry the failed upload"]).unwrap().remove(0);
         assert!(vector.iter().any(|v| *v != 0.0));
         // Read when an engine first searches; every engine of this process uses this table.

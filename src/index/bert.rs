@@ -28,7 +28,10 @@
 //! weights (`tests/fixtures/minilm_reference.json`, made by
 //! `scripts/bert_reference.py`).
 
-use super::embed::{normalize, EmbedError, Embedder, ModelTokenizer};
+use super::embed::{normalize, EmbedError, Embedder};
+use super::tensors::{self, map_file};
+use super::wordpiece::ModelTokenizer;
+use safetensors::SafeTensors;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -116,8 +119,9 @@ impl BertEmbedder {
         let tokenizer = Arc::new(ModelTokenizer::load(&dir.join("tokenizer.json"))?);
         let path = dir.join("model.safetensors");
         let err = |message: String| EmbedError::Model { path: path.clone(), message };
-        let bytes = std::fs::read(&path).map_err(|e| err(e.to_string()))?;
-        let file = SafeTensors::parse(&bytes).map_err(err)?;
+        // Mapped: the weights are copied out as f32s, and the file's pages leave with the map.
+        let bytes = map_file(&path)?;
+        let file = tensors::parse(&bytes).map_err(err)?;
         let config = std::fs::read_to_string(dir.join("config.json"))
             .ok()
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
@@ -131,7 +135,7 @@ impl BertEmbedder {
         let name = format!(
             "bert:{}:{:016x}",
             dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-            fingerprint(&bytes)
+            tensors::fingerprint(&bytes)
         );
         let embedder = BertEmbedder::from_tensors(
             &file,
@@ -146,7 +150,7 @@ impl BertEmbedder {
     }
 
     fn from_tensors(
-        file: &SafeTensors,
+        file: &SafeTensors<'_>,
         heads: Option<f64>,
         eps: Option<f64>,
         tokenizer: Arc<ModelTokenizer>,
@@ -155,8 +159,9 @@ impl BertEmbedder {
         name: String,
     ) -> Result<BertEmbedder, String> {
         // Keys may carry a `bert.` prefix (a checkpoint of the full BertModel); this file's do not.
-        let prefix = if file.has("bert.embeddings.word_embeddings.weight") { "bert." } else { "" };
-        let get = |key: &str| file.tensor(&format!("{prefix}{key}"));
+        let has = |key: &str| file.tensor(key).is_ok();
+        let prefix = if has("bert.embeddings.word_embeddings.weight") { "bert." } else { "" };
+        let get = |key: &str| tensors::f32_tensor(file, &format!("{prefix}{key}"));
         let (shape, words) = get("embeddings.word_embeddings.weight")?;
         let [vocab, hidden] = shape[..] else { return Err("word embeddings are not a matrix".into()) };
         let (shape, positions) = get("embeddings.position_embeddings.weight")?;
@@ -189,7 +194,7 @@ impl BertEmbedder {
             Ok(Linear { w, b, n_in, n_out })
         };
         let count =
-            (0..).take_while(|i| file.has(&format!("{prefix}encoder.layer.{i}.attention.self.query.weight"))).count();
+            (0..).take_while(|i| has(&format!("{prefix}encoder.layer.{i}.attention.self.query.weight"))).count();
         let mut layers = Vec::with_capacity(count);
         let mut intermediate = 0;
         for i in 0..count {
@@ -427,19 +432,6 @@ fn erf(x: f32) -> f32 {
     p / q
 }
 
-/// A cheap content hash (FNV-1a over 8-byte words) for the embedder's name.
-fn fingerprint(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut words = bytes.chunks_exact(8);
-    for w in &mut words {
-        h = (h ^ u64::from_le_bytes(w.try_into().unwrap_or_default())).wrapping_mul(0x0100_0000_01b3);
-    }
-    for &b in words.remainder() {
-        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-    }
-    h ^ bytes.len() as u64
-}
-
 /// How many threads embedding calls use at this moment, across the process.
 static BUSY: AtomicUsize = AtomicUsize::new(0);
 
@@ -535,58 +527,6 @@ impl Embedder for BertEmbedder {
 }
 
 // ---------------------------------------------------------------------------
-// safetensors, read by hand.
-
-/// A safetensors file: a u64 LE header length, a JSON header naming each
-/// tensor's dtype, shape and byte range, then the raw little-endian data.
-struct SafeTensors<'a> {
-    header: serde_json::Map<String, serde_json::Value>,
-    data: &'a [u8],
-}
-
-impl<'a> SafeTensors<'a> {
-    fn parse(bytes: &'a [u8]) -> Result<SafeTensors<'a>, String> {
-        let len = bytes
-            .get(..8)
-            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
-            .ok_or("shorter than a header")?;
-        let end = usize::try_from(len)
-            .ok()
-            .and_then(|l| l.checked_add(8))
-            .filter(|&e| e <= bytes.len())
-            .ok_or("the header runs past the end")?;
-        let header = serde_json::from_slice(&bytes[8..end]).map_err(|e| format!("the header is not JSON: {e}"))?;
-        Ok(SafeTensors { header, data: &bytes[end..] })
-    }
-
-    fn has(&self, name: &str) -> bool {
-        self.header.contains_key(name)
-    }
-
-    /// An F32 tensor's shape and values.
-    fn tensor(&self, name: &str) -> Result<(Vec<usize>, Vec<f32>), String> {
-        let info = self.header.get(name).ok_or_else(|| format!("no tensor {name}"))?;
-        if info.get("dtype").and_then(|d| d.as_str()) != Some("F32") {
-            return Err(format!("{name} is not F32"));
-        }
-        let shape: Vec<usize> = info
-            .get("shape")
-            .and_then(|s| s.as_array())
-            .and_then(|s| s.iter().map(|d| d.as_u64().map(|d| d as usize)).collect())
-            .ok_or_else(|| format!("{name} has no shape"))?;
-        let range = info
-            .get("data_offsets")
-            .and_then(|o| o.as_array())
-            .and_then(|o| Some(o.first()?.as_u64()? as usize..o.get(1)?.as_u64()? as usize));
-        let bytes = range.and_then(|r| self.data.get(r)).ok_or_else(|| format!("{name} lies outside the file"))?;
-        if shape.iter().try_fold(4usize, |n, d| n.checked_mul(*d)) != Some(bytes.len()) {
-            return Err(format!("{name}: shape {shape:?} does not match its {} bytes", bytes.len()));
-        }
-        Ok((shape, bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()))
-    }
-}
-
-// ---------------------------------------------------------------------------
 // Finding the model.
 
 /// Where the model is looked for, in order: `$CTXFS_BERT_DIR`;
@@ -594,12 +534,12 @@ impl<'a> SafeTensors<'a> {
 /// executable's directory; the source tree's `models/minilm` (where
 /// `scripts/build-embedder` puts it). The same places as the static table's.
 pub fn dir_candidates(env: Option<&std::ffi::OsStr>, data_dir: &Path, exe: Option<&Path>) -> Vec<PathBuf> {
-    super::embed::candidates_named(DIR_NAME, env, data_dir, exe)
+    super::models::candidates_named(DIR_NAME, env, data_dir, exe)
 }
 
 /// The first candidate directory that holds the weights and the tokenizer.
 pub fn find_dir(data_dir: &Path) -> Option<PathBuf> {
-    super::embed::find_named(DIR_NAME, DIR_ENV, data_dir)
+    super::models::find_named(DIR_NAME, DIR_ENV, data_dir)
 }
 
 #[cfg(test)]
@@ -615,7 +555,7 @@ mod tests {
 
     #[test]
     fn paraphrase_l3_loads_and_ranks_related_above_unrelated() {
-        let dir = super::super::embed::find_named(L3_DIR_NAME, L3_DIR_ENV, Path::new("/nonexistent"))
+        let dir = super::super::models::find_named(L3_DIR_NAME, L3_DIR_ENV, Path::new("/nonexistent"))
             .expect("models/paraphrase-l3 is not installed: run scripts/build-embedder (scripts/test does)");
         let model = BertEmbedder::load(&dir).expect("the installed model loads");
         assert_eq!(model.shape().layers, 3);

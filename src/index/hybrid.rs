@@ -1,21 +1,14 @@
-//! The hybrid index: keeps the store current with what a session can see,
-//! and ranks passages by words (BM25), by meaning (embeddings) and files by
-//! whole-file words and by path and tags, fused by reciprocal rank.
+//! The index's state: keeps the store current with what a session can see
+//! (refresh, time-boxed indexing that resumes), mirrors it in memory, and
+//! reuses a walk's visible files and their passages laid out for ranking;
+//! not the rankings and their fusion (`rankings`, `rank`), nor the SQL
+//! (`store`).
 //!
-//! Every ranking is computed over the session's visible files only: the
-//! candidates are the files a view-checked walk finds, and BM25's document
-//! frequencies and lengths are counted over those alone. So a hidden file
-//! changes neither which results come back, nor their order, nor how many.
-//! Access itself is decided by `access`; this module only asks it.
-//!
-//! Evidence comes at two grains and is fused (`rank`): passages are ranked
-//! by BM25 over their words and by meaning; files by whole-file BM25 (a
-//! file's words are its passages') and by path and tags, each file ranking
-//! voting for the file's opening passage. Words are `terms::terms`:
-//! identifiers split at `_` and case changes and also kept joined, English
-//! function words left out of a query. Weights and constants were chosen on
-//! the tuning halves of bench/search_heldout.py's question sets and are
-//! reported on their held-out halves (bench/README.md).
+//! Every search ranks the session's visible files only: the candidates are
+//! the files a view-checked walk finds, handed to `rankings` with their
+//! passages (`Units`), so a hidden file changes neither which results come
+//! back, nor their order, nor how many. Access itself is decided by
+//! `access`; this module only asks it.
 //!
 //! Speed: what the store holds about files and chunks is mirrored in memory
 //! (`Mirror`: each file's size, time and blob; each blob's chunk ids, lines
@@ -27,28 +20,19 @@
 //! side for one linear scan), made by the first search that needs them.
 //! Terms' postings are read from SQLite once and kept while the store does
 //! not change. A query then reads from SQLite only the `i8` vectors of the
-//! 2,000 passages whose sign bits agree most with the query's (scored
-//! exactly; with fewer visible passages, all of them) and the texts it
-//! answers. The mirror is dropped and read again when another connection
-//! (another process) committed to the store. A refresh walks the visible
-//! tree when something may have changed; it only stats unchanged files; new
-//! or changed files are read, chunked and embedded on the walk's threads,
-//! and the store is written from one, committed at least every second, so
-//! an interrupted build resumes where it stopped. A search indexes for at
-//! most `SEARCH_INDEX_BUDGET` and answers from what is indexed, saying how
-//! many files are left. Every score is computed per passage or per file and
-//! ties go by shown path, line and place, so neither the walk's order nor
-//! anything hidden changes a ranking.
-//!
-//! For benchmarks, `CTXFS_SEARCH_RANKINGS` (read once) limits which
-//! rankings take part: `words`, `meaning`, `paths`, `files`, joined by `+`
-//! or `,`; unset, `fused` or `all` is all four; `exact` scores every
-//! passage's vector instead of those the sign bits pick; `blend` and
-//! `grouped` choose the other fusions `rank` keeps for measuring. It is a knob for measuring,
-//! not a setting for users; `Index::search_with` takes the same choice per call.
+//! passages the meaning ranking scores exactly and the texts it answers.
+//! The mirror is dropped and read again when another connection (another
+//! process) committed to the store. A refresh walks the visible tree when
+//! something may have changed; it only stats unchanged files; new or
+//! changed files are read, chunked and embedded on the walk's threads, and
+//! the store is written from one, committed at least every second, so an
+//! interrupted build resumes where it stopped. A search indexes for at most
+//! `SEARCH_INDEX_BUDGET` and answers from what is indexed, saying how many
+//! files are left.
 
-use super::rank;
-use super::store::{decode_vector, quantize, IndexStore, NewChunk};
+use super::embed::{EmbedError, Embedder};
+use super::rankings::{rank as rank_units, Meaning, Rankings};
+use super::store::{decode_vector, IndexStore, NewChunk};
 use super::terms::{query_terms, query_words, terms};
 use crate::access::walk::{visible_files, Found};
 use crate::access::{Access, Target};
@@ -64,10 +48,6 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 /// Files larger than this are not indexed.
 pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
-/// How deep each ranking goes into fusion.
-const RANK_DEPTH: usize = 200;
-/// How many passages the meaning ranking scores exactly, picked by the sign bits of their vectors.
-const RERANK: usize = 2000;
 /// A refresh commits after this many written files or chunks.
 const COMMIT_FILES: usize = 256;
 const COMMIT_CHUNKS: usize = 4096;
@@ -80,21 +60,6 @@ pub const SEARCH_INDEX_BUDGET: std::time::Duration = std::time::Duration::from_s
 const EMBED_BATCH: usize = 32;
 /// Files in flight between the walk and the writer (each may carry its chunks).
 const CHANNEL_BOUND: usize = 32;
-
-/// Turns text into embedding vectors (see `index::embed` for the real ones).
-pub trait Vectorizer: Send + Sync {
-    /// A name that changes when vectors would differ (the model).
-    fn name(&self) -> &str;
-    /// One vector per text. A text too long for the embedder fails with
-    /// `embed::EmbedError::TooLong` inside the error, so the passage can be halved.
-    fn embed(&self, texts: &[&str]) -> anyhow::Result<Vec<Vec<f32>>>;
-    /// The vector of a search query. By default the query as it is; an
-    /// embedder with a context limit cuts a longer query to its first tokens
-    /// (`embed::embed_head`) rather than give no meaning ranking.
-    fn embed_query(&self, query: &str) -> anyhow::Result<Vec<f32>> {
-        Ok(self.embed(&[query])?.pop().unwrap_or_default())
-    }
-}
 
 /// A passage: `(first_line, last_line, text)`.
 pub type Passage = (usize, usize, String);
@@ -127,100 +92,6 @@ pub struct Searched {
     /// New or changed visible files left unindexed because the search's time to index ran out, and their bytes.
     pub pending: usize,
     pub pending_bytes: u64,
-}
-
-/// How a search's rankings are fused (see `rank`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fusion {
-    /// Passages and files fused, a file ranking voting for the file's opening passage (the default).
-    Opening,
-    /// Passages fused, whole files and paths voting for their best passage, a few passages a file first.
-    Blend,
-    /// Files fused on their own, then each file's best passage in turn.
-    Grouped,
-}
-
-/// Which rankings a search fuses (all four by default).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rankings {
-    /// BM25 over the passages' words.
-    pub words: bool,
-    /// Cosine similarity of embeddings.
-    pub meaning: bool,
-    /// BM25 over each file's path and tags.
-    pub paths: bool,
-    /// BM25 over whole files.
-    pub files: bool,
-    /// How the rankings are fused (`rank`): by opening passages (the default), `blend` or `grouped`.
-    pub fusion: Fusion,
-    /// Match a query by its split words only, not its identifiers joined too (for measuring; `unjoined`).
-    pub unjoined: bool,
-    /// Score every passage's vector exactly instead of the `RERANK` its sign bits pick
-    /// (for measuring what that costs; `exact` in `CTXFS_SEARCH_RANKINGS`).
-    pub exact_meaning: bool,
-}
-
-impl Rankings {
-    pub const ALL: Rankings = Rankings {
-        words: true,
-        meaning: true,
-        paths: true,
-        files: true,
-        fusion: Fusion::Opening,
-        unjoined: false,
-        exact_meaning: false,
-    };
-    pub const NONE: Rankings = Rankings {
-        words: false,
-        meaning: false,
-        paths: false,
-        files: false,
-        fusion: Fusion::Opening,
-        unjoined: false,
-        exact_meaning: false,
-    };
-
-    /// `words`, `meaning`, `paths`, `files`, joined by `+` or `,`; `fused`,
-    /// `all` or nothing is all four; `exact` adds `exact_meaning`; `blend`
-    /// and `grouped` choose those fusions; `unjoined` matches split words only.
-    pub fn parse(text: &str) -> Result<Rankings, String> {
-        let mut out = Rankings::NONE;
-        for part in text.split(['+', ',']).map(str::trim).filter(|p| !p.is_empty()) {
-            match part {
-                "words" => out.words = true,
-                "meaning" => out.meaning = true,
-                "paths" => out.paths = true,
-                "files" => out.files = true,
-                "fused" | "all" => (out.words, out.meaning, out.paths, out.files) = (true, true, true, true),
-                "exact" => out.exact_meaning = true,
-                "opening" | "flat" => out.fusion = Fusion::Opening,
-                "blend" => out.fusion = Fusion::Blend,
-                "grouped" => out.fusion = Fusion::Grouped,
-                "unjoined" => out.unjoined = true,
-                other => {
-                    return Err(format!(
-                        "{other:?} is not a ranking (words, meaning, paths, files, fused, exact, opening, blend, grouped, unjoined)"
-                    ))
-                }
-            }
-        }
-        if !(out.words || out.meaning || out.paths || out.files) {
-            (out.words, out.meaning, out.paths, out.files) = (true, true, true, true);
-        }
-        Ok(out)
-    }
-
-    /// The rankings `CTXFS_SEARCH_RANKINGS` names, read once (a benchmarking knob).
-    pub fn from_env() -> Rankings {
-        static FROM_ENV: OnceLock<Rankings> = OnceLock::new();
-        *FROM_ENV.get_or_init(|| {
-            let text = std::env::var("CTXFS_SEARCH_RANKINGS").unwrap_or_default();
-            Rankings::parse(&text).unwrap_or_else(|e| {
-                tracing::warn!("CTXFS_SEARCH_RANKINGS: {e}; fusing all rankings");
-                Rankings::ALL
-            })
-        })
-    }
 }
 
 /// How far a refresh or build has come.
@@ -315,7 +186,7 @@ struct Mirror {
 }
 
 /// The sign bits of a vector, 64 to a word.
-fn sign_code(values: impl Iterator<Item = bool>, out: &mut Vec<u64>, dims: usize) {
+pub(super) fn sign_code(values: impl Iterator<Item = bool>, out: &mut Vec<u64>, dims: usize) {
     let start = out.len();
     out.resize(start + dims.div_ceil(64), 0);
     for (i, positive) in values.enumerate().take(dims) {
@@ -399,8 +270,8 @@ impl WalkCounts {
 
 /// A visible file found by a refresh.
 #[derive(Debug, Clone)]
-struct Seen {
-    shown: VPath,
+pub(super) struct Seen {
+    pub(super) shown: VPath,
     blob: Sha,
     /// The file's row, whose path and tags are words for the path-and-tags ranking.
     rowid: i64,
@@ -421,7 +292,7 @@ enum Work {
 
 pub struct Index {
     store: Mutex<IndexStore>,
-    vectorizer: Option<Arc<dyn Vectorizer>>,
+    vectorizer: Option<Arc<dyn Embedder>>,
     chunker: Arc<dyn Chunker>,
     mirror: RwLock<Mirror>,
     /// The visible files of the last few walks, reused while the file
@@ -435,13 +306,13 @@ pub struct Index {
 
 /// Which postings: of passages' words, or of files' paths and tags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Postings {
+pub(super) enum Postings {
     Chunks,
     Meta,
 }
 
 /// One term's postings: row or chunk id and the term's count there.
-type PostingList = Arc<Vec<(i64, u32)>>;
+pub(super) type PostingList = Arc<Vec<(i64, u32)>>;
 
 /// Postings read from the store, by term, valid while the store's
 /// `data_version` and this connection's `total_changes` stay as they were.
@@ -491,27 +362,27 @@ impl Visible {
 /// walk's order (file `f` owns units `starts[f]..starts[f + 1]`), with what
 /// BM25 needs about them. The order is the walk's, never sorted: every score
 /// is computed per unit, and ties go by shown path, line and place.
-struct Units {
-    file: Vec<u32>,
+pub(super) struct Units {
+    pub(super) file: Vec<u32>,
     /// The chunk's place in its blob.
-    index: Vec<u32>,
-    id: Vec<i64>,
-    first_line: Vec<u32>,
-    last_line: Vec<u32>,
-    words: Vec<u32>,
-    starts: Vec<u32>,
+    pub(super) index: Vec<u32>,
+    pub(super) id: Vec<i64>,
+    pub(super) first_line: Vec<u32>,
+    pub(super) last_line: Vec<u32>,
+    pub(super) words: Vec<u32>,
+    pub(super) starts: Vec<u32>,
     /// Chunk id → its first unit (`first[id - lo]`), and each unit's next one
     /// with the same chunk (a blob visible under several paths has several).
-    lo: i64,
-    first: Vec<u32>,
-    next: Vec<u32>,
+    pub(super) lo: i64,
+    pub(super) first: Vec<u32>,
+    pub(super) next: Vec<u32>,
     /// The mean passage length, each file's length and the mean file length, in words.
-    avg: f64,
-    file_len: Vec<f64>,
-    files_n: f64,
-    file_avg: f64,
+    pub(super) avg: f64,
+    pub(super) file_len: Vec<f64>,
+    pub(super) files_n: f64,
+    pub(super) file_avg: f64,
     /// File row → the visible files that are it (one, or several for a path reached through links).
-    by_rowid: HashMap<i64, Vec<u32>>,
+    pub(super) by_rowid: HashMap<i64, Vec<u32>>,
 }
 
 impl Units {
@@ -571,12 +442,12 @@ impl Units {
         u
     }
 
-    fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.id.len()
     }
 
     /// Calls `each` with every unit of the chunk `id`.
-    fn of_chunk(&self, id: i64, mut each: impl FnMut(u32)) {
+    pub(super) fn of_chunk(&self, id: i64, mut each: impl FnMut(u32)) {
         let Some(mut unit) = usize::try_from(id - self.lo).ok().and_then(|at| self.first.get(at)).copied() else {
             return;
         };
@@ -589,9 +460,9 @@ impl Units {
 
 /// The sign bits of every unit's vector, side by side (`words` `u64`s a
 /// unit; `has[u]` false: the unit has no vector), for one linear scan.
-struct Codes {
+pub(super) struct Codes {
     dims: usize,
-    words: usize,
+    pub(super) words: usize,
     bits: Vec<u64>,
     has: Vec<bool>,
 }
@@ -615,7 +486,7 @@ impl Codes {
     }
 
     /// How many sign bits each unit shares with `query` (`u16::MAX`: no vector).
-    fn agreement(&self, query: &[u64]) -> Vec<u16> {
+    pub(super) fn agreement(&self, query: &[u64]) -> Vec<u16> {
         if self.words == 0 {
             return vec![u16::MAX; self.has.len()];
         }
@@ -657,11 +528,6 @@ fn read_all(source: Source) -> Option<Vec<u8>> {
     }
 }
 
-/// The dot product of two quantised vectors (exact, so the same on every run).
-fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
-    a.iter().zip(b).map(|(x, y)| i32::from(*x) * i32::from(*y)).sum()
-}
-
 /// How many sign bits two codes share (the dimensions minus their Hamming distance).
 fn agreement(a: &[u64], b: &[u64], dims: usize) -> u32 {
     dims as u32 - a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum::<u32>()
@@ -670,7 +536,7 @@ fn agreement(a: &[u64], b: &[u64], dims: usize) -> u32 {
 impl Index {
     pub fn open(
         path: &Path,
-        vectorizer: Option<Arc<dyn Vectorizer>>,
+        vectorizer: Option<Arc<dyn Embedder>>,
         chunker: Arc<dyn Chunker>,
     ) -> anyhow::Result<Index> {
         Ok(Index {
@@ -1336,179 +1202,25 @@ impl Index {
         let seen = &visible.seen;
         let units = visible.units.get_or_init(|| Units::build(&mirror, seen));
         lap("units");
-        let order = |a: u32, b: u32| {
-            let (a, b) = (a as usize, b as usize);
-            seen[units.file[a] as usize]
-                .shown
-                .cmp(&seen[units.file[b] as usize].shown)
-                .then(units.first_line[a].cmp(&units.first_line[b]))
-                .then(units.index[a].cmp(&units.index[b]))
+        let vector = |id: i64, row: &mut Vec<i8>| store.vector(id, row);
+        let meaning = if want_meaning && units.len() > 0 {
+            let dims = mirror.dims;
+            self.vectorizer
+                .as_ref()
+                .and_then(|v| v.embed_query(query).ok())
+                .filter(|q| dims > 0 && q.len() == dims)
+                .map(|q| Meaning {
+                    query: q,
+                    dims,
+                    codes: visible.codes.get_or_init(|| Codes::build(&mirror, seen, units)),
+                    vector: &vector,
+                })
+        } else {
+            None
         };
-        let file_order = |a: u32, b: u32| seen[a as usize].shown.cmp(&seen[b as usize].shown);
-        let starts = &units.starts;
         let terms = if rankings.unjoined { query_words(query) } else { query_terms(query) };
-        let weights = rank::Weights::from_env();
-        let mut passage_rankings: Vec<(f64, Vec<u32>)> = Vec::new();
-        let mut file_rankings: Vec<(f64, Vec<u32>)> = Vec::new();
-        // The file rankings that are not made of passages (whole files, paths): they vote for a passage of their file.
-        let mut own_file_rankings: Vec<(f64, Vec<u32>)> = Vec::new();
-        let mut words_scores: Vec<f64> = Vec::new();
-        let mut meaning_scores: Vec<f64> = Vec::new();
-
-        // Words: BM25 with statistics over the visible units only, by passage
-        // and by whole file (a file's words are its passages' words).
-        if (rankings.words || rankings.files) && units.len() > 0 && !terms.is_empty() {
-            let n = units.len() as f64;
-            let mut scores = vec![0f64; units.len()];
-            let mut file_scores = vec![0f64; seen.len()];
-            let mut file_tf = vec![0u32; seen.len()];
-            let mut touched: Vec<u32> = Vec::new();
-            let mut hits: Vec<(u32, u32)> = Vec::new();
-            for term in &terms {
-                hits.clear();
-                for &(doc, tf) in self.postings(&store, Postings::Chunks, term)?.iter() {
-                    units.of_chunk(doc, |unit| hits.push((unit, tf)));
-                }
-                let idf = rank::idf(n, hits.len() as f64);
-                for &(unit, tf) in &hits {
-                    let len = f64::from(units.words[unit as usize]);
-                    scores[unit as usize] += rank::bm25(idf, f64::from(tf), len, units.avg);
-                    let file = units.file[unit as usize] as usize;
-                    if file_tf[file] == 0 {
-                        touched.push(file as u32);
-                    }
-                    file_tf[file] += tf;
-                }
-                let file_idf = rank::idf(units.files_n, touched.len() as f64);
-                for file in touched.drain(..) {
-                    let file = file as usize;
-                    let (tf, len) = (f64::from(file_tf[file]), units.file_len[file]);
-                    file_scores[file] += rank::bm25(file_idf, tf, len, units.file_avg);
-                    file_tf[file] = 0;
-                }
-            }
-            if rankings.words {
-                passage_rankings.push((weights.words, rank::top(&scores, RANK_DEPTH, &order)));
-                let best = rank::best_per_file(&scores, starts);
-                file_rankings.push((weights.file_words, rank::top(&best, RANK_DEPTH, &file_order)));
-            }
-            if rankings.files {
-                let ranking = (weights.files, rank::top(&file_scores, RANK_DEPTH, &file_order));
-                own_file_rankings.push(ranking.clone());
-                file_rankings.push(ranking);
-            }
-            words_scores = scores;
-            lap("words");
-        }
-
-        // Paths and tags: BM25 over each visible file's path and tags.
-        if rankings.paths && !seen.is_empty() && !terms.is_empty() {
-            let by_rowid = &units.by_rowid;
-            let n = seen.len() as f64;
-            let mut scores = vec![0f64; seen.len()];
-            for term in &terms {
-                let postings = self.postings(&store, Postings::Meta, term)?;
-                let hits: Vec<(usize, u32)> = postings
-                    .iter()
-                    .filter_map(|(rowid, tf)| {
-                        by_rowid.get(rowid).map(|files| files.iter().map(move |f| (*f as usize, *tf)))
-                    })
-                    .flatten()
-                    .collect();
-                let idf = rank::idf(n, hits.len() as f64);
-                for (file, tf) in hits {
-                    if starts[file] < starts[file + 1] {
-                        scores[file] += idf * f64::from(tf);
-                    }
-                }
-            }
-            let ranking = (weights.paths, rank::top(&scores, RANK_DEPTH, &file_order));
-            own_file_rankings.push(ranking.clone());
-            file_rankings.push(ranking);
-            lap("paths");
-        }
-
-        // Meaning: cosine similarity to the query's vector. The sign bits of
-        // every visible passage's vector pick the `RERANK` most alike; their
-        // `i8` vectors, read from the store, give the exact scores.
-        if want_meaning && units.len() > 0 {
-            if let Some(q) = self.vectorizer.as_ref().and_then(|v| v.embed_query(query).ok()) {
-                let dims = mirror.dims;
-                if dims > 0 && q.len() == dims {
-                    let codes = visible.codes.get_or_init(|| Codes::build(&mirror, seen, units));
-                    let mut q_code = Vec::with_capacity(codes.words);
-                    sign_code(q.iter().map(|v| *v > 0.0), &mut q_code, dims);
-                    let agree = codes.agreement(&q_code);
-                    let candidates = if rankings.exact_meaning {
-                        rank::select_all(&agree)
-                    } else {
-                        rank::select_most(&agree, dims, RERANK, &order)
-                    };
-                    lap("codes");
-                    let (q, q_scale) = quantize(&q);
-                    let mut exact: HashMap<i64, f64> = HashMap::with_capacity(candidates.len());
-                    let mut row = Vec::with_capacity(dims);
-                    let mut scores = vec![0f64; units.len()];
-                    for unit in &candidates {
-                        let id = units.id[*unit as usize];
-                        let score = match exact.get(&id) {
-                            Some(score) => *score,
-                            None => {
-                                row.clear();
-                                let score = match store.vector(id, &mut row)? {
-                                    Some(scale) if row.len() == dims => {
-                                        f64::from(dot_i8(&row, &q)) * f64::from(scale) * f64::from(q_scale)
-                                    }
-                                    _ => 0.0,
-                                };
-                                exact.insert(id, score);
-                                score
-                            }
-                        };
-                        scores[*unit as usize] = score;
-                    }
-                    passage_rankings.push((weights.meaning, rank::top(&scores, RANK_DEPTH, &order)));
-                    let best = rank::best_per_file(&scores, starts);
-                    file_rankings.push((weights.file_meaning, rank::top(&best, RANK_DEPTH, &file_order)));
-                    meaning_scores = scores;
-                    lap("meaning");
-                }
-            }
-        }
-
-        // The passage shown for a file no passage ranking reached: its best by words, else by meaning, else its first.
-        let fallback = |file: u32| {
-            let range = starts[file as usize]..starts[file as usize + 1];
-            let best = |scores: &[f64]| {
-                range
-                    .clone()
-                    .filter(|u| scores.get(*u as usize).is_some_and(|s| *s > 0.0))
-                    .max_by(|a, b| scores[*a as usize].total_cmp(&scores[*b as usize]).then_with(|| order(*b, *a)))
-            };
-            best(&words_scores).or_else(|| best(&meaning_scores)).unwrap_or(range.start)
-        };
-        let layout = rank::Layout {
-            unit_file: &units.file,
-            starts,
-            unit_order: &order,
-            file_order: &file_order,
-            fallback: &fallback,
-            k: weights.k,
-        };
-        let chosen = match rankings.fusion {
-            Fusion::Blend => {
-                let per_file = weights.per_file.max(0.0) as usize;
-                rank::fuse_blend(&passage_rankings, &own_file_rankings, &layout, per_file, limit)
-            }
-            Fusion::Grouped => rank::fuse_file_first(&passage_rankings, &file_rankings, &layout, limit),
-            Fusion::Opening => {
-                let mut flat = passage_rankings.clone();
-                for (weight, files) in &own_file_rankings {
-                    flat.push((*weight, files.iter().map(|f| starts[*f as usize]).collect()));
-                }
-                rank::fuse_flat(&flat, weights.k, &order, limit)
-            }
-        };
+        let postings = |kind: Postings, term: &str| self.postings(&store, kind, term);
+        let chosen = rank_units(seen, units, &terms, limit, rankings, &postings, meaning, &mut lap)?;
         let mut hits = Vec::new();
         for unit in chosen {
             let u = unit as usize;
@@ -1526,8 +1238,8 @@ impl Index {
 }
 
 /// Whether the vectorizer refused a text for its length.
-fn is_too_long(e: &anyhow::Error) -> bool {
-    matches!(e.downcast_ref::<super::embed::EmbedError>(), Some(super::embed::EmbedError::TooLong { .. }))
+fn is_too_long(e: &EmbedError) -> bool {
+    matches!(e, EmbedError::TooLong { .. })
 }
 
 /// A passage embedded alone, halved (`chunk::embed_fitted`) as often as the
@@ -1535,7 +1247,7 @@ fn is_too_long(e: &anyhow::Error) -> bool {
 /// the passage whole without one when the vectorizer fails otherwise or a
 /// single character is refused.
 fn fitted(
-    v: &dyn Vectorizer,
+    v: &dyn Embedder,
     tokenizer: &dyn super::chunk::Tokenizer,
     passage: Passage,
 ) -> Vec<(Passage, Option<Vec<f32>>)> {
@@ -1544,7 +1256,7 @@ fn fitted(
     let piece = super::chunk::Piece { start: 0, end: text.len(), first_line, last_line, tokens: 0, text };
     let parts = super::chunk::embed_fitted(piece.clone(), tokenizer, |part| match v.embed(&[part.text.as_str()]) {
         Ok(mut vectors) if vectors.len() == 1 => Ok(vectors.pop()),
-        Ok(_) => Err(anyhow::anyhow!("the vectorizer answered no vector")),
+        Ok(vectors) => Err(EmbedError::Count { asked: 1, got: vectors.len() }),
         Err(e) if is_too_long(&e) => Ok(None),
         Err(e) => Err(e),
     });
@@ -1580,7 +1292,7 @@ pub struct TokenChunker {
 
 impl TokenChunker {
     pub fn new(tokenizer: Arc<dyn super::chunk::Tokenizer>) -> TokenChunker {
-        TokenChunker { tokenizer, size: 480, overlap: 64 }
+        TokenChunker { tokenizer, size: super::chunk::SIZE, overlap: super::chunk::OVERLAP }
     }
 }
 
@@ -1640,11 +1352,23 @@ mod tests {
     /// A toy vectorizer: one dimension per topic word.
     struct Topics;
 
-    impl Vectorizer for Topics {
+    impl Embedder for Topics {
         fn name(&self) -> &str {
             "topics"
         }
-        fn embed(&self, texts: &[&str]) -> anyhow::Result<Vec<Vec<f32>>> {
+        fn dims(&self) -> usize {
+            5
+        }
+        fn max_tokens(&self) -> usize {
+            usize::MAX
+        }
+        fn count_tokens(&self, text: &str) -> usize {
+            words(text).len()
+        }
+        fn token_spans(&self, text: &str) -> Vec<std::ops::Range<usize>> {
+            super::super::chunk::Tokenizer::tokens(&super::super::chunk::Whitespace, text)
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
             const TOPICS: [&[&str]; 4] = [
                 &["upload", "send", "transfer"],
                 &["retry", "again", "backoff"],
@@ -1670,25 +1394,8 @@ mod tests {
 
     fn index_with(path: &Path, vectors: bool) -> Index {
         let chunker = Arc::new(TokenChunker::new(Arc::new(super::super::chunk::HalfBytes)));
-        let vectorizer: Option<Arc<dyn Vectorizer>> = vectors.then(|| Arc::new(Topics) as Arc<dyn Vectorizer>);
+        let vectorizer: Option<Arc<dyn Embedder>> = vectors.then(|| Arc::new(Topics) as Arc<dyn Embedder>);
         Index::open(&path.join("index.db"), vectorizer, chunker).unwrap()
-    }
-
-    #[test]
-    fn rankings_parse() {
-        assert_eq!(Rankings::parse("").unwrap(), Rankings::ALL);
-        assert_eq!(Rankings::parse("fused").unwrap(), Rankings::ALL);
-        assert_eq!(Rankings::parse("words").unwrap(), Rankings { words: true, ..Rankings::NONE });
-        assert_eq!(
-            Rankings::parse("meaning+paths").unwrap(),
-            Rankings { meaning: true, paths: true, ..Rankings::NONE }
-        );
-        assert_eq!(
-            Rankings::parse("meaning+exact").unwrap(),
-            Rankings { meaning: true, exact_meaning: true, ..Rankings::NONE }
-        );
-        assert_eq!(Rankings::parse("exact").unwrap(), Rankings { exact_meaning: true, ..Rankings::ALL });
-        assert!(Rankings::parse("vibes").is_err());
     }
 
     #[test]
@@ -1717,15 +1424,25 @@ mod tests {
     /// `Topics`, refusing a text of more words than it holds for its length, as an embedder with a small context does.
     struct Narrow(usize);
 
-    impl Vectorizer for Narrow {
+    impl Embedder for Narrow {
         fn name(&self) -> &str {
             "narrow"
         }
-        fn embed(&self, texts: &[&str]) -> anyhow::Result<Vec<Vec<f32>>> {
+        fn dims(&self) -> usize {
+            5
+        }
+        fn max_tokens(&self) -> usize {
+            self.0
+        }
+        fn count_tokens(&self, text: &str) -> usize {
+            words(text).len()
+        }
+        fn token_spans(&self, text: &str) -> Vec<std::ops::Range<usize>> {
+            Topics.token_spans(text)
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
             if let Some((index, text)) = texts.iter().enumerate().find(|(_, t)| words(t).len() > self.0) {
-                return Err(
-                    super::super::embed::EmbedError::TooLong { index, tokens: words(text).len(), max: self.0 }.into()
-                );
+                return Err(EmbedError::TooLong { index, tokens: words(text).len(), max: self.0 });
             }
             Topics.embed(texts)
         }

@@ -9,33 +9,39 @@ pub mod background;
 pub mod bert;
 pub mod chunk;
 pub mod embed;
+pub mod http;
 pub mod hybrid;
+pub mod models;
 pub(crate) mod rank;
+pub(crate) mod rankings;
 pub mod store;
+pub mod table;
+pub(crate) mod tensors;
 pub mod terms;
 #[doc(hidden)]
 pub mod testing;
+pub mod wordpiece;
 
 use std::path::Path;
 use std::sync::Arc;
 
-/// The default models: the embedded static embedder when its table is
+/// The default models: the static embedder when its table is
 /// installed (with its own tokenizer for chunking), else words only with the
 /// bytes/2 stand-in for counting tokens. Says so once when it falls back.
-pub fn default_models(data_dir: &Path) -> (Option<Arc<dyn hybrid::Vectorizer>>, Arc<dyn chunk::Tokenizer>) {
+pub fn default_models(data_dir: &Path) -> (Option<Arc<dyn embed::Embedder>>, Arc<dyn chunk::Tokenizer>) {
     // `default_static` says once that it fell back when no table is installed.
-    match embed::default_static(data_dir) {
+    match models::default_static(data_dir) {
         Some(embedder) => {
             let tokenizer = embedder.tokenizer();
-            (Some(embedder as Arc<dyn hybrid::Vectorizer>), tokenizer)
+            (Some(embedder as Arc<dyn embed::Embedder>), tokenizer)
         }
         None => (None, Arc::new(chunk::HalfBytes)),
     }
 }
 
 /// Says once per process that search falls back to words only, and why
-/// (the static table's own fallback says so in `embed`).
-fn warn_once(message: &str) {
+/// (for every embedder, the static table's fallback included).
+pub(crate) fn warn_once(message: &str) {
     static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
         tracing::warn!("{message}; search ranks by words only");
@@ -52,7 +58,7 @@ const HTTP_MAX_TOKENS: usize = 512;
 /// user's config.json, else the static table.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum EmbedderChoice {
-    /// The static table distilled at set-up (`embed::StaticEmbedder`): fast, the default.
+    /// The static table distilled at set-up (`table::StaticEmbedder`): fast, the default.
     #[default]
     Static,
     /// The full transformer, all-MiniLM-L6-v2 (`bert::BertEmbedder`): better, much slower.
@@ -61,7 +67,7 @@ pub enum EmbedderChoice {
     ParaphraseL3,
     /// No embedder: search ranks by words, paths and tags only.
     None,
-    /// A server the user runs (`embed::HttpEmbedder`), and the model name to ask it for.
+    /// A server the user runs (`http::HttpEmbedder`), and the model name to ask it for.
     Http { url: String, model: Option<String> },
 }
 
@@ -134,7 +140,7 @@ impl EmbedderChoice {
 pub fn models(
     choice: &EmbedderChoice,
     data_dir: &Path,
-) -> (Option<Arc<dyn hybrid::Vectorizer>>, Arc<dyn chunk::Tokenizer>) {
+) -> (Option<Arc<dyn embed::Embedder>>, Arc<dyn chunk::Tokenizer>) {
     let words_only = || (None, Arc::new(chunk::HalfBytes) as Arc<dyn chunk::Tokenizer>);
     let embedder: Arc<dyn embed::Embedder> = match choice {
         EmbedderChoice::None => return words_only(),
@@ -145,7 +151,7 @@ pub fn models(
                 EmbedderChoice::MiniLm => (bert::DIR_NAME, bert::DIR_ENV),
                 _ => (bert::L3_DIR_NAME, bert::L3_DIR_ENV),
             };
-            let Some(dir) = embed::find_named(name, env, data_dir) else {
+            let Some(dir) = models::find_named(name, env, data_dir) else {
                 warn_once(&format!("the {choice} model is not installed (scripts/build-embedder installs it)"));
                 return words_only();
             };
@@ -159,7 +165,7 @@ pub fn models(
         }
         EmbedderChoice::Http { url, model } => {
             let key = std::env::var(EMBEDDER_KEY_ENV).ok().filter(|k| !k.is_empty());
-            match embed::HttpEmbedder::connect(url, model.as_deref(), key.as_deref(), HTTP_MAX_TOKENS) {
+            match http::HttpEmbedder::connect(url, model.as_deref(), key.as_deref(), HTTP_MAX_TOKENS) {
                 Ok(embedder) => Arc::new(embedder),
                 Err(e) => {
                     warn_once(&format!("the embedding server does not answer ({e})"));
@@ -185,21 +191,37 @@ impl chunk::Tokenizer for EmbedderTokens {
     }
 }
 
-/// An embedder as the index's vectorizer that says once when it fails (a
-/// text too long for it is the chunker's business, not a failure).
+/// An embedder that says once when it fails (a text too long for it is the
+/// chunker's business, not a failure).
 struct Reporting(Arc<dyn embed::Embedder>);
 
-impl hybrid::Vectorizer for Reporting {
+impl embed::Embedder for Reporting {
     fn name(&self) -> &str {
         self.0.name()
     }
 
-    fn embed(&self, texts: &[&str]) -> anyhow::Result<Vec<Vec<f32>>> {
-        Ok(reported(self.0.embed(texts))?)
+    fn dims(&self) -> usize {
+        self.0.dims()
     }
 
-    fn embed_query(&self, query: &str) -> anyhow::Result<Vec<f32>> {
-        Ok(reported(embed::embed_head(&*self.0, query))?)
+    fn max_tokens(&self) -> usize {
+        self.0.max_tokens()
+    }
+
+    fn count_tokens(&self, text: &str) -> usize {
+        self.0.count_tokens(text)
+    }
+
+    fn token_spans(&self, text: &str) -> Vec<std::ops::Range<usize>> {
+        self.0.token_spans(text)
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, embed::EmbedError> {
+        reported(self.0.embed(texts))
+    }
+
+    fn embed_query(&self, query: &str) -> Result<Vec<f32>, embed::EmbedError> {
+        reported(embed::embed_head(&*self.0, query))
     }
 }
 
@@ -296,7 +318,7 @@ mod tests {
         let query = |max: usize, server: usize, text: &str| {
             let words = Arc::new(Words { max, server, asked: Default::default() });
             let vectorizer = Reporting(words.clone());
-            let vector = hybrid::Vectorizer::embed_query(&vectorizer, text).ok();
+            let vector = embed::Embedder::embed_query(&vectorizer, text).ok();
             let asked = words.asked.lock().unwrap().clone();
             (vector, asked)
         };
@@ -315,11 +337,8 @@ mod tests {
         assert_eq!(query(5, 0, "one two").0, None);
         // The batch path is unchanged: a long text is refused, for the chunker to halve.
         let vectorizer = Reporting(Arc::new(Words { max: 5, server: 5, asked: Default::default() }));
-        let refused = hybrid::Vectorizer::embed(&vectorizer, &[long]).unwrap_err();
-        assert!(matches!(
-            refused.downcast_ref::<embed::EmbedError>(),
-            Some(embed::EmbedError::TooLong { tokens: 8, max: 5, .. })
-        ));
+        let refused = embed::Embedder::embed(&vectorizer, &[long]).unwrap_err();
+        assert!(matches!(refused, embed::EmbedError::TooLong { tokens: 8, max: 5, .. }));
     }
 
     #[test]

@@ -104,6 +104,48 @@ pub(crate) fn bm25(idf: f64, tf: f64, len: f64, avg: f64) -> f64 {
     idf * tf * (BM25_K1 + 1.0) / (tf + BM25_K1 * norm)
 }
 
+/// A text's words for BM25 when there is no store to count them: each term's count, and the text's length in words.
+pub(crate) struct Bag {
+    terms: HashMap<String, u32>,
+    len: usize,
+}
+
+impl Bag {
+    /// The bag of the text's words (`terms::terms`), as the store counts a passage's.
+    pub(crate) fn of(text: &str) -> Bag {
+        let words = super::terms::terms(text);
+        let mut terms = HashMap::new();
+        for word in &words {
+            *terms.entry(word.clone()).or_insert(0) += 1;
+        }
+        Bag { terms, len: words.len() }
+    }
+}
+
+/// BM25 of each bag for the query's terms, with document frequencies and the
+/// mean length counted over `bags` alone (the candidates are all there is).
+pub(crate) fn bm25_scores(bags: &[&Bag], query: &[String]) -> Vec<f64> {
+    if bags.is_empty() {
+        return Vec::new();
+    }
+    let n = bags.len() as f64;
+    let avg = bags.iter().map(|b| b.len as f64).sum::<f64>() / n;
+    let idfs: Vec<f64> =
+        query.iter().map(|term| idf(n, bags.iter().filter(|b| b.terms.contains_key(term)).count() as f64)).collect();
+    bags.iter()
+        .map(|b| {
+            query
+                .iter()
+                .zip(&idfs)
+                .map(|(term, idf)| match b.terms.get(term) {
+                    Some(tf) => bm25(*idf, f64::from(*tf), b.len as f64, avg),
+                    None => 0.0,
+                })
+                .sum::<f64>()
+        })
+        .collect()
+}
+
 /// The `depth` best indices with a positive score, best first; ties by `order`.
 pub(crate) fn top(scores: &[f64], depth: usize, order: &dyn Fn(u32, u32) -> Ordering) -> Vec<u32> {
     let mut candidates: Vec<u32> = (0..scores.len() as u32).filter(|i| scores[*i as usize] > 0.0).collect();

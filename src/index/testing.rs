@@ -1,7 +1,7 @@
-//! Fake embedding servers on 127.0.0.1 for tests (llama.cpp's `/embedding` + `/tokenize`, OpenAI's `/v1/embeddings`); not a server anyone should run, and not used by ctxfs itself.
+//! Fake embedding servers on 127.0.0.1 for tests (llama.cpp's `/embedding` + `/tokenize`, OpenAI's `/v1/embeddings`), and this crate's own sources as test text; not a server anyone should run, and not used by ctxfs itself.
 //!
 //! It is public (and hidden from the docs) so that the unit tests of
-//! `embed::HttpEmbedder` and the integration tests that run the `ctxfs`
+//! `http::HttpEmbedder` and the integration tests that run the `ctxfs`
 //! binary against a server share one implementation. A server answers one
 //! HTTP/1.1 request a connection, in a thread, until it is dropped (and for
 //! at most five minutes), and records every request it read.
@@ -212,4 +212,22 @@ pub fn topic_vector(text: &str) -> Vec<f32> {
     }
     v[TOPICS.len()] = 0.1;
     v
+}
+
+/// The text of every `.rs` file under this crate's `src/`: real code for
+/// tests and measurements of tokenizers and embedders to work on.
+pub fn crate_sources() -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/src"))];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|x| x == "rs") {
+                out.extend(std::fs::read_to_string(&path).ok());
+            }
+        }
+    }
+    out
 }

@@ -1,7 +1,7 @@
 //! search: the hybrid index when the engine has one, else BM25 by words
 //! over passages of the files the session can see, computed at query time
-//! with the index's own chunker, words and BM25 (so an answer has the same
-//! shape either way).
+//! with the index's own chunker, words, BM25 and ordering (`index::rank`), so
+//! an answer has the same shape either way.
 //!
 //! Both rank exactly the visible files, so hidden files change neither the
 //! scores nor the order. The index itself lives in `index`; this is the
@@ -17,10 +17,12 @@ use super::params::SearchParams;
 use super::spec::{Action, Effect, Tool, Traits};
 use super::{Ctx, Outcome, ToolResult};
 use crate::access::{Need, ToolError};
+use crate::index::chunk::HalfBytes;
+use crate::index::hybrid::{Chunker, TokenChunker};
+use crate::index::rank::{self, Bag};
 use crate::vfs::Source;
-use std::collections::HashMap;
 use std::io::Read;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Files larger than this are not searched by words.
 const MAX_FILE_BYTES: u64 = 1024 * 1024;
@@ -37,36 +39,16 @@ struct Passage {
     first: usize,
     last: usize,
     text: String,
-    terms: HashMap<String, u32>,
-    len: usize,
+    words: Bag,
 }
 
-/// The file cut as the index cuts it without an embedder (480 tokens of ⌈bytes/2⌉, 64 of overlap),
+/// The file cut by the index's chunker without an embedder (⌈bytes/2⌉ tokens),
 /// so results have the same shape whether or not the index opened.
 fn passages(path: &str, text: &str) -> Vec<Passage> {
-    let pieces = crate::index::chunk::chunk(
-        text,
-        &crate::index::chunk::HalfBytes,
-        crate::index::chunk::SIZE,
-        crate::index::chunk::OVERLAP,
-    );
-    pieces
+    TokenChunker::new(Arc::new(HalfBytes))
+        .pieces(text)
         .into_iter()
-        .map(|piece| {
-            let tokens = crate::index::terms::terms(&piece.text);
-            let mut terms = HashMap::new();
-            for token in &tokens {
-                *terms.entry(token.clone()).or_insert(0) += 1;
-            }
-            Passage {
-                path: path.to_string(),
-                first: piece.first_line,
-                last: piece.last_line,
-                text: piece.text,
-                terms,
-                len: tokens.len(),
-            }
-        })
+        .map(|(first, last, text)| Passage { path: path.to_string(), first, last, words: Bag::of(&text), text })
         .collect()
 }
 
@@ -84,7 +66,7 @@ pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
         return Err(ToolError::NotADir(root.path));
     }
     if let Some(index) = ctx.index {
-        let rankings = crate::index::hybrid::Rankings::from_env();
+        let rankings = crate::index::rankings::Rankings::from_env();
         let found = index
             .search_report(ctx.access, &root, &params.query, limit, rankings, ctx.progress.unwrap_or(&|_| {}))
             .map_err(|e| ToolError::Message(format!("Search failed: {e}. grep still works.")))?;
@@ -122,12 +104,17 @@ pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
         found.lock().unwrap_or_else(|e| e.into_inner()).append(&mut pieces);
     })?;
     let corpus = found.into_inner().unwrap_or_else(|e| e.into_inner());
-    let ranked = rank(&corpus, &query);
-    let shown: Vec<Shown<'_>> = ranked
+    let bags: Vec<&Bag> = corpus.iter().map(|p| &p.words).collect();
+    let scores = rank::bm25_scores(&bags, &query);
+    // Ties by path and line, then by place in the file (a file's passages are found together, in order).
+    let order = |a: u32, b: u32| {
+        let (pa, pb) = (&corpus[a as usize], &corpus[b as usize]);
+        pa.path.cmp(&pb.path).then(pa.first.cmp(&pb.first)).then(a.cmp(&b))
+    };
+    let shown: Vec<Shown<'_>> = rank::top(&scores, limit, &order)
         .into_iter()
-        .take(limit)
-        .map(|(index, _)| {
-            let p = &corpus[index];
+        .map(|index| {
+            let p = &corpus[index as usize];
             (p.path.as_str(), p.first, p.last, p.text.as_str())
         })
         .collect();
@@ -198,40 +185,6 @@ fn best_window(lines: &[&str], query: &[String], max_lines: usize, max_chars: us
         to -= 1;
     }
     (from, to)
-}
-
-/// BM25 (the index's: `index::rank`) over the given passages only; ties broken by path and line.
-fn rank(corpus: &[Passage], query: &[String]) -> Vec<(usize, f64)> {
-    use crate::index::rank::{bm25, idf};
-    let n = corpus.len() as f64;
-    if corpus.is_empty() {
-        return Vec::new();
-    }
-    let avg = corpus.iter().map(|p| p.len as f64).sum::<f64>() / n;
-    let idfs: Vec<f64> =
-        query.iter().map(|term| idf(n, corpus.iter().filter(|p| p.terms.contains_key(term)).count() as f64)).collect();
-    let mut scored: Vec<(usize, f64)> = corpus
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let score = query
-                .iter()
-                .zip(&idfs)
-                .map(|(term, idf)| match p.terms.get(term) {
-                    Some(tf) => bm25(*idf, f64::from(*tf), p.len as f64, avg),
-                    None => 0.0,
-                })
-                .sum::<f64>();
-            (i, score)
-        })
-        .filter(|(_, s)| *s > 0.0)
-        .collect();
-    scored.sort_by(|a, b| {
-        b.1.total_cmp(&a.1)
-            .then_with(|| corpus[a.0].path.cmp(&corpus[b.0].path))
-            .then_with(|| corpus[a.0].first.cmp(&corpus[b.0].first))
-    });
-    scored
 }
 
 pub fn tag(ctx: &mut Ctx<'_>, params: super::params::TagParams) -> ToolResult {

@@ -17,13 +17,12 @@
 //! relative one read below the boundary, create missing parents, and panic on
 //! misuse: they are for setting up tests.
 
+use super::ignore::{self, Holds, Ignores, MAX_IGNORE_FILE};
 use super::resolve::{resolve_with, Child, Lookup};
 use super::{
     Descend, DirEntry, Expect, Fs, FsError, Kind, Meta, Readable, Resolution, Source, Visitor, WalkEntry, WalkOptions,
 };
 use crate::paths::VPath;
-use ignore::gitignore::{Gitignore, GitignoreBuilder};
-use ignore::Match;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -93,12 +92,9 @@ impl Node {
 
 /// A 64-bit FNV-1a hash, enough to tell contents apart in a dump.
 fn fnv1a(data: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for &byte in data {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    hash
+    let mut hash = fnv::FnvHasher::default();
+    std::hash::Hasher::write(&mut hash, data);
+    std::hash::Hasher::finish(&hash)
 }
 
 fn time_of(tick: u64) -> SystemTime {
@@ -434,35 +430,22 @@ impl MemFs {
         }
     }
 
-    /// The ignore files a directory itself holds, read without following
-    /// links, or `None` when it holds none (nor `.git`).
-    fn ignore_level(&self, st: &State, dir: &VPath, readable: &Readable<'_>) -> Option<IgnoreLevel> {
-        let read = |path: &VPath| match st.get(path) {
-            Some(Node::File { data, .. }) if data.len() as u64 <= MAX_IGNORE_FILE && readable(path) => {
-                matcher(dir, data)
+    /// The ignore chain below `dir` (`ignore::level`), its files read
+    /// without following links.
+    fn ignore_level(
+        &self,
+        st: &State,
+        dir: &VPath,
+        readable: &Readable<'_>,
+        inherited: Option<Arc<Ignores>>,
+    ) -> Option<Arc<Ignores>> {
+        let holds = Holds::probe(|name| st.get(&dir.join(name)).map(Node::kind));
+        ignore::level(dir, holds, readable, inherited, |names| {
+            let path = names.iter().fold(dir.clone(), |path, name| path.join(name));
+            match st.get(&path) {
+                Some(Node::File { data, .. }) if data.len() as u64 <= MAX_IGNORE_FILE => Some(data.to_vec()),
+                _ => None,
             }
-            _ => None,
-        };
-        let has = |name: &str| st.get(&dir.join(name)).map(Node::kind).filter(|_| readable(&dir.join(name)));
-        let rg_ignore = has(".rgignore") == Some(Kind::File);
-        let dot_ignore = has(".ignore") == Some(Kind::File);
-        let gitignore = has(".gitignore") == Some(Kind::File);
-        let git = has(".git");
-        if !rg_ignore && !dot_ignore && !gitignore && git.is_none() {
-            return None;
-        }
-        let exclude = match git {
-            Some(Kind::Dir) if matches!(st.get(&dir.join(".git").join("info")), Some(Node::Dir { .. })) => {
-                read(&dir.join(".git").join("info").join("exclude"))
-            }
-            _ => None,
-        };
-        Some(IgnoreLevel {
-            rg_ignore: if rg_ignore { read(&dir.join(".rgignore")) } else { None },
-            dot_ignore: if dot_ignore { read(&dir.join(".ignore")) } else { None },
-            gitignore: if gitignore { read(&dir.join(".gitignore")) } else { None },
-            exclude,
-            repo_root: git.is_some(),
         })
     }
 
@@ -472,119 +455,41 @@ impl MemFs {
         options: &WalkOptions,
         visit: &Visitor<'_>,
         readable: &Readable<'_>,
-        levels: &mut Vec<IgnoreLevel>,
+        inherited: Option<Arc<Ignores>>,
     ) -> Result<(), FsError> {
         // Take a snapshot, then let go of the lock: the visitor may call back.
-        let (entries, own_level) = {
+        let (entries, ignores) = {
             let st = self.state();
             if !matches!(st.get(dir), Some(Node::Dir { .. })) {
                 // Changed since it was listed: skipped, as the OS walker does.
                 return Ok(());
             }
             let entries: Vec<(String, Kind)> = st.children(dir).into_iter().map(|(n, node)| (n, node.kind())).collect();
-            let own_level = if options.gitignore { self.ignore_level(&st, dir, readable) } else { None };
-            (entries, own_level)
+            let ignores = if options.gitignore { self.ignore_level(&st, dir, readable, inherited) } else { None };
+            (entries, ignores)
         };
-        let pushed = own_level.is_some();
-        if let Some(level) = own_level {
-            levels.push(level);
-        }
-        let result = (|| -> Result<(), FsError> {
-            for (name, kind) in entries {
-                if kind == Kind::Dir && name == ".git" {
-                    continue;
-                }
-                if options.skip_hidden && name.starts_with('.') {
-                    continue;
-                }
-                let path = dir.join(&name);
-                if options.gitignore && is_ignored(levels, Path::new(path.as_str()), kind == Kind::Dir) {
-                    continue;
-                }
-                let open_path = path.clone();
-                let open = move || self.open_source(&open_path, kind);
-                // Files in memory have no modification time to compare.
-                let entry = WalkEntry { path: path.clone(), kind, open: &open, stamp: &|| None };
-                let descend = visit(&entry);
-                if kind == Kind::Dir && descend == Descend::Yes {
-                    self.walk_dir(&path, options, visit, readable, levels)?;
-                }
+        for (name, kind) in entries {
+            if kind == Kind::Dir && name == ".git" {
+                continue;
             }
-            Ok(())
-        })();
-        if pushed {
-            levels.pop();
+            if options.skip_hidden && name.starts_with('.') {
+                continue;
+            }
+            let path = dir.join(&name);
+            if ignores.as_ref().is_some_and(|i| i.ignores(Path::new(path.as_str()), kind == Kind::Dir)) {
+                continue;
+            }
+            let open_path = path.clone();
+            let open = move || self.open_source(&open_path, kind);
+            // Files in memory have no modification time to compare.
+            let entry = WalkEntry { path: path.clone(), kind, open: &open, stamp: &|| None };
+            let descend = visit(&entry);
+            if kind == Kind::Dir && descend == Descend::Yes {
+                self.walk_dir(&path, options, visit, readable, ignores.clone())?;
+            }
         }
-        result
+        Ok(())
     }
-}
-
-/// Ignore files longer than this are not read (as in the OS walker).
-const MAX_IGNORE_FILE: u64 = 1 << 20;
-
-/// The ignore files of one directory of a walk.
-struct IgnoreLevel {
-    rg_ignore: Option<Gitignore>,
-    dot_ignore: Option<Gitignore>,
-    gitignore: Option<Gitignore>,
-    /// `.git/info/exclude`, on a repository root.
-    exclude: Option<Gitignore>,
-    /// The directory holds `.git`: outer `.gitignore` files stop here.
-    repo_root: bool,
-}
-
-/// A matcher for the text of an ignore file of the directory `root`, or
-/// `None` when it holds no pattern. Bad lines are skipped.
-fn matcher(root: &VPath, text: &[u8]) -> Option<Gitignore> {
-    let mut builder = GitignoreBuilder::new(Path::new(root.as_str()));
-    for (i, line) in text.split(|&b| b == b'\n').enumerate() {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let Ok(mut line) = std::str::from_utf8(line) else { continue };
-        if i == 0 {
-            line = line.trim_start_matches('\u{feff}');
-        }
-        let _ = builder.add_line(None, line);
-    }
-    builder.build().ok().filter(|g| !g.is_empty())
-}
-
-/// Whether `path` is ignored, decided as the OS walker does (and as ripgrep
-/// does): the innermost `.rgignore` decision, else the innermost `.ignore`
-/// one, else the innermost `.gitignore`
-/// one up to the nearest repository root, else that root's exclude file.
-/// `levels` runs from the outermost directory to the innermost.
-fn is_ignored(levels: &[IgnoreLevel], path: &Path, is_dir: bool) -> bool {
-    fn decided(matcher: &Option<Gitignore>, path: &Path, is_dir: bool) -> Option<bool> {
-        match matcher.as_ref()?.matched(path, is_dir) {
-            Match::None => None,
-            Match::Ignore(_) => Some(true),
-            Match::Whitelist(_) => Some(false),
-        }
-    }
-    for level in levels.iter().rev() {
-        if let Some(d) = decided(&level.rg_ignore, path, is_dir) {
-            return d;
-        }
-    }
-    for level in levels.iter().rev() {
-        if let Some(d) = decided(&level.dot_ignore, path, is_dir) {
-            return d;
-        }
-    }
-    for level in levels.iter().rev() {
-        if let Some(d) = decided(&level.gitignore, path, is_dir) {
-            return d;
-        }
-        if level.repo_root {
-            break;
-        }
-    }
-    if let Some(root) = levels.iter().rev().find(|level| level.repo_root) {
-        if let Some(d) = decided(&root.exclude, path, is_dir) {
-            return d;
-        }
-    }
-    false
 }
 
 impl Lookup for MemFs {
@@ -779,26 +684,26 @@ impl Fs for MemFs {
         visit: &Visitor<'_>,
         readable: &Readable<'_>,
     ) -> Result<(), FsError> {
-        let (dir, mut levels) = {
+        let (dir, inherited) = {
             let st = self.state();
             let names = self.names(real)?;
             let dir = self.dir_strict(&st, &names)?;
             // The ignore files of the directories from the boundary down to
             // the start's parent count too, as in the OS walker.
-            let mut levels = Vec::new();
+            let mut chain = None;
             if options.gitignore {
                 let mut above = self.boundary.clone();
                 for name in names.iter().take(names.len().saturating_sub(1)) {
-                    levels.extend(self.ignore_level(&st, &above, readable));
+                    chain = self.ignore_level(&st, &above, readable, chain);
                     above = above.join(name);
                 }
                 if !names.is_empty() {
-                    levels.extend(self.ignore_level(&st, &above, readable));
+                    chain = self.ignore_level(&st, &above, readable, chain);
                 }
             }
-            (dir, levels)
+            (dir, chain)
         };
-        self.walk_dir(&dir, options, visit, readable, &mut levels)
+        self.walk_dir(&dir, options, visit, readable, inherited)
     }
 }
 

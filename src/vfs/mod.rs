@@ -13,6 +13,7 @@
 //! race, and a race fails closed.
 
 pub mod git;
+mod ignore;
 pub mod journal;
 pub mod mem;
 pub mod mount;

@@ -36,11 +36,10 @@
 //! and starts the other workers only when the walk outlasts `SOLO_TIME` with
 //! work still pending, so a listing of a few hundred files starts none.
 
+use super::ignore::{self, Holds, Ignores, MAX_IGNORE_FILE};
 use super::os::{errno, meta_of};
 use super::{Descend, FsError, Kind, Readable, Source, Stamp, Visitor, WalkEntry, WalkOptions};
 use crate::paths::VPath;
-use ignore::gitignore::{Gitignore, GitignoreBuilder};
-use ignore::Match;
 use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, RawDir, SeekFrom};
 use std::io::Read;
 use std::mem::MaybeUninit;
@@ -73,8 +72,6 @@ fn machine_threads() -> usize {
 }
 /// Size of each worker's `getdents` buffer.
 const DIRENT_BUF: usize = 32 * 1024;
-/// Ignore files longer than this are not read.
-const MAX_IGNORE_FILE: u64 = 1 << 20;
 
 /// Walks below the open directory `dir` (opened `O_RDONLY | O_DIRECTORY`),
 /// whose virtual path is `path`, calling `visit` for every entry below it
@@ -110,13 +107,7 @@ fn parent_ignores(parents: &[(OwnedFd, VPath)], readable: &Readable<'_>) -> Opti
             Ok(st) => Some(meta_of(&st).kind),
             Err(_) => None,
         };
-        let holds = Holds {
-            rg_ignore: has(".rgignore") == Some(Kind::File),
-            dot_ignore: has(".ignore") == Some(Kind::File),
-            gitignore: has(".gitignore") == Some(Kind::File),
-            git: has(".git"),
-        };
-        chain = ignore_level(fd.as_fd(), path, holds, readable, chain);
+        chain = ignore_level(fd.as_fd(), path, Holds::probe(has), readable, chain);
     }
     chain
 }
@@ -226,63 +217,6 @@ struct Anchor<'w> {
     fd: OwnedFd,
     path: VPath,
     permit: Option<Permit<'w>>,
-}
-
-/// The ignore files of one directory, chained to those of its ancestors.
-struct Ignores {
-    parent: Option<Arc<Ignores>>,
-    /// From `.rgignore`.
-    rg_ignore: Option<Gitignore>,
-    /// From `.ignore`.
-    dot_ignore: Option<Gitignore>,
-    /// From `.gitignore`.
-    gitignore: Option<Gitignore>,
-    /// From `.git/info/exclude`, on a repository root.
-    exclude: Option<Gitignore>,
-    /// The directory holds `.git`: outer `.gitignore` files stop here.
-    repo_root: bool,
-}
-
-impl Ignores {
-    fn levels(&self) -> impl Iterator<Item = &Ignores> + Clone {
-        std::iter::successors(Some(self), |level| level.parent.as_deref())
-    }
-
-    /// Whether `path` is ignored: the innermost decision wins, `.rgignore`
-    /// before `.ignore` before `.gitignore` before the repository's exclude file.
-    fn ignores(&self, path: &Path, is_dir: bool) -> bool {
-        fn decided(matcher: &Option<Gitignore>, path: &Path, is_dir: bool) -> Option<bool> {
-            match matcher.as_ref()?.matched(path, is_dir) {
-                Match::None => None,
-                Match::Ignore(_) => Some(true),
-                Match::Whitelist(_) => Some(false),
-            }
-        }
-        for level in self.levels() {
-            if let Some(d) = decided(&level.rg_ignore, path, is_dir) {
-                return d;
-            }
-        }
-        for level in self.levels() {
-            if let Some(d) = decided(&level.dot_ignore, path, is_dir) {
-                return d;
-            }
-        }
-        for level in self.levels() {
-            if let Some(d) = decided(&level.gitignore, path, is_dir) {
-                return d;
-            }
-            if level.repo_root {
-                break;
-            }
-        }
-        if let Some(root) = self.levels().find(|level| level.repo_root) {
-            if let Some(d) = decided(&root.exclude, path, is_dir) {
-                return d;
-            }
-        }
-        false
-    }
 }
 
 /// One entry of a listing; its name is `names[start..end]`.
@@ -524,13 +458,7 @@ fn read_listing<'w>(
             _ => Kind::Special,
         };
         if options.gitignore {
-            match name {
-                ".rgignore" => holds.rg_ignore = kind == Kind::File,
-                ".ignore" => holds.dot_ignore = kind == Kind::File,
-                ".gitignore" => holds.gitignore = kind == Kind::File,
-                ".git" => holds.git = Some(kind),
-                _ => {}
-            }
+            holds.note(name, kind);
         }
         let start = names.len() as u32;
         names.push_str(name);
@@ -540,18 +468,8 @@ fn read_listing<'w>(
     Ok(Listing { dir, parent, ignores, names, entries })
 }
 
-/// The ignore files (and `.git`) a directory holds.
-#[derive(Default)]
-struct Holds {
-    rg_ignore: bool,
-    dot_ignore: bool,
-    gitignore: bool,
-    git: Option<Kind>,
-}
-
 /// The ignore chain below the directory `fd` (virtual path `root`), which
-/// holds `holds`: a new level over `inherited`, or `inherited` itself when
-/// the directory adds nothing. Only what the walk's reader may see counts.
+/// holds `holds` (`ignore::level`), its files read through `fd`.
 fn ignore_level(
     fd: BorrowedFd<'_>,
     root: &VPath,
@@ -559,28 +477,10 @@ fn ignore_level(
     readable: &Readable<'_>,
     inherited: Option<Arc<Ignores>>,
 ) -> Option<Arc<Ignores>> {
-    let rg_ignore = holds.rg_ignore && readable(&root.join(".rgignore"));
-    let dot_ignore = holds.dot_ignore && readable(&root.join(".ignore"));
-    let gitignore = holds.gitignore && readable(&root.join(".gitignore"));
-    let git = holds.git.filter(|_| readable(&root.join(".git")));
-    if !rg_ignore && !dot_ignore && !gitignore && git.is_none() {
-        return inherited;
-    }
-    let read = |name: &str| read_small(fd, name).and_then(|text| matcher(root, &text));
-    let exclude = match git {
-        Some(Kind::Dir) if readable(&root.join(".git").join("info").join("exclude")) => {
-            read_exclude(fd).and_then(|text| matcher(root, &text))
-        }
-        _ => None,
-    };
-    Some(Arc::new(Ignores {
-        parent: inherited,
-        rg_ignore: if rg_ignore { read(".rgignore") } else { None },
-        dot_ignore: if dot_ignore { read(".ignore") } else { None },
-        gitignore: if gitignore { read(".gitignore") } else { None },
-        exclude,
-        repo_root: git.is_some(),
-    }))
+    ignore::level(root, holds, readable, inherited, |names| match names {
+        [name] => read_small(fd, name),
+        _ => read_exclude(fd),
+    })
 }
 
 /// Reads a small regular file of `dir` without following a link.
@@ -600,23 +500,6 @@ fn read_exclude(dir: BorrowedFd<'_>) -> Option<Vec<u8>> {
     let git = rfs::openat(dir, ".git", TRAVERSE, Mode::empty()).ok()?;
     let info = rfs::openat(&git, "info", TRAVERSE, Mode::empty()).ok()?;
     read_small(info.as_fd(), "exclude")
-}
-
-/// A matcher for the text of an ignore file of the directory `root`, or
-/// `None` when it holds no pattern. Bad lines are skipped, as ripgrep does.
-fn matcher(root: &VPath, text: &[u8]) -> Option<Gitignore> {
-    let mut builder = GitignoreBuilder::new(Path::new(root.as_str()));
-    for (i, line) in text.split(|&b| b == b'\n').enumerate() {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let Ok(mut line) = std::str::from_utf8(line) else {
-            continue;
-        };
-        if i == 0 {
-            line = line.trim_start_matches('\u{feff}');
-        }
-        let _ = builder.add_line(None, line);
-    }
-    builder.build().ok().filter(|g| !g.is_empty())
 }
 
 /// Opens a regular file of `dir` without following a link or blocking.

@@ -1,0 +1,355 @@
+//! The rankings of one search over the visible passages: which rankings take part and how they are fused (`Rankings`, read from `CTXFS_SEARCH_RANKINGS` for measuring), and the rankings themselves (BM25 by passage and by whole file, BM25 over paths and tags, meaning by the sign bits then the stored vectors); not the store, the refresh or the walk reuse (`hybrid`), nor the scoring and fusion arithmetic (`rank`).
+//!
+//! Everything is computed over the units it is handed, which are the
+//! visible files' passages alone: BM25's document frequencies and lengths
+//! are counted over those, so a hidden file changes neither scores nor
+//! order. Every score is per passage or per file, and ties go by shown path,
+//! line and place, so neither the walk's order nor anything hidden changes
+//! a ranking.
+//!
+//! Evidence comes at two grains and is fused (`rank`): passages are ranked
+//! by BM25 over their words and by meaning; files by whole-file BM25 (a
+//! file's words are its passages') and by path and tags, each file ranking
+//! voting for the file's opening passage. Words are `terms::terms`:
+//! identifiers split at `_` and case changes and also kept joined, English
+//! function words left out of a query. Weights and constants were chosen on
+//! the tuning halves of bench/search_heldout.py's question sets and are
+//! reported on their held-out halves (bench/README.md). Meaning: the sign
+//! bits of every visible passage's vector pick the `RERANK` most alike to
+//! the query's; their `i8` vectors, read from the store, give the exact
+//! scores (with fewer visible passages, all of them).
+//!
+//! For benchmarks, `CTXFS_SEARCH_RANKINGS` (read once) limits which
+//! rankings take part: `words`, `meaning`, `paths`, `files`, joined by `+`
+//! or `,`; unset, `fused` or `all` is all four; `exact` scores every
+//! passage's vector instead of those the sign bits pick; `blend` and
+//! `grouped` choose the other fusions `rank` keeps for measuring. It is a
+//! knob for measuring, not a setting for users; `Index::search_with` takes
+//! the same choice per call.
+
+use super::hybrid::{sign_code, Codes, PostingList, Postings, Seen, Units};
+use super::rank;
+use super::store::quantize;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+/// How deep each ranking goes into fusion.
+const RANK_DEPTH: usize = 200;
+/// How many passages the meaning ranking scores exactly, picked by the sign bits of their vectors.
+const RERANK: usize = 2000;
+
+/// How a search's rankings are fused (see `rank`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fusion {
+    /// Passages and files fused, a file ranking voting for the file's opening passage (the default).
+    Opening,
+    /// Passages fused, whole files and paths voting for their best passage, a few passages a file first.
+    Blend,
+    /// Files fused on their own, then each file's best passage in turn.
+    Grouped,
+}
+
+/// Which rankings a search fuses (all four by default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rankings {
+    /// BM25 over the passages' words.
+    pub words: bool,
+    /// Cosine similarity of embeddings.
+    pub meaning: bool,
+    /// BM25 over each file's path and tags.
+    pub paths: bool,
+    /// BM25 over whole files.
+    pub files: bool,
+    /// How the rankings are fused (`rank`): by opening passages (the default), `blend` or `grouped`.
+    pub fusion: Fusion,
+    /// Match a query by its split words only, not its identifiers joined too (for measuring; `unjoined`).
+    pub unjoined: bool,
+    /// Score every passage's vector exactly instead of the `RERANK` its sign bits pick
+    /// (for measuring what that costs; `exact` in `CTXFS_SEARCH_RANKINGS`).
+    pub exact_meaning: bool,
+}
+
+impl Rankings {
+    pub const ALL: Rankings = Rankings {
+        words: true,
+        meaning: true,
+        paths: true,
+        files: true,
+        fusion: Fusion::Opening,
+        unjoined: false,
+        exact_meaning: false,
+    };
+    pub const NONE: Rankings = Rankings {
+        words: false,
+        meaning: false,
+        paths: false,
+        files: false,
+        fusion: Fusion::Opening,
+        unjoined: false,
+        exact_meaning: false,
+    };
+
+    /// `words`, `meaning`, `paths`, `files`, joined by `+` or `,`; `fused`,
+    /// `all` or nothing is all four; `exact` adds `exact_meaning`; `blend`
+    /// and `grouped` choose those fusions; `unjoined` matches split words only.
+    pub fn parse(text: &str) -> Result<Rankings, String> {
+        let mut out = Rankings::NONE;
+        for part in text.split(['+', ',']).map(str::trim).filter(|p| !p.is_empty()) {
+            match part {
+                "words" => out.words = true,
+                "meaning" => out.meaning = true,
+                "paths" => out.paths = true,
+                "files" => out.files = true,
+                "fused" | "all" => (out.words, out.meaning, out.paths, out.files) = (true, true, true, true),
+                "exact" => out.exact_meaning = true,
+                "opening" | "flat" => out.fusion = Fusion::Opening,
+                "blend" => out.fusion = Fusion::Blend,
+                "grouped" => out.fusion = Fusion::Grouped,
+                "unjoined" => out.unjoined = true,
+                other => {
+                    return Err(format!(
+                        "{other:?} is not a ranking (words, meaning, paths, files, fused, exact, opening, blend, grouped, unjoined)"
+                    ))
+                }
+            }
+        }
+        if !(out.words || out.meaning || out.paths || out.files) {
+            (out.words, out.meaning, out.paths, out.files) = (true, true, true, true);
+        }
+        Ok(out)
+    }
+
+    /// The rankings `CTXFS_SEARCH_RANKINGS` names, read once (a benchmarking knob).
+    pub fn from_env() -> Rankings {
+        static FROM_ENV: OnceLock<Rankings> = OnceLock::new();
+        *FROM_ENV.get_or_init(|| {
+            let text = std::env::var("CTXFS_SEARCH_RANKINGS").unwrap_or_default();
+            Rankings::parse(&text).unwrap_or_else(|e| {
+                tracing::warn!("CTXFS_SEARCH_RANKINGS: {e}; fusing all rankings");
+                Rankings::ALL
+            })
+        })
+    }
+}
+
+/// What the meaning ranking needs: the query's vector, the units' sign bits,
+/// and a passage's stored `i8` vector (with its scale) by chunk id.
+pub(super) struct Meaning<'a> {
+    pub query: Vec<f32>,
+    pub dims: usize,
+    pub codes: &'a Codes,
+    pub vector: &'a StoredVector<'a>,
+}
+
+/// A passage's stored `i8` vector by chunk id, into the buffer; answers its scale (`None`: it has none).
+pub(super) type StoredVector<'a> = dyn Fn(i64, &mut Vec<i8>) -> anyhow::Result<Option<f32>> + 'a;
+
+/// The units to show for `terms`, best first, at most `limit`: each chosen
+/// ranking over `units` (the passages of `seen`, the visible files), fused.
+/// `postings` answers a term's postings; `lap` hears when each step is done.
+#[allow(clippy::too_many_arguments)] // Each is one input of the search; a struct would only rename them.
+pub(super) fn rank(
+    seen: &[Seen],
+    units: &Units,
+    terms: &[String],
+    limit: usize,
+    rankings: Rankings,
+    postings: &dyn Fn(Postings, &str) -> anyhow::Result<PostingList>,
+    meaning: Option<Meaning<'_>>,
+    lap: &mut dyn FnMut(&'static str),
+) -> anyhow::Result<Vec<u32>> {
+    let order = |a: u32, b: u32| {
+        let (a, b) = (a as usize, b as usize);
+        seen[units.file[a] as usize]
+            .shown
+            .cmp(&seen[units.file[b] as usize].shown)
+            .then(units.first_line[a].cmp(&units.first_line[b]))
+            .then(units.index[a].cmp(&units.index[b]))
+    };
+    let file_order = |a: u32, b: u32| seen[a as usize].shown.cmp(&seen[b as usize].shown);
+    let starts = &units.starts;
+    let weights = rank::Weights::from_env();
+    let mut passage_rankings: Vec<(f64, Vec<u32>)> = Vec::new();
+    let mut file_rankings: Vec<(f64, Vec<u32>)> = Vec::new();
+    // The file rankings that are not made of passages (whole files, paths): they vote for a passage of their file.
+    let mut own_file_rankings: Vec<(f64, Vec<u32>)> = Vec::new();
+    let mut words_scores: Vec<f64> = Vec::new();
+    let mut meaning_scores: Vec<f64> = Vec::new();
+
+    // Words: BM25 with statistics over the visible units only, by passage
+    // and by whole file (a file's words are its passages' words).
+    if (rankings.words || rankings.files) && units.len() > 0 && !terms.is_empty() {
+        let n = units.len() as f64;
+        let mut scores = vec![0f64; units.len()];
+        let mut file_scores = vec![0f64; seen.len()];
+        let mut file_tf = vec![0u32; seen.len()];
+        let mut touched: Vec<u32> = Vec::new();
+        let mut hits: Vec<(u32, u32)> = Vec::new();
+        for term in terms {
+            hits.clear();
+            for &(doc, tf) in postings(Postings::Chunks, term)?.iter() {
+                units.of_chunk(doc, |unit| hits.push((unit, tf)));
+            }
+            let idf = rank::idf(n, hits.len() as f64);
+            for &(unit, tf) in &hits {
+                let len = f64::from(units.words[unit as usize]);
+                scores[unit as usize] += rank::bm25(idf, f64::from(tf), len, units.avg);
+                let file = units.file[unit as usize] as usize;
+                if file_tf[file] == 0 {
+                    touched.push(file as u32);
+                }
+                file_tf[file] += tf;
+            }
+            let file_idf = rank::idf(units.files_n, touched.len() as f64);
+            for file in touched.drain(..) {
+                let file = file as usize;
+                let (tf, len) = (f64::from(file_tf[file]), units.file_len[file]);
+                file_scores[file] += rank::bm25(file_idf, tf, len, units.file_avg);
+                file_tf[file] = 0;
+            }
+        }
+        if rankings.words {
+            passage_rankings.push((weights.words, rank::top(&scores, RANK_DEPTH, &order)));
+            let best = rank::best_per_file(&scores, starts);
+            file_rankings.push((weights.file_words, rank::top(&best, RANK_DEPTH, &file_order)));
+        }
+        if rankings.files {
+            let ranking = (weights.files, rank::top(&file_scores, RANK_DEPTH, &file_order));
+            own_file_rankings.push(ranking.clone());
+            file_rankings.push(ranking);
+        }
+        words_scores = scores;
+        lap("words");
+    }
+
+    // Paths and tags: BM25 over each visible file's path and tags.
+    if rankings.paths && !seen.is_empty() && !terms.is_empty() {
+        let by_rowid = &units.by_rowid;
+        let n = seen.len() as f64;
+        let mut scores = vec![0f64; seen.len()];
+        for term in terms {
+            let postings = postings(Postings::Meta, term)?;
+            let hits: Vec<(usize, u32)> = postings
+                .iter()
+                .filter_map(|(rowid, tf)| {
+                    by_rowid.get(rowid).map(|files| files.iter().map(move |f| (*f as usize, *tf)))
+                })
+                .flatten()
+                .collect();
+            let idf = rank::idf(n, hits.len() as f64);
+            for (file, tf) in hits {
+                if starts[file] < starts[file + 1] {
+                    scores[file] += idf * f64::from(tf);
+                }
+            }
+        }
+        let ranking = (weights.paths, rank::top(&scores, RANK_DEPTH, &file_order));
+        own_file_rankings.push(ranking.clone());
+        file_rankings.push(ranking);
+        lap("paths");
+    }
+
+    // Meaning: cosine similarity to the query's vector. The sign bits of
+    // every visible passage's vector pick the `RERANK` most alike; their
+    // `i8` vectors, read from the store, give the exact scores.
+    if let Some(Meaning { query, dims, codes, vector }) = meaning {
+        let mut q_code = Vec::with_capacity(codes.words);
+        sign_code(query.iter().map(|v| *v > 0.0), &mut q_code, dims);
+        let agree = codes.agreement(&q_code);
+        let candidates = if rankings.exact_meaning {
+            rank::select_all(&agree)
+        } else {
+            rank::select_most(&agree, dims, RERANK, &order)
+        };
+        lap("codes");
+        let (q, q_scale) = quantize(&query);
+        let mut exact: HashMap<i64, f64> = HashMap::with_capacity(candidates.len());
+        let mut row = Vec::with_capacity(dims);
+        let mut scores = vec![0f64; units.len()];
+        for unit in &candidates {
+            let id = units.id[*unit as usize];
+            let score = match exact.get(&id) {
+                Some(score) => *score,
+                None => {
+                    row.clear();
+                    let score = match vector(id, &mut row)? {
+                        Some(scale) if row.len() == dims => {
+                            f64::from(dot_i8(&row, &q)) * f64::from(scale) * f64::from(q_scale)
+                        }
+                        _ => 0.0,
+                    };
+                    exact.insert(id, score);
+                    score
+                }
+            };
+            scores[*unit as usize] = score;
+        }
+        passage_rankings.push((weights.meaning, rank::top(&scores, RANK_DEPTH, &order)));
+        let best = rank::best_per_file(&scores, starts);
+        file_rankings.push((weights.file_meaning, rank::top(&best, RANK_DEPTH, &file_order)));
+        meaning_scores = scores;
+        lap("meaning");
+    }
+
+    // The passage shown for a file no passage ranking reached: its best by words, else by meaning, else its first.
+    let fallback = |file: u32| {
+        let range = starts[file as usize]..starts[file as usize + 1];
+        let best = |scores: &[f64]| {
+            range
+                .clone()
+                .filter(|u| scores.get(*u as usize).is_some_and(|s| *s > 0.0))
+                .max_by(|a, b| scores[*a as usize].total_cmp(&scores[*b as usize]).then_with(|| order(*b, *a)))
+        };
+        best(&words_scores).or_else(|| best(&meaning_scores)).unwrap_or(range.start)
+    };
+    let layout = rank::Layout {
+        unit_file: &units.file,
+        starts,
+        unit_order: &order,
+        file_order: &file_order,
+        fallback: &fallback,
+        k: weights.k,
+    };
+    let chosen = match rankings.fusion {
+        Fusion::Blend => {
+            let per_file = weights.per_file.max(0.0) as usize;
+            rank::fuse_blend(&passage_rankings, &own_file_rankings, &layout, per_file, limit)
+        }
+        Fusion::Grouped => rank::fuse_file_first(&passage_rankings, &file_rankings, &layout, limit),
+        Fusion::Opening => {
+            let mut flat = passage_rankings.clone();
+            for (weight, files) in &own_file_rankings {
+                flat.push((*weight, files.iter().map(|f| starts[*f as usize]).collect()));
+            }
+            rank::fuse_flat(&flat, weights.k, &order, limit)
+        }
+    };
+    Ok(chosen)
+}
+
+/// The dot product of two quantised vectors (exact, so the same on every run).
+fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
+    a.iter().zip(b).map(|(x, y)| i32::from(*x) * i32::from(*y)).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rankings_parse() {
+        assert_eq!(Rankings::parse("").unwrap(), Rankings::ALL);
+        assert_eq!(Rankings::parse("fused").unwrap(), Rankings::ALL);
+        assert_eq!(Rankings::parse("words").unwrap(), Rankings { words: true, ..Rankings::NONE });
+        assert_eq!(
+            Rankings::parse("meaning+paths").unwrap(),
+            Rankings { meaning: true, paths: true, ..Rankings::NONE }
+        );
+        assert_eq!(
+            Rankings::parse("meaning+exact").unwrap(),
+            Rankings { meaning: true, exact_meaning: true, ..Rankings::NONE }
+        );
+        assert_eq!(Rankings::parse("exact").unwrap(), Rankings { exact_meaning: true, ..Rankings::ALL });
+        assert!(Rankings::parse("vibes").is_err());
+    }
+}

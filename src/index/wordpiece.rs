@@ -1,0 +1,319 @@
+//! The local models' tokenizer: the model's own `tokenizer.json` through the `tokenizers` crate, with a fast exact path for BERT's uncased WordPiece over printable ASCII; not an embedder, and not the chunker (which it serves through `chunk::Tokenizer`).
+
+use super::chunk;
+use super::embed::EmbedError;
+use std::ops::Range;
+use std::path::Path;
+
+/// The model's own tokenizer (`tokenizer.json`), with the truncation and
+/// padding it ships with turned off and no special tokens added.
+///
+/// For a BERT WordPiece tokenizer (lower-casing, as all-MiniLM-L6-v2's is)
+/// runs of printable ASCII between whitespace are tokenized by `FastWordPiece`,
+/// which gives the same ids and spans as the `tokenizers` crate, faster;
+/// any other run (non-ASCII, control characters, a literal special token)
+/// goes through the `tokenizers` crate. This is exact because BERT's
+/// normaliser works character by character and its pre-tokenizer splits at
+/// whitespace first, so runs between whitespace never interact; a test
+/// checks it against the crate on this crate's sources and random text.
+///
+/// Why the fast path is kept rather than the crate alone (the rule is to use
+/// the crate unless a measurement says otherwise): tokenizing is most of the
+/// static embedder's work, and `table::tests::static_throughput` measures,
+/// in the same run over this crate's sources, 1.07 MB/s for the fast path
+/// against 0.66 MB/s for the `tokenizers` crate even in a debug build, where
+/// this code runs unoptimised and the crate at opt-level 1 (issue 12's
+/// measurement); optimised, the gap was about ten times.
+pub struct ModelTokenizer {
+    inner: tokenizers::Tokenizer,
+    /// Whether each id is a special token (`[CLS]`, `[SEP]`, `[UNK]`, ...): counted as a token but given no weight in a mean.
+    special: Vec<bool>,
+    fast: Option<FastWordPiece>,
+}
+
+impl ModelTokenizer {
+    /// Loads `tokenizer.json`.
+    pub fn load(path: &Path) -> Result<ModelTokenizer, EmbedError> {
+        let err = |message: String| EmbedError::Model { path: path.to_path_buf(), message };
+        let bytes = std::fs::read(path).map_err(|e| err(e.to_string()))?;
+        let mut inner = tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| err(e.to_string()))?;
+        // The file bakes in truncation at 128 and fixed padding to 128: either would miscount.
+        inner.with_truncation(None).map_err(|e| err(e.to_string()))?;
+        inner.with_padding(None);
+        let special_ids: Vec<usize> = inner
+            .get_added_tokens_decoder()
+            .into_iter()
+            .filter(|(_, t)| t.special)
+            .map(|(id, _)| id as usize)
+            .collect();
+        let mut special = vec![false; special_ids.iter().max().map_or(0, |m| m + 1)];
+        special_ids.into_iter().for_each(|id| special[id] = true);
+        let fast = serde_json::from_slice(&bytes).ok().and_then(|spec| FastWordPiece::from_spec(&spec));
+        Ok(ModelTokenizer { inner, special, fast })
+    }
+
+    /// Calls `each(id, span)` for every token of the text, in order, without special tokens added.
+    pub fn for_each_token(&self, text: &str, mut each: impl FnMut(u32, Range<usize>)) {
+        let Some(fast) = &self.fast else {
+            self.slow(text, 0, &mut each);
+            return;
+        };
+        let bytes = text.as_bytes();
+        let mut at = 0;
+        while at < bytes.len() {
+            if matches!(bytes[at], b' ' | b'\t' | b'\n' | b'\r') {
+                at += 1;
+                continue;
+            }
+            let start = at;
+            let mut plain = true;
+            while at < bytes.len() && !matches!(bytes[at], b' ' | b'\t' | b'\n' | b'\r') {
+                plain &= (0x21..0x7f).contains(&bytes[at]);
+                at += 1;
+            }
+            // Runs end at ASCII whitespace, so `start..at` lies on character boundaries.
+            let run = &bytes[start..at];
+            if plain && !fast.holds_added_token(run) {
+                fast.run(run, start, &mut each);
+            } else {
+                self.slow(&text[start..at], start, &mut each);
+            }
+        }
+    }
+
+    /// The `tokenizers` crate over a part of a text that starts at byte `shift`.
+    fn slow(&self, text: &str, shift: usize, each: &mut impl FnMut(u32, Range<usize>)) {
+        if let Ok(encoding) = self.inner.encode(text, false) {
+            for (&id, &(s, e)) in encoding.get_ids().iter().zip(encoding.get_offsets()) {
+                each(id, shift + s.min(text.len())..shift + e.min(text.len()));
+            }
+        }
+    }
+
+    /// The token ids of the text, without special tokens added.
+    pub fn ids(&self, text: &str) -> Vec<u32> {
+        let mut out = Vec::with_capacity(text.len() / 3);
+        self.for_each_token(text, |id, _| out.push(id));
+        out
+    }
+
+    /// The byte span of each token, in order.
+    pub fn spans(&self, text: &str) -> Vec<Range<usize>> {
+        let mut out = Vec::with_capacity(text.len() / 3);
+        self.for_each_token(text, |_, span| out.push(span));
+        out
+    }
+
+    /// The ids and spans from the `tokenizers` crate alone, to check the fast path against.
+    pub fn reference(&self, text: &str) -> Vec<(u32, Range<usize>)> {
+        let mut out = Vec::new();
+        self.slow(text, 0, &mut |id, span| out.push((id, span)));
+        out
+    }
+
+    /// How many tokens the vocabulary holds, added tokens included.
+    pub fn vocab_size(&self) -> usize {
+        self.inner.get_vocab_size(true)
+    }
+
+    /// Whether the id is a special token (it carries no content of the text).
+    pub fn is_special(&self, id: u32) -> bool {
+        self.special.get(id as usize).copied().unwrap_or(false)
+    }
+}
+
+type FnvMap = std::collections::HashMap<Box<[u8]>, u32, fnv::FnvBuildHasher>;
+
+/// BERT's uncased WordPiece over runs of printable ASCII, the same as the `tokenizers` crate gives.
+struct FastWordPiece {
+    /// Pieces that begin a word.
+    first: FnvMap,
+    /// Pieces that continue a word, without their `##`.
+    rest: FnvMap,
+    longest_first: usize,
+    longest_rest: usize,
+    unk: u32,
+    max_word: usize,
+    /// Added tokens (`[CLS]`, ...), which the `tokenizers` crate matches in the raw text.
+    added: Vec<Vec<u8>>,
+}
+
+impl FastWordPiece {
+    /// The fast path for a `tokenizer.json` it is exact for: a lower-casing `BertNormalizer`, `BertPreTokenizer`, `WordPiece`.
+    fn from_spec(spec: &serde_json::Value) -> Option<FastWordPiece> {
+        let normalizer = &spec["normalizer"];
+        let ok = normalizer["type"] == "BertNormalizer"
+            && normalizer["lowercase"] == true
+            && normalizer["clean_text"] == true
+            && spec["pre_tokenizer"]["type"] == "BertPreTokenizer"
+            && spec["model"]["type"] == "WordPiece";
+        if !ok {
+            return None;
+        }
+        let model = &spec["model"];
+        let prefix = model["continuing_subword_prefix"].as_str()?;
+        let vocab = model["vocab"].as_object()?;
+        let unk = vocab.get(model["unk_token"].as_str()?)?.as_u64()? as u32;
+        let max_word = model["max_input_chars_per_word"].as_u64()? as usize;
+        if max_word > 256 {
+            return None;
+        }
+        let (mut first, mut rest) = (FnvMap::default(), FnvMap::default());
+        for (piece, id) in vocab {
+            let id = id.as_u64()? as u32;
+            match piece.strip_prefix(prefix) {
+                Some(tail) if !tail.is_empty() => rest.insert(tail.as_bytes().into(), id),
+                _ => first.insert(piece.as_bytes().into(), id),
+            };
+        }
+        let longest = |m: &FnvMap| m.keys().map(|k| k.len()).max().unwrap_or(0);
+        let added = spec["added_tokens"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|t| t["content"].as_str())
+                    .map(|c| c.as_bytes().to_vec())
+                    .filter(|c| !c.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        Some(FastWordPiece {
+            longest_first: longest(&first),
+            longest_rest: longest(&rest),
+            first,
+            rest,
+            unk,
+            max_word,
+            added,
+        })
+    }
+
+    fn holds_added_token(&self, run: &[u8]) -> bool {
+        // Without regard to case: a wider test only sends more runs down the exact slow path.
+        self.added.iter().any(|t| run.len() >= t.len() && run.windows(t.len()).any(|w| w.eq_ignore_ascii_case(t)))
+    }
+
+    /// A run of printable ASCII starting at byte `at`: punctuation characters are words of their own.
+    fn run(&self, run: &[u8], at: usize, each: &mut impl FnMut(u32, Range<usize>)) {
+        let mut i = 0;
+        while i < run.len() {
+            if run[i].is_ascii_punctuation() {
+                self.word(&run[i..i + 1], at + i, each);
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < run.len() && !run[i].is_ascii_punctuation() {
+                i += 1;
+            }
+            self.word(&run[start..i], at + start, each);
+        }
+    }
+
+    /// Greedy longest-match-first WordPiece; a word that cannot be covered, or is too long, is one `[UNK]`.
+    fn word(&self, word: &[u8], at: usize, each: &mut impl FnMut(u32, Range<usize>)) {
+        if word.len() > self.max_word {
+            each(self.unk, at..at + word.len());
+            return;
+        }
+        let mut lower = [0u8; 256];
+        let lower = &mut lower[..word.len()];
+        lower.copy_from_slice(word);
+        lower.make_ascii_lowercase();
+        let mut pieces = [(0u32, 0usize, 0usize); 256];
+        let mut count = 0;
+        let mut pos = 0;
+        while pos < lower.len() {
+            let (map, longest) =
+                if pos == 0 { (&self.first, self.longest_first) } else { (&self.rest, self.longest_rest) };
+            let mut end = lower.len().min(pos + longest);
+            let found = loop {
+                if end <= pos {
+                    break None;
+                }
+                if let Some(&id) = map.get(&lower[pos..end]) {
+                    break Some(id);
+                }
+                end -= 1;
+            };
+            let Some(id) = found else {
+                each(self.unk, at..at + word.len());
+                return;
+            };
+            pieces[count] = (id, pos, end);
+            count += 1;
+            pos = end;
+        }
+        for &(id, s, e) in &pieces[..count] {
+            each(id, at + s..at + e);
+        }
+    }
+}
+
+impl chunk::Tokenizer for ModelTokenizer {
+    fn tokens(&self, text: &str) -> Vec<Range<usize>> {
+        self.spans(text)
+    }
+
+    fn count(&self, text: &str) -> usize {
+        self.ids(text).len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fast_tokenizer_matches_the_tokenizers_crate() {
+        let dir = super::super::models::find_model_dir(Path::new("/nonexistent-ctxfs-data"))
+            .expect("no embedding table is installed: run scripts/build-embedder (scripts/test does)");
+        let t = ModelTokenizer::load(&dir.join("tokenizer.json")).expect("the installed tokenizer loads");
+        assert!(t.fast.is_some(), "the model's tokenizer.json should take the fast path");
+        let mut texts: Vec<String> = [
+            "Hello, world!",
+            "fn main() { println!(\"{}\", x.to_string()); } // CamelCaseName snake_case_name",
+            "[CLS] a [SEP] b[MASK]c [cls] [Unk]",
+            "control\u{1}chars\u{0}here and\u{7f}del \u{b}vt\u{c}ff",
+            "café naïve Ünïcödé — “quotes” 日本語のテキスト → ⌈x⌉ émoji 🦀 \u{a0}nbsp\u{3000}ideographic",
+            "e\u{301}combining",
+            &"a".repeat(100),
+            &"b".repeat(101),
+            &format!("{} tail", "xyz".repeat(40)),
+            "\t\r\n  \r\n\n",
+            "",
+            "0x7fff_ffff 3.14159e-10 1_000_000 @#$%^&*()_+-=[]{}|;':\",./<>?`~",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        // Random strings over printable ASCII, whitespace, controls and a few wider characters.
+        let alphabet: Vec<char> = (0x20u8..0x7f).map(char::from).chain("\t\n\r\u{1}\u{b}é—日\u{a0}".chars()).collect();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..300 {
+            let mut text = String::new();
+            for _ in 0..(seed % 200) {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                text.push(alphabet[(seed % alphabet.len() as u64) as usize]);
+            }
+            texts.push(text);
+        }
+        texts.extend(super::super::testing::crate_sources());
+        for text in &texts {
+            let fast: Vec<(u32, Range<usize>)> = t.ids(text).into_iter().zip(t.spans(text)).collect();
+            let reference = t.reference(text);
+            if fast != reference {
+                let at =
+                    fast.iter().zip(&reference).position(|(a, b)| a != b).unwrap_or(fast.len().min(reference.len()));
+                panic!(
+                    "differs at token {at} of {:?}...: fast {:?} vs reference {:?}",
+                    &text.chars().take(60).collect::<String>(),
+                    &fast[at.saturating_sub(2)..(at + 3).min(fast.len())],
+                    &reference[at.saturating_sub(2)..(at + 3).min(reference.len())]
+                );
+            }
+        }
+    }
+}
