@@ -1,6 +1,9 @@
 """Shared helpers for the benchmarks: building ctxfs, installing the peers, tables.
 
-Nothing here asserts a time; the benchmarks print figures.
+Nothing here asserts a time; the benchmarks print figures. What a benchmark
+checks besides (answers equal to the peer's, no errors, vectors that agree)
+ends it with `fail_if`: a message on stderr and exit status 1, after the
+figures, so a broken run is never quoted as a result.
 """
 
 import re
@@ -21,6 +24,17 @@ PEER_PREFIX = BENCH / ".peer"
 
 def log(*args):
     print(*args, file=sys.stderr, flush=True)
+
+
+def fail_if(script: str, failures: list) -> None:
+    """Ends the benchmark with exit status 1 when a sanity check failed, naming each one."""
+    if not failures:
+        return
+    print(f"{script}: FAILED: {len(failures)} sanity check(s) did not hold; the figures above are not to be quoted:",
+          file=sys.stderr)
+    for failure in failures:
+        print(f"  - {failure}", file=sys.stderr)
+    sys.exit(1)
 
 
 def target_dir() -> Path:

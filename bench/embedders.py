@@ -27,7 +27,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, log, target_dir  # noqa: E402
+from common import REPO, fail_if, log, target_dir  # noqa: E402
+
+# Ours and the numpy forward pass run the same weights; below this they do not compute the same thing.
+MIN_COSINE = 0.9999
 
 sys.path.insert(0, str(REPO / "scripts"))
 # The peer runs on one BLAS thread: its CPU time per chunk is then its work (OpenBLAS's threads spin
@@ -135,6 +138,9 @@ def main():
               f"{per['minilm'] / per['numpy (peer, 1 thread)']:.1f}x; "
               f"static / minilm = {per['static'] / per['minilm']:,.0f}x; "
               f"min cosine ours vs numpy over {min(len(sets[size]), 8, args.peer_count)} texts, all rounds = {agreement[size]:.6f}")
+    # The same weights must give the same vectors: a speed of something else is no figure.
+    fail_if("embedders", [f"~{size} tokens: our vectors and numpy's disagree (min cosine {agreement[size]:.6f} < {MIN_COSINE})"
+                          for size in sets if agreement[size] < MIN_COSINE])
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (OtherLoad, build, ensure_ripgrep, example_binary, log, machine, revision, median,  # noqa: E402
+from common import (OtherLoad, build, ensure_ripgrep, example_binary, fail_if, log, machine, revision, median,  # noqa: E402
                     table, wait_quiet)
 
 RG_BASE = ["--no-config", "--no-require-git", "--no-ignore-parent", "--no-ignore-global"]
@@ -169,7 +169,7 @@ def main():
     load0 = wait_quiet(opts.max_wait) if not opts.no_wait else "not checked"
     meter = OtherLoad()
     all_trees = trees()
-    rows, notes = [], []
+    rows, notes, failures = [], [], []
     for name in opts.trees.split(","):
         tree, name_glob = all_trees[name]
         if not tree.is_dir():
@@ -193,6 +193,8 @@ def main():
             c_ms, r_ms = bench_pair([*call, "grep", json.dumps(args)], rg_cmd, opts.runs)
             p_ms, setup = in_process(tree, data, "grep", args, opts.runs)
             same = "yes" if (c_files, c_lines) == (r_files, r_lines) else "**NO**"
+            if same != "yes":
+                failures.append(f"{name}: grep {label}: ctxfs {c_lines} lines in {c_files} files, rg {r_lines} in {r_files}")
             rows.append([name, f"grep {label}", f"{c_lines} in {c_files}", f"{r_lines} in {r_files}", same,
                          f"{c_ms:.0f}", f"{p_ms:.0f}", f"{r_ms:.0f}", f"{c_ms / r_ms:.2f}", f"{p_ms / r_ms:.2f}"])
 
@@ -208,6 +210,8 @@ def main():
             c_ms, r_ms = bench_pair([*call, "glob", json.dumps(args)], rg_cmd, opts.runs)
             p_ms, setup = in_process(tree, data, "glob", args, opts.runs)
             same = "yes" if c_n == r_n else "**NO**"
+            if same != "yes":
+                failures.append(f"{name}: glob {pattern}: ctxfs {c_n} files, rg {r_n}")
             rg_label = "rg --files" + (f" -t {name_glob}" if rg_args else "")
             rows.append([name, f"glob `{pattern}` vs {rg_label}", f"{c_n} files", f"{r_n} files", same,
                          f"{c_ms:.0f}", f"{p_ms:.0f}", f"{r_ms:.0f}", f"{c_ms / r_ms:.2f}", f"{p_ms / r_ms:.2f}"])
@@ -223,6 +227,7 @@ def main():
                  "ctxfs/rg", "in-proc/rg"], rows))
     print("\nctxfs call = a new `ctxfs call` process per run; in-proc = Session::call in one process "
           "(engine opened once); ratios are times, lower is better (target <= 1.3).")
+    fail_if("grep_glob", failures)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,8 @@ be pointed at).
 
 While replaying, every read answer is checked against an independent model of
 the spec (bracket format, lines, length, hash, when a stub is due); what does
-not match is listed under "server problems".
+not match is listed under "server problems", and the script then exits 1
+with a one-line summary on stderr: its figures are not to be trusted.
 
 Stdlib only:  python3 bench/hygiene_savings.py [--ctxfs target/release/ctxfs]
               [--traces DIR] [--limit N] [--only INSTANCE] [--jobs N]
@@ -66,6 +67,7 @@ READ_BRACKET = re.compile(r"^\[(#[0-9a-f]{4,}) (.+) lines (\d+)-(\d+) of (\d+) s
 EMPTY_BRACKET = re.compile(r"^\[(#[0-9a-f]{4,}) (.+) empty sha ([0-9a-f]{8})\]$")
 STUB_TAIL = re.compile(r"^ Unchanged since (#[0-9a-f]{4,}), which already shows lines (\d+)-(\d+)\.$")
 RECALL_BRACKET = re.compile(r"^\[(#[0-9a-f]{4,}) recall (#[0-9a-f]{4,}) lines (\d+)-(\d+) of (\d+)\]$")
+NUMBERED = re.compile(r"^\d+: ")
 SAME_RESULT = re.compile(r"^\[(#[0-9a-f]{4,})\] Same result as (#[0-9a-f]{4,})\.$")
 
 TOOLS = ["read", "grep", "glob", "list"]
@@ -76,10 +78,14 @@ OUTSIDE = ["grep (not mapped)", "glob (not mapped)", "list (not mapped)", "other
 # ---------------------------------------------------------------- the spec's cap
 
 
+def nl_lines(text):
+    """The spec's lines: \\n-terminated (str.splitlines would also split on \\r, \\x0b, ...)."""
+    return re.findall(r"[^\n]*\n|[^\n]+$", text)
+
+
 def cap(text, full_id):
     """The spec's head/tail cap (context.md §3); None when the text fits."""
-    # The spec's lines are \n lines (str.splitlines would also split on \r, \x0b, ...).
-    lines = re.findall(r"[^\n]*\n|[^\n]+$", text)
+    lines = nl_lines(text)
     if len(lines) <= CAP_MAX_LINES and len(text) <= CAP_MAX_CHARS:
         return None
     head = []
@@ -396,7 +402,7 @@ def replay(trace_path, binary, host):
     # My model of the dedupe table, to check ctxfs's reads and to apply the
     # spec to grep/glob/list over the trace's texts.
     table_reads = []  # (rel path, sha hex, first, last, id)
-    table_searches = {}  # key -> (id, text)
+    table_searches = {}  # key -> [(id, text), ...]
     server_searches = {}  # the same over ctxfs's own answers on the workspace
     step = None
     try:
@@ -452,24 +458,27 @@ def replay(trace_path, binary, host):
             rid = answer["id"]
             check_search(ctx, res, r, tool, call_args, answer, server_searches)
             body, estimated = full_output(r)
-            full = "[%s]\n%s" % (rid, body)
+            plain = "[%s]" % rid
+            full = plain + "\n" + body
             key = tool + " " + canonical(args)
-            earlier = table_searches.get(key)
+            # Any earlier result of the same call still in the table counts (§6).
+            same = [e for e in table_searches.get(key, []) if e[1] == body]
             b = B[tool]
             b["calls"] += 1
             b["B"] += chars
             b["A"] += len(full)
             b["estimated"] += estimated
-            if earlier and earlier[1] == body:
-                b["C"] += len("[%s] Same result as %s." % (rid, earlier[0]))
+            if same:
+                b["C"] += len("%s Same result as %s." % (plain, same[-1][0]))
                 b["stubs"] += 1
                 continue
-            table_searches[key] = (rid, body)
-            capped = cap(full, rid)
+            table_searches.setdefault(key, []).append((rid, body))
+            # The cap cuts the result's lines; the bracket stays above them.
+            capped = cap(body, rid)
             if capped is None:
                 b["C"] += len(full)
             else:
-                b["C"] += len(capped)
+                b["C"] += len(plain) + 1 + len(capped)
                 b["capped"] += 1
     except Exception as e:  # keep going with the other traces
         res["problems"].append(("driver or server failure", iid, None, None, repr(e)[:2000]))
@@ -488,40 +497,61 @@ def replay(trace_path, binary, host):
     return res
 
 
+def recall_all(ctx, rid):
+    """A stored result in full, through as many recall windows as it takes:
+    (the recall's first bracket, the stored text), or (the error, None)."""
+    parts, offset, first_head = [], 1, None
+    while True:
+        rec = ctx.call("recall", {"id": rid, "offset": offset, "limit": 2000})
+        head, _, body = rec["text"].partition("\n")
+        m = RECALL_BRACKET.match(head)
+        if rec["is_error"] or not m:
+            return rec["text"], None
+        first_head = first_head or head
+        parts.append(body)
+        last, total = int(m.group(4)), int(m.group(5))
+        if last >= total:
+            return first_head, "".join(p if p.endswith("\n") else p + "\n" for p in parts[:-1]) + parts[-1]
+        offset = last + 1
+
+
 def check_search(ctx, res, r, tool, args, answer, table):
     """Checks ctxfs's own answer to a grep/glob/list (on the reconstructed
     workspace) against the spec: a stub exactly when the same call's text is
     in the table, and the cap as the spec computes it."""
     iid, text, rid = res["instance"], answer["text"], answer["id"]
     key = tool + " " + canonical(args)
-    rec = ctx.call("recall", {"id": rid, "limit": 10 ** 9})
-    rhead, _, stored = rec["text"].partition("\n")
-    if not stored.startswith("[%s]" % rid):
-        res["problems"].append(("stored text of a listing or search lacks its id", iid, r["i"], args, stored[:200]))
+    rhead, body = recall_all(ctx, rid)
+    # The store keeps what follows the bracket: the result itself.
+    if body is None:
+        res["problems"].append(("recall of a listing or search failed", iid, r["i"], args, rhead[:200]))
         return
-    body = stored[len("[%s]\n" % rid):]
+    if body.startswith("[%s]" % rid):
+        res["problems"].append(("stored text of a listing or search keeps its bracket", iid, r["i"], args, body[:200]))
+        return
     earlier = table.get(key)
     m = SAME_RESULT.match(text)
     if answer["is_error"]:
         return
     if m:
         res["notes"]["ctxfs stubs on the workspace (%s)" % tool] += 1
-        if not earlier or earlier[1].rstrip("\n") != body.rstrip("\n"):
+        if not earlier or not any(e[1].rstrip("\n") == body.rstrip("\n") for e in earlier):
             res["problems"].append(("a same-result stub where the spec says a full result", iid, r["i"], args, text))
-        elif m.group(2) != earlier[0] or m.group(1) != rid:
-            res["problems"].append(("a same-result stub naming the wrong result", iid, r["i"], args, text + " expected " + earlier[0]))
+        elif m.group(1) != rid or m.group(2) not in [e[0] for e in earlier if e[1].rstrip("\n") == body.rstrip("\n")]:
+            res["problems"].append(("a same-result stub naming the wrong result", iid, r["i"], args, text + " expected one of " + ", ".join(e[0] for e in earlier)))
         return
-    if earlier and earlier[1].rstrip("\n") == body.rstrip("\n"):
-        res["problems"].append(("a full result where the spec says a same-result stub", iid, r["i"], args, text[:200] + " earlier " + earlier[0]))
-    table[key] = (rid, body)
-    want = cap(stored, rid)
+    if earlier and any(e[1].rstrip("\n") == body.rstrip("\n") for e in earlier):
+        res["problems"].append(("a full result where the spec says a same-result stub", iid, r["i"], args, text[:200] + " earlier " + earlier[-1][0]))
+    table.setdefault(key, []).append((rid, body))
+    plain = "[%s]" % rid
+    want = cap(body, rid)
     if want is None:
-        if text.rstrip("\n") != stored.rstrip("\n"):
+        if text.rstrip("\n") != (plain + "\n" + body).rstrip("\n"):
             res["problems"].append(("an uncapped result differs from its stored text", iid, r["i"], args, text[:200]))
     else:
         res["notes"]["ctxfs capped on the workspace (%s)" % tool] += 1
-        if text.rstrip("\n") != want.rstrip("\n"):
-            res["problems"].append(("a capped result differs from the spec's cap", iid, r["i"], args, "%d vs %d chars" % (len(text), len(want))))
+        if text.rstrip("\n") != (plain + "\n" + want).rstrip("\n"):
+            res["problems"].append(("a capped result differs from the spec's cap", iid, r["i"], args, "%d vs %d chars" % (len(text), len(plain) + 1 + len(want))))
 
 
 def do_read(r, ctx, res, content, version, table_reads):
@@ -549,19 +579,22 @@ def do_read(r, ctx, res, content, version, table_reads):
         b["A"] += len(text)
         b["C"] += len(text)
         return
-    rec = ctx.call("recall", {"id": answer["id"], "limit": 10 ** 9})
-    rhead, _, stored = rec["text"].partition("\n")
-    if not RECALL_BRACKET.match(rhead):
-        res["problems"].append(("recall bracket not in the spec's format", iid, r["i"], {"id": answer["id"]}, rhead))
-    # A full read's stored text is its answer; recall's window ends an empty
-    # file's bracket with a newline the answer does not have.
-    b["A"] += len(text) if stored.rstrip("\n") == text.rstrip("\n") else len(stored)
+    rhead, stored = recall_all(ctx, answer["id"])
+    if stored is None:
+        res["problems"].append(("recall of a read failed", iid, r["i"], {"id": answer["id"]}, rhead[:300]))
+        stored = ""
+    # The store keeps a read's body (for a stub, the body of the full read it
+    # stands for); the full read the model would be sent without hygiene is
+    # the read's bracket above that body (an empty file: the bracket alone).
+    bracket = head[:head.find("]") + 1]
+    full = bracket + ("\n" + stored if stored else "")
+    b["A"] += len(full)
     b["C"] += len(text)
     if r.get("elided_chars"):
         t = res["buckets"]["read (of these: cut by mini-swe-agent)"]
         t["calls"] += 1
         t["B"] += r.get("chars", 0)
-        t["A"] += len(text) if stored.rstrip("\n") == text.rstrip("\n") else len(stored)
+        t["A"] += len(full)
         t["C"] += len(text)
 
     # ---- check the answer against the spec
@@ -590,6 +623,12 @@ def do_read(r, ctx, res, content, version, table_reads):
         else:
             rid, path, first, last, of, sha8 = m.group(1), m.group(2), int(m.group(3)), int(m.group(4)), int(m.group(5)), m.group(6)
             stub = (t.group(1), int(t.group(2)), int(t.group(3)))
+            # A stub names the lines asked for: past the end when the call asked past it.
+            asked_last = args.get("offset", 1) + min(args.get("limit") or READ_WINDOW, READ_WINDOW) - 1
+            want = asked_last if args.get("limit") and asked_last > of else min(of, asked_last)
+            if last != want:
+                res["problems"].append(("a stub's bracket does not name the lines asked for", iid, r["i"], args, head + " expected up to %d" % want))
+            last = min(last, of)
     if rid != answer["id"]:
         res["problems"].append(("bracket id is not the answer's id", iid, r["i"], args, head))
     if path != given:
@@ -619,17 +658,24 @@ def do_read(r, ctx, res, content, version, table_reads):
         asked_last = args.get("offset", 1) + (args.get("limit") or READ_WINDOW) - 1
         if args.get("limit") and asked_last > stub[2]:
             res["notes"]["stubs whose explicit range reaches past the earlier read (and past the file's end)"] += 1
-            res["notes"]["  chars those stubs save"] += len(stored) - len(text)
-        # The stored text of a stub is the full read it stands for.
-        if not stored.startswith(head[:head.find("]") + 1] + "\n"):
-            res["problems"].append(("the stored text of a stub is not the full read", iid, r["i"], args, stored[:200]))
+            res["notes"]["  chars those stubs save"] += len(full) - len(text)
+        # The stored text of a stub is the full read it stands for: the
+        # named read's numbered lines first..last.
+        named = [x for x in due if x[4] == stub[0]]
+        if named:
+            x = named[-1]
+            numbered = [l for l in nl_lines(x[5]) if NUMBERED.match(l)]
+            want = "".join(numbered[first - x[2]:last - x[2] + 1])
+            got = "".join(l for l in nl_lines(stored) if NUMBERED.match(l))
+            if got != want:
+                res["problems"].append(("the stored text of a stub is not the full read", iid, r["i"], args, stored[:200]))
     else:
         if due:
             res["problems"].append(("a full read where the spec says a stub", iid, r["i"], args, head + " earlier: %r" % due[-1:]))
-        if stored.rstrip("\n") != text.rstrip("\n"):
+        if full.rstrip("\n") != text.rstrip("\n"):
             res["problems"].append(("recall of a full read differs from the read", iid, r["i"], args, head))
         if total:
-            table_reads.append((rel, sha, first, last, rid))
+            table_reads.append((rel, sha, first, last, rid, stored))
 
 
 # ---------------------------------------------------------------- the report
@@ -783,6 +829,11 @@ def main():
     if opts.json:
         with open(opts.json, "w") as f:
             json.dump({"summary": summary, "problems": problems, "notes": dict(notes), "traces": results}, f, indent=1, default=str)
+    if not results:
+        sys.exit("hygiene_savings: FAILED: no traces replayed (is --traces %s right?)" % opts.traces)
+    if problems:
+        sys.exit("hygiene_savings: FAILED: %d problems (%s); the figures above do not measure ctxfs as the spec "
+                 "describes it until these are explained or fixed" % (len(problems), ", ".join("%s ×%d" % kv for kv in kinds.items())))
 
 
 if __name__ == "__main__":

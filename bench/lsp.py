@@ -11,7 +11,7 @@ Measures:
 3. the round trip of a small read through `ctxfs/call` against `tools/call`
    of `ctxfs mcp` (one JSON message per line).
 
-Prints figures; asserts nothing. Usage:
+Prints figures; an error answer ends it with a message and exit status 1. Usage:
     python3 bench/lsp.py [--bin target/release/ctxfs] [--changes 2000] [--reads 300]
 The binary defaults to $CTXFS_BIN, else target/release/ctxfs (build it with
 `cargo build --release`).
@@ -191,7 +191,8 @@ def main():
                 t = time.perf_counter()
                 answer = lsp.request("ctxfs/call", {"session": session, "tool": tool, "args": call_args})
                 samples.append(time.perf_counter() - t)
-                assert not answer["isError"], answer["text"]
+                if answer["isError"]:
+                    sys.exit(f"lsp: FAILED: ctxfs/call {tool} answered an error, so its time is no figure: {answer['text'][:300]}")
             return samples
 
         n = max(10, args.reads // 10)
@@ -213,7 +214,8 @@ def main():
             t = time.perf_counter()
             result = mcp.request("tools/call", {"name": "read", "arguments": {"file_path": "small.txt"}})
             mcp_small.append(time.perf_counter() - t)
-            assert not result.get("isError"), result
+            if result.get("isError"):
+                sys.exit(f"lsp: FAILED: MCP tools/call read answered an error, so its time is no figure: {str(result)[:300]}")
         mcp.close()
         print(f"small read, LSP ctxfs/call:  {summary(lsp_small)}")
         print(f"small read, MCP tools/call:  {summary(mcp_small)}")

@@ -48,7 +48,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (PEER_PACKAGE, PEER_VERSION, OtherLoad, build, ensure_peer, log, machine, revision,  # noqa: E402
+from common import (PEER_PACKAGE, PEER_VERSION, OtherLoad, build, ensure_peer, fail_if, log, machine, revision,  # noqa: E402
                     median, percentile, table, wait_quiet)
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
@@ -375,12 +375,17 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
 
     # ------------------------------------------------------------ report
+    # Every call of the plans is one that works on both servers: an error is a fault, not a figure.
+    failures = [f"{who} {key}: {value[1]} error answers, e.g. {value[2][:1] if key.startswith('mixed') else ''}"
+                for who, runs in results.items() for key, value in runs.items()
+                if isinstance(value, tuple) and len(value) > 1 and isinstance(value[1], int) and value[1]]
     if opts.ctxfs_only:
         for key, value in results["ctxfs"].items():
             if key.startswith("mixed"):
                 print(f"{key}: {value[0]:.2f} s, {value[6]:.2f} CPU s, {value[1]} errors {value[2]}")
             else:
                 print(f"{key}: {value}")
+        fail_if("mcp_throughput", failures)
         return
     c, p = results["ctxfs"], results["peer"]
     print(f"\n## mcp_throughput — {datetime.date.today()}, {revision()}, {machine()}, peer {PEER_PACKAGE}@{PEER_VERSION} "
@@ -395,6 +400,7 @@ def main():
     print("\nTargets: mixed throughput ctxfs >= 10x the peer's; idle RSS < 30 MB. "
           "Stubs: ctxfs answers that pointed at an earlier identical result instead of repeating it "
           "(the tool still ran).")
+    fail_if("mcp_throughput", failures)
 
 
 def report_latency(c, p, opts):

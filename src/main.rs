@@ -26,7 +26,15 @@ enum Command {
     /// Serve MCP on stdin/stdout.
     Mcp {
         #[command(flatten)]
-        posture: PostureArgs,
+        place: PlaceArgs,
+        #[command(flatten)]
+        start: StartArg,
+        #[command(flatten)]
+        host: HostArg,
+        #[command(flatten)]
+        gate: GateArgs,
+        #[command(flatten)]
+        embed: EmbedArgs,
         /// Go on with the session of this id (results stay recallable and ids go on after a
         /// restart); a new session under that id when the data directory has none. Default: a
         /// new session, whose id the instructions name.
@@ -47,8 +55,9 @@ enum Command {
         agent: Vec<std::ffi::OsString>,
     },
     /// Serve LSP on stdin/stdout (Content-Length framing), for editor extensions.
-    /// The posture comes from initializationOptions, else these flags, else the
-    /// workspace folders (one: its root; several: one grant each).
+    /// What the session may see (root, or tree and view) comes from the client's
+    /// initializationOptions, else these flags, else the workspace folders (one: its
+    /// root; several: one grant each).
     Lsp {
         #[command(flatten)]
         defaults: LspArgs,
@@ -59,7 +68,15 @@ enum Command {
     /// Run one tool call and print its answer (exit 1 when it is an error).
     Call {
         #[command(flatten)]
-        posture: PostureArgs,
+        place: PlaceArgs,
+        #[command(flatten)]
+        start: StartArg,
+        /// The permission mode: `trust` (the default: you run the call yourself), `accept-edits`,
+        /// `read-only`, or `ask` (which refuses every change: nobody can be asked here).
+        #[arg(long, value_name = "MODE", value_parser = parse_mode)]
+        mode: Option<Mode>,
+        #[command(flatten)]
+        embed: EmbedArgs,
         /// Run the call in the session of this id (as `mcp --session`), so `recall` finds
         /// the results of earlier calls. Default: a new session.
         #[arg(long, value_name = "ID")]
@@ -74,7 +91,17 @@ enum Command {
     /// printing each answer as a JSON line.
     Replay {
         #[command(flatten)]
-        posture: PostureArgs,
+        place: PlaceArgs,
+        #[command(flatten)]
+        start: StartArg,
+        #[command(flatten)]
+        host: HostArg,
+        /// The permission mode: `trust` (the default), `accept-edits`, `read-only`, or `ask`
+        /// (which refuses every change: nobody can be asked here).
+        #[arg(long, value_name = "MODE", value_parser = parse_mode)]
+        mode: Option<Mode>,
+        #[command(flatten)]
+        embed: EmbedArgs,
         /// The script file, or `-` to read steps from stdin as they come.
         script: PathBuf,
     },
@@ -94,9 +121,11 @@ enum Command {
     /// Cut a file into search pieces by tokens and print each as a JSON line
     /// (`start`, `end`, `first_line`, `last_line`, `tokens`, `text`), for debugging and tests.
     Chunk {
-        /// How tokens are counted: `whitespace` (a run of non-whitespace), `bytes`
-        /// (ceil(UTF-8 bytes / 2)), `chars` (one per character) or `model` (the embedder's own).
-        #[arg(long, value_enum, default_value = "bytes")]
+        /// How tokens are counted: `search` (the default: what search counts with the default
+        /// embedder, its model's tokenizer, or `bytes` when none is installed), `model` (the
+        /// installed embedder's tokenizer), `whitespace` (a run of non-whitespace), `bytes`
+        /// (ceil(UTF-8 bytes / 2)) or `chars` (one per character).
+        #[arg(long, value_enum, default_value = "search")]
         tokenizer: ChunkTokenizer,
         /// The most tokens in a piece.
         #[arg(long, value_name = "N", default_value_t = ctxfs::index::chunk::SIZE)]
@@ -104,8 +133,8 @@ enum Command {
         /// How many tokens a piece repeats from the one before it.
         #[arg(long, value_name = "N", default_value_t = ctxfs::index::chunk::OVERLAP)]
         overlap: usize,
-        /// Where to look for the embedder's table (`models/` under it), for `--tokenizer model`.
-        /// Default: the platform's data directory.
+        /// Where to look for the embedder's table (`models/` under it), for `--tokenizer search`
+        /// and `model`. Default: the platform's data directory.
         #[arg(long, value_name = "DIR")]
         data: Option<PathBuf>,
         /// The file to cut (UTF-8 text).
@@ -115,49 +144,77 @@ enum Command {
     /// a progress line on stderr, a summary line on stdout.
     Index {
         #[command(flatten)]
-        posture: PostureArgs,
-        /// The directory to index, as a path of the session's world. Default: the start directory.
+        place: PlaceArgs,
+        #[command(flatten)]
+        start: StartArg,
+        #[command(flatten)]
+        embed: EmbedArgs,
+        /// The directory to index, written as the session writes paths (see --start).
+        /// Default: the start directory.
         #[arg(long, value_name = "PATH")]
         path: Option<String>,
     },
 }
 
-/// Where the session's world is: exactly one of `--tree DIR --view VIEW.json` and `--root DIR`.
+/// What the session may see: exactly one of `--root DIR` and `--tree DIR --view VIEW.json`;
+/// where ctxfs keeps its data, and the user's config directory.
 #[derive(Args, Debug, Clone)]
-#[command(group(ArgGroup::new("posture").required(true).multiple(false).args(["tree", "root"])))]
-struct PostureArgs {
-    /// A directory presented as `/`, with grants and floors from `--view`.
+#[command(group(ArgGroup::new("place").required(true).multiple(false).args(["tree", "root"])))]
+struct PlaceArgs {
+    /// A directory shown to the session as `/`, with what it may see and change from `--view`.
     #[arg(long, value_name = "DIR", requires = "view")]
     tree: Option<PathBuf>,
-    /// The view file (grants and floors) for `--tree`.
+    /// The view file for `--tree`: which paths the session may read, change or not see.
     #[arg(long, value_name = "VIEW.json", requires = "tree")]
     view: Option<PathBuf>,
-    /// The project root, on the machine's own paths: the boundary, writable.
+    /// The project directory: the session sees and may change everything under it, by its
+    /// real paths, and nothing outside it.
     #[arg(long, value_name = "DIR")]
     root: Option<PathBuf>,
-    /// The start directory, as a path of the session's world. Default: the boundary.
-    #[arg(long, value_name = "PATH")]
-    start: Option<String>,
-    /// Where sessions, results and the trash live. Default: the platform's data directory.
+    /// Where sessions, results, the search index and the trash live. Default: the platform's data
+    /// directory.
     #[arg(long, value_name = "DIR")]
     data: Option<PathBuf>,
-    /// What the client's next request carries: `resend` (every earlier result, as agent
-    /// CLIs do; stubs may point at earlier results) or `fresh` (none; no stubs).
-    #[arg(long, value_name = "KIND", default_value = "resend", value_parser = parse_host)]
-    host: HostKind,
     /// The user's config directory (global AGENTS.md, skills/, config.json, rules.json).
     /// Default: the platform's config directory.
     #[arg(long, value_name = "DIR")]
     config: Option<PathBuf>,
-    /// The permission mode: `read-only` (nothing changes), `ask` (every change asks the
-    /// user unless a rule or grant covers it), `accept-edits` (changes run; removing or
-    /// moving outside the start directory asks) or `trust` (no prompts). Default: ask
-    /// for `mcp`, trust for `call` and `replay` (the user runs those calls themselves).
+}
+
+/// Where relative paths start.
+#[derive(Args, Debug, Clone)]
+struct StartArg {
+    /// The start directory, where relative paths begin, written as the session writes paths:
+    /// a real path under --root, or a path from the tree's `/` with --tree. Default: the root.
+    #[arg(long, value_name = "PATH")]
+    start: Option<String>,
+}
+
+/// What the client's requests carry (it decides whether a stub may point at an earlier result).
+#[derive(Args, Debug, Clone)]
+struct HostArg {
+    /// What the client's next request carries: `resend` (every earlier result, as agent
+    /// CLIs do; stubs may point at earlier results) or `fresh` (none; no stubs).
+    #[arg(long, value_name = "KIND", default_value = "resend", value_parser = parse_host)]
+    host: HostKind,
+}
+
+/// How changes are approved, for a server that can ask someone.
+#[derive(Args, Debug, Clone)]
+struct GateArgs {
+    /// The permission mode: `read-only` (nothing changes), `ask` (the default: every change asks
+    /// the user unless a rule or grant covers it), `accept-edits` (changes run; removing or
+    /// moving outside the start directory asks) or `trust` (no prompts).
     #[arg(long, value_name = "MODE", value_parser = parse_mode)]
     mode: Option<Mode>,
     /// How long an approval prompt waits for the user before the change is refused.
     #[arg(long, value_name = "SECONDS", default_value = "120", value_parser = parse_seconds)]
     approval_timeout: Duration,
+}
+
+/// What search ranks meaning with.
+#[derive(Args, Debug, Clone)]
+struct EmbedArgs {
     /// The embedder search ranks meaning with: `static` (a table distilled from all-MiniLM-L6-v2:
     /// fast), `minilm` (the full transformer: the model's own vectors, much slower indexing), `none` (words
     /// only) or `http://HOST:PORT[/path]` (a llama.cpp or OpenAI-compatible server you run; an API
@@ -209,12 +266,12 @@ enum GrantsAction {
     /// List the remembered grants and the rules files in force.
     List {
         #[command(flatten)]
-        posture: PostureArgs,
+        place: PlaceArgs,
     },
     /// Revoke the remembered grant of TARGET (such as `notes/*`), or all of them.
     Revoke {
         #[command(flatten)]
-        posture: PostureArgs,
+        place: PlaceArgs,
         /// The grant's target, as `list` shows it. Without it, every grant of the project.
         target: Option<String>,
     },
@@ -243,10 +300,21 @@ fn parse_host(text: &str) -> Result<HostKind, String> {
     }
 }
 
-impl PostureArgs {
-    /// The engine's configuration from these flags; sessions start in the mode
-    /// given, else in `default_mode`.
-    fn config(&self, default_mode: Mode) -> anyhow::Result<Config> {
+/// What an engine is built with, besides where it looks: each command gives what it has flags for.
+#[derive(Default)]
+struct EngineFlags<'a> {
+    start: Option<&'a StartArg>,
+    host: Option<&'a HostArg>,
+    mode: Option<Mode>,
+    approval_timeout: Option<Duration>,
+    embed: Option<&'a EmbedArgs>,
+}
+
+impl PlaceArgs {
+    /// The engine's configuration: where it looks from these flags, the rest
+    /// from the command's own (`flags`), else the defaults; sessions start in
+    /// `flags.mode`, else in `default_mode`.
+    fn config(&self, flags: EngineFlags<'_>, default_mode: Mode) -> anyhow::Result<Config> {
         let absolute = |p: &PathBuf| std::path::absolute(p).with_context(|| format!("bad path {}", p.display()));
         let posture = match (&self.tree, &self.view, &self.root) {
             (Some(dir), Some(view), None) => Posture::Tree { dir: absolute(dir)?, view: absolute(view)? },
@@ -255,25 +323,27 @@ impl PostureArgs {
             _ => anyhow::bail!("give either --tree DIR --view VIEW.json, or --root DIR"),
         };
         let defaults = Config::new(posture);
+        let (embedder, embedder_model) =
+            flags.embed.map(|e| (e.embedder.clone(), e.embedder_model.clone())).unwrap_or_default();
         Ok(Config {
-            start: self.start.clone(),
+            start: flags.start.and_then(|s| s.start.clone()),
             data_dir: self.data.as_ref().map(absolute).transpose()?,
-            mode: self.mode.unwrap_or(default_mode),
-            approval_timeout: self.approval_timeout,
-            host: self.host,
+            mode: flags.mode.unwrap_or(default_mode),
+            approval_timeout: flags.approval_timeout.unwrap_or(defaults.approval_timeout),
+            host: flags.host.map_or(defaults.host, |h| h.host),
             user_dir: match &self.config {
                 Some(dir) => Some(absolute(dir)?),
                 None => defaults.user_dir.clone(),
             },
-            embedder: self.embedder.clone(),
-            embedder_model: self.embedder_model.clone(),
+            embedder,
+            embedder_model,
             ..defaults
         })
     }
 
     /// The engine, its sessions in the mode given, else in `default_mode`.
-    fn engine(&self, default_mode: Mode) -> anyhow::Result<Engine> {
-        Engine::new(self.config(default_mode)?)
+    fn engine(&self, flags: EngineFlags<'_>, default_mode: Mode) -> anyhow::Result<Engine> {
+        Engine::new(self.config(flags, default_mode)?)
     }
 }
 
@@ -281,19 +351,22 @@ impl PostureArgs {
 /// the client's initializationOptions).
 #[derive(Args, Debug, Clone)]
 struct LspArgs {
-    /// A directory presented as `/`, with grants and floors from `--view`.
+    /// A directory shown to the session as `/`, with what it may see and change from `--view`.
     #[arg(long, value_name = "DIR", requires = "view", conflicts_with = "root")]
     tree: Option<PathBuf>,
-    /// The view file (grants and floors) for `--tree`.
+    /// The view file for `--tree`: which paths the session may read, change or not see.
     #[arg(long, value_name = "VIEW.json", requires = "tree")]
     view: Option<PathBuf>,
-    /// The project root, on the machine's own paths: the boundary, writable.
+    /// The project directory: the session sees and may change everything under it, by its
+    /// real paths, and nothing outside it.
     #[arg(long, value_name = "DIR")]
     root: Option<PathBuf>,
-    /// The start directory, as a path of the session's world. Default: the boundary.
+    /// The start directory, where relative paths begin, written as the session writes paths:
+    /// a real path under --root, or a path from the tree's `/` with --tree. Default: the root.
     #[arg(long, value_name = "PATH")]
     start: Option<String>,
-    /// Where sessions, results and the trash live. Default: the platform's data directory.
+    /// Where sessions, results, the search index and the trash live. Default: the platform's data
+    /// directory.
     #[arg(long, value_name = "DIR")]
     data: Option<PathBuf>,
     /// What the client's next request carries: `resend` or `fresh` (see `ctxfs mcp --help`).
@@ -379,8 +452,15 @@ fn waiting_note(command: &str, client: &str) {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Mcp { posture, session, link } => {
-            let engine = Arc::new(posture.engine(Mode::Ask)?);
+        Command::Mcp { place, start, host, gate, embed, session, link } => {
+            let flags = EngineFlags {
+                start: Some(&start),
+                host: Some(&host),
+                mode: gate.mode,
+                approval_timeout: Some(gate.approval_timeout),
+                embed: Some(&embed),
+            };
+            let engine = Arc::new(place.engine(flags, Mode::Ask)?);
             waiting_note("ctxfs mcp", "an MCP client (an agent or editor)");
             // One thread for the protocol: calls run one at a time in the
             // blocking pool anyway, and a second worker only costs wake-ups.
@@ -415,10 +495,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             runtime.shutdown_background();
             Ok(if healthy? { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
-        Command::Call { posture, session, tool, args } => {
+        Command::Call { place, start, mode, embed, session, tool, args } => {
             let args: serde_json::Value = serde_json::from_str(&args)
                 .context("the arguments must be a JSON object, such as '{\"file_path\": \"a.txt\"}'")?;
-            let engine = posture.engine(Mode::Trust)?;
+            let flags = EngineFlags { start: Some(&start), mode, embed: Some(&embed), ..EngineFlags::default() };
+            let engine = place.engine(flags, Mode::Trust)?;
             let options =
                 SessionOptions { client_name: Some("ctxfs-cli".into()), resume: session, ..Default::default() };
             let session = engine.open_session(options)?;
@@ -430,8 +511,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(if answer.is_error { ExitCode::from(1) } else { ExitCode::SUCCESS })
         }
-        Command::Replay { posture, script } => {
-            let engine = posture.engine(Mode::Trust)?;
+        Command::Replay { place, start, host, mode, embed, script } => {
+            let flags = EngineFlags {
+                start: Some(&start),
+                host: Some(&host),
+                mode,
+                embed: Some(&embed),
+                ..EngineFlags::default()
+            };
+            let engine = place.engine(flags, Mode::Trust)?;
             let stdout = std::io::stdout().lock();
             let all_known = if script.as_os_str() == "-" {
                 ctxfs::cli::replay::run(&engine, std::io::stdin().lock(), stdout)?
@@ -449,11 +537,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Grants { action } => {
-            let (posture, target) = match &action {
-                GrantsAction::List { posture } => (posture, None),
-                GrantsAction::Revoke { posture, target } => (posture, Some(target.as_deref())),
+            let (place, target) = match &action {
+                GrantsAction::List { place } => (place, None),
+                GrantsAction::Revoke { place, target } => (place, Some(target.as_deref())),
             };
-            let engine = posture.engine(Mode::Ask)?;
+            let engine = place.engine(EngineFlags::default(), Mode::Ask)?;
             let (text, ok) = ctxfs::gate::cli::grants(&engine.project(), target);
             print!("{text}");
             Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
@@ -463,7 +551,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             chunk_file(tokenizer, size, overlap, data, &file)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Index { posture, path } => index_tree(&posture, path.as_deref()),
+        Command::Index { place, start, embed, path } => index_tree(&place, &start, &embed, path.as_deref()),
     }
 }
 
@@ -529,6 +617,7 @@ fn sessions_command(action: SessionsAction) -> anyhow::Result<ExitCode> {
 /// The tokenizers `ctxfs chunk` can count with.
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
 enum ChunkTokenizer {
+    Search,
     Whitespace,
     Bytes,
     Chars,
@@ -548,6 +637,11 @@ fn chunk_file(
     let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
     let text = String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", file.display()))?;
     let tokenizer: Box<dyn Tokenizer> = match kind {
+        ChunkTokenizer::Search => {
+            // As search counts with the default embedder (the static table's tokenizer, or bytes without it).
+            let data = data.unwrap_or_else(ctxfs::engine::default_data_dir);
+            Box::new(ctxfs::index::default_models(&data).1)
+        }
         ChunkTokenizer::Whitespace => Box::new(Whitespace),
         ChunkTokenizer::Bytes => Box::new(HalfBytes),
         ChunkTokenizer::Chars => Box::new(Characters),
@@ -575,9 +669,10 @@ fn chunk_file(
 }
 
 /// `ctxfs index`: builds or refreshes the search index of everything the
-/// posture shows under `path`, as a search there would, with a progress line.
-fn index_tree(posture: &PostureArgs, path: Option<&str>) -> anyhow::Result<ExitCode> {
-    let engine = posture.engine(Mode::Trust)?;
+/// session may see under `path`, as a search there would, with a progress line.
+fn index_tree(place: &PlaceArgs, start: &StartArg, embed: &EmbedArgs, path: Option<&str>) -> anyhow::Result<ExitCode> {
+    let flags = EngineFlags { start: Some(start), embed: Some(embed), ..EngineFlags::default() };
+    let engine = place.engine(flags, Mode::Trust)?;
     let line = std::cell::OnceCell::<ProgressLine>::new();
     let built = engine.build_index(
         path,
@@ -592,6 +687,9 @@ fn index_tree(posture: &PostureArgs, path: Option<&str>) -> anyhow::Result<ExitC
     )?;
     let (line, done) = (line.get().context("the walk never reported")?, &built.done);
     line.show(done, true);
+    if let Some(skipped) = ctxfs::index::hybrid::skipped_summary(&built.survey, done) {
+        eprintln!("ctxfs index: {skipped}");
+    }
     let secs = line.started.elapsed().as_secs_f64().max(1e-3);
     let mb = |b: u64| b as f64 / 1e6;
     println!(

@@ -766,11 +766,12 @@ fn approval_timeout(case: &Value) -> Option<Duration> {
 /// option's id, `decline`, `cancel`, or `none` (never answers).
 type Answers = std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<String>>>;
 
-/// A prompt a door saw: its text and the ids of its options.
+/// A prompt a door saw: its text, the ids of its options and their labels.
 #[derive(Debug, Clone)]
 struct Prompt {
     message: String,
     options: Vec<String>,
+    labels: Vec<String>,
 }
 
 /// The core door's user: answers from the case's list and keeps what it was asked.
@@ -783,7 +784,8 @@ impl ctxfs::gate::Approver for ScriptedApprover {
     fn ask(&self, request: &ctxfs::gate::ApprovalRequest) -> ctxfs::gate::Approval {
         use ctxfs::gate::Approval;
         let options = request.options.iter().filter_map(|o| o.approval.id().map(str::to_string)).collect();
-        self.asked.lock().unwrap().push(Prompt { message: request.message(), options });
+        let labels = request.options.iter().map(|o| o.label.clone()).collect();
+        self.asked.lock().unwrap().push(Prompt { message: request.message(), options, labels });
         let Some(answer) = self.answers.lock().unwrap().pop_front() else {
             return Approval::Dismissed { why: "the case gave no answer for this prompt".into() };
         };
@@ -1160,6 +1162,12 @@ fn check_prompts(step: &Value, prompts: &[Prompt], world: &World) -> Result<(), 
                     let want = as_list(Some(options));
                     if prompt.options != want {
                         wrong.push(format!("the prompt offered {:?}, expected {want:?}", prompt.options));
+                    }
+                }
+                if let Some(labels) = expect.get("labels") {
+                    let want: Vec<String> = as_list(Some(labels)).iter().map(|l| world.subst(l)).collect();
+                    if prompt.labels != want {
+                        wrong.push(format!("the prompt's labels were {:?}, expected {want:?}", prompt.labels));
                     }
                 }
                 for part in as_list(expect.get("contains")) {
@@ -1578,13 +1586,19 @@ impl McpDoor {
     /// Answers an `elicitation/create` from the case's answers (`none`: not at all).
     fn elicited(&mut self, message: &Value) -> Result<(), String> {
         let params = &message["params"];
-        let options = params["requestedSchema"]["properties"]["decision"]["oneOf"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|o| o["const"].as_str().map(str::to_string))
-            .collect();
-        self.prompts.push(Prompt { message: params["message"].as_str().unwrap_or_default().to_string(), options });
+        let decision = &params["requestedSchema"]["properties"]["decision"];
+        let strings = |list: &Value, key: Option<&str>| -> Vec<String> {
+            let list = list.as_array().into_iter().flatten();
+            list.filter_map(|o| key.map_or(o, |k| &o[k]).as_str().map(str::to_string)).collect()
+        };
+        // 2025-06-18 (which this runner speaks) defines `enum` and `enumNames`; later versions `oneOf`.
+        let (options, labels) = if decision.get("oneOf").is_some() {
+            (strings(&decision["oneOf"], Some("const")), strings(&decision["oneOf"], Some("title")))
+        } else {
+            (strings(&decision["enum"], None), strings(&decision["enumNames"], None))
+        };
+        let text = params["message"].as_str().unwrap_or_default().to_string();
+        self.prompts.push(Prompt { message: text, options, labels });
         let answer = self.answers.lock().unwrap().pop_front();
         let result = match answer.as_deref() {
             None | Some("cancel") => json!({"action": "cancel"}),

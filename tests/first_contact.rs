@@ -232,3 +232,80 @@ fn replay_answers_every_line_and_fails_after_a_bad_step() {
     assert!(lines[5].contains("\"is_error\":false"), "the script went on after the bad lines: {text}");
     assert!(String::from_utf8_lossy(&output.stderr).contains("not steps it knows"));
 }
+
+/// The long flags a command's `--help` lists (`-h, --help` aside).
+fn flags_of(command: &[&str]) -> Vec<String> {
+    let mut args = command.to_vec();
+    args.push("--help");
+    let (out, err, ok) = call(&args);
+    assert!(ok, "{out}{err}");
+    out.lines()
+        .filter_map(|l| l.trim_start().strip_prefix("--"))
+        .map(|l| l.split([' ', ',']).next().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// Issue 13, item 19: each command lists only the flags that do something
+/// there, and the help texts say things in plain words.
+#[test]
+fn each_command_lists_only_the_flags_that_do_something_there() {
+    let place = ["tree", "view", "root", "data", "config"];
+    let with = |extra: &[&str]| -> Vec<String> { place.iter().chain(extra).map(|s| s.to_string()).collect() };
+    // The index walks and embeds: no host, no approvals.
+    assert_eq!(flags_of(&["index"]), with(&["start", "embedder", "embedder-model", "path"]));
+    // Grants are the project's: no session at all.
+    assert_eq!(flags_of(&["grants", "list"]), with(&[]));
+    assert_eq!(flags_of(&["grants", "revoke"]), with(&[]));
+    // One call: nobody to ask, no earlier results.
+    assert_eq!(flags_of(&["call"]), with(&["start", "mode", "embedder", "embedder-model", "session"]));
+    assert_eq!(
+        flags_of(&["mcp"]),
+        with(&["start", "host", "mode", "approval-timeout", "embedder", "embedder-model", "session"])
+    );
+    for command in
+        [&["mcp"][..], &["lsp"], &["acp"], &["call"], &["replay"], &["index"], &["grants", "list"], &["chunk"]]
+    {
+        let mut args = command.to_vec();
+        args.push("--help");
+        let (out, _, _) = call(&args);
+        for jargon in ["posture", "world", "boundary"] {
+            assert!(!out.contains(jargon), "`ctxfs {} --help` says {jargon:?}:\n{out}", command.join(" "));
+        }
+    }
+}
+
+/// Issue 13, item 20: `ctxfs chunk` cuts as search does by default (the
+/// installed embedder's tokenizer), not by the bytes stand-in.
+#[test]
+fn chunk_cuts_as_search_does_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("text.md");
+    let text: String = (0..400).map(|i| format!("Paragraph {i}: tokenizers count words differently.\n\n")).collect();
+    std::fs::write(&file, text).unwrap();
+    let file = file.to_str().unwrap();
+    let (default, err, ok) = call(&["chunk", file]);
+    assert!(ok, "{err}");
+    let (model, err, ok) = call(&["chunk", "--tokenizer", "model", file]);
+    assert!(ok, "the model tokenizer is installed (scripts/build-embedder): {err}");
+    let (bytes, _, _) = call(&["chunk", "--tokenizer", "bytes", file]);
+    assert_eq!(default, model);
+    assert_ne!(default, bytes);
+}
+
+/// Issue 13, item 20: `ctxfs index` says on stderr how many files it left out and why.
+#[test]
+fn index_says_what_it_left_out_and_why() {
+    let base = tempfile::tempdir().unwrap();
+    let root = base.path().join("ws");
+    std::fs::create_dir_all(root.join("node_modules/lib")).unwrap();
+    std::fs::write(root.join(".gitignore"), "node_modules/\n").unwrap();
+    std::fs::write(root.join("node_modules/lib/index.js"), "x\n").unwrap();
+    std::fs::write(root.join("notes.md"), "the alpha protocol\n").unwrap();
+    std::fs::write(root.join("logo.png"), b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\xff\xfe").unwrap();
+    let data = base.path().join("data");
+    let (out, err, ok) = call(&["index", "--root", root.to_str().unwrap(), "--data", data.to_str().unwrap()]);
+    assert!(ok, "{out}{err}");
+    assert!(out.contains(": 2 files"), "{out}");
+    let said = "ctxfs index: skipped 1 file: 1 not text (binary); not walked: 1 named by ignore files (.gitignore, .ignore, .rgignore) and 1 hidden (names starting with a dot) (files or directories, each with all below it).";
+    assert!(err.contains(said), "{err}");
+}

@@ -15,6 +15,7 @@ pub use view::{Level, MountEntry, View, ViewFile, Visibility};
 
 use crate::paths::{PathError, VPath};
 use crate::vfs::git::{MountProblem, ProblemKind};
+use crate::vfs::overlay::EditorFailure;
 use crate::vfs::{Fs, FsError, Kind, Meta, Resolution};
 use std::fmt;
 use std::sync::Arc;
@@ -134,7 +135,34 @@ impl ToolError {
                 tracing::debug!(mount = %problem.mount, problem = ?problem.kind, "a mounted repository cannot be used");
                 ToolError::Mount(problem)
             }
+            FsError::Editor(failure) => ToolError::Message(editor_failure(&failure, &path)),
             FsError::Io(e) => ToolError::Message(format!("Cannot access {path}: {}.", io_reason(&e))),
+        }
+    }
+}
+
+/// Why a file open in the editor was not changed, in words.
+fn editor_failure(failure: &EditorFailure, path: &VPath) -> String {
+    match failure {
+        EditorFailure::Refused(Some(reason)) if !reason.trim().is_empty() => {
+            format!("The editor refused the edit of {path} ({}); the file was not changed.", reason.trim())
+        }
+        EditorFailure::Refused(_) => format!("The editor refused the edit of {path}; the file was not changed."),
+        EditorFailure::Failed(why) => {
+            format!("The editor could not apply the edit of {path} ({why}); the file was not changed.")
+        }
+        EditorFailure::NoAnswer(waited) => format!(
+            "The editor did not answer within {} s about the edit of {path}; the edit may still appear there, so read the file again before retrying.",
+            waited.as_secs_f32()
+        ),
+        EditorFailure::NotText => format!(
+            "{path} is open in the editor, which holds text, and the new content is not UTF-8 text; the file was not changed."
+        ),
+        EditorFailure::Unconfirmed => format!(
+            "The editor has not yet confirmed an earlier change to {path}; the file was not changed. Try again in a moment."
+        ),
+        EditorFailure::BadName => {
+            format!("The editor's name for {path} could not be used; the file was not changed.")
         }
     }
 }
@@ -406,6 +434,37 @@ impl Access {
             by_path
         } else {
             by_path.min(self.level(&dir.real.join(name)))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_edit_the_editor_did_not_make_says_so_in_plain_words() {
+        let path = VPath::parse("/src/main.rs").unwrap();
+        let said = |failure| ToolError::from_fs(FsError::Editor(failure), &path).to_string();
+        assert_eq!(
+            said(EditorFailure::Refused(Some("the user said no".into()))),
+            "The editor refused the edit of /src/main.rs (the user said no); the file was not changed."
+        );
+        assert_eq!(
+            said(EditorFailure::Refused(None)),
+            "The editor refused the edit of /src/main.rs; the file was not changed."
+        );
+        assert_eq!(
+            said(EditorFailure::NoAnswer(std::time::Duration::from_millis(300))),
+            "The editor did not answer within 0.3 s about the edit of /src/main.rs; the edit may still appear there, so read the file again before retrying."
+        );
+        for failure in [
+            EditorFailure::Failed("x".into()),
+            EditorFailure::NotText,
+            EditorFailure::Unconfirmed,
+            EditorFailure::BadName,
+        ] {
+            assert!(!said(failure).contains("Cannot access"));
         }
     }
 }

@@ -8,7 +8,8 @@
 
 use super::{Access, Level, Target, ToolError};
 use crate::paths::VPath;
-use crate::vfs::{Descend, Kind, Resolution, Source, Stamp, WalkEntry, WalkOptions};
+use crate::vfs::{Descend, Kind, Resolution, Source, Stamp, WalkEntry, WalkOptions, WalkTally};
+use std::sync::Arc;
 
 /// A directory search: the checked root and how to decide each entry's level.
 pub struct Scope<'a> {
@@ -69,6 +70,12 @@ impl<'a> Scope<'a> {
     /// Walks the root and calls `file` with (shown path, relative path, the file)
     /// for every visible regular file (links to visible files included).
     pub fn files(&self, file: &FileVisitor<'_>) -> Result<(), ToolError> {
+        self.files_tallied(file, None)
+    }
+
+    /// As `files`, counting in `tally` the visible entries passed over (hidden
+    /// names, paths ignore files name).
+    pub fn files_tallied(&self, file: &FileVisitor<'_>, tally: Option<Arc<WalkTally>>) -> Result<(), ToolError> {
         let visit = |entry: &WalkEntry<'_>| -> Descend {
             let rel = self.rel(&entry.path);
             let shown = self.shown(rel);
@@ -106,7 +113,7 @@ impl<'a> Scope<'a> {
         };
         self.access
             .fs()
-            .walk_in_view(&self.root.real, &WalkOptions::default(), &visit, &readable)
+            .walk_in_view(&self.root.real, &WalkOptions { tally, ..WalkOptions::default() }, &visit, &readable)
             .map_err(|e| ToolError::from_fs(e, &self.root.path))
     }
 }
@@ -127,4 +134,14 @@ pub type FileVisitor<'a> = dyn Fn(&VPath, &str, &Found<'_>) + Sync + 'a;
 /// regular file below the checked directory `root` that the session can see.
 pub fn visible_files(access: &Access, root: Target, file: &FileVisitor<'_>) -> Result<(), ToolError> {
     Scope::new(access, root).files(file)
+}
+
+/// As `visible_files`, counting in `tally` the visible entries the walk passed over.
+pub fn visible_files_tallied(
+    access: &Access,
+    root: Target,
+    file: &FileVisitor<'_>,
+    tally: Arc<WalkTally>,
+) -> Result<(), ToolError> {
+    Scope::new(access, root).files_tallied(file, Some(tally))
 }

@@ -397,7 +397,7 @@ mod tests {
     fn gate_answers_map_to_acp_options_and_back() {
         let offered: Vec<(String, String)> = [
             ("allow_once", "Allow once"),
-            ("allow_session", "Allow for this session"),
+            ("allow_session", "Allow a.md for this session"),
             ("always_file", "Always allow a.md"),
             ("always_directory", "Always allow notes/*"),
             ("deny", "Deny"),

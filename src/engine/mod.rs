@@ -35,6 +35,8 @@ pub struct IndexBuilt {
     /// No embedder was loaded: only words are indexed.
     pub words_only: bool,
     pub done: crate::index::hybrid::Progress,
+    /// What the walk before the build found and passed over.
+    pub survey: crate::index::hybrid::Survey,
 }
 
 /// A running server's shared state: the confined file system and the view.
@@ -355,9 +357,10 @@ impl Engine {
             bail!("{} is not a directory", root.path);
         }
         let index = self.index.open_now()?;
-        walked(crate::index::hybrid::count_visible(&access, &root)?);
+        let survey = crate::index::hybrid::survey(&access, &root)?;
+        walked(survey.files);
         let done = index.build_with(&access, &root, progress)?;
-        Ok(IndexBuilt { root: root.path.clone(), words_only: !index.has_vectors(), done })
+        Ok(IndexBuilt { root: root.path.clone(), words_only: !index.has_vectors(), done, survey })
     }
 
     /// The embedder the search index loads: `Config::embedder`, else

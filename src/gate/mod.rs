@@ -439,13 +439,14 @@ impl Gate {
         if let Some(problem) = grants_broken {
             notes.push(format!("{problem}; no grant in it applies, and none can be remembered until it is fixed."));
         }
+        // "For this session" covers exactly the paths of this change, so the label names them.
+        let session_label = match paths.as_slice() {
+            [one] => format!("Allow {one} for this session"),
+            many => format!("Allow these paths for this session: {}", many.join(", ")),
+        };
         let mut options = vec![
             ApprovalOption { approval: Approval::AllowOnce, label: "Allow once".into(), targets: Vec::new() },
-            ApprovalOption {
-                approval: Approval::AllowSession,
-                label: "Allow for this session".into(),
-                targets: Vec::new(),
-            },
+            ApprovalOption { approval: Approval::AllowSession, label: session_label, targets: Vec::new() },
         ];
         if grants_broken.is_none() {
             let files: Vec<String> = paths.iter().map(|p| pattern::escape(p)).collect();

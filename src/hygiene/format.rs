@@ -121,6 +121,19 @@ pub fn read_body(read: &ReadOutcome) -> Body {
     Body::lines(lines)
 }
 
+/// A stub's bracket: the new read's, naming the lines asked for (context.md
+/// §2), which reach past the file's length when the call asked past its end.
+pub fn stub_bracket(id: &str, read: &ReadOutcome) -> String {
+    format!(
+        "[{id} {} lines {}-{} of {} sha {}]",
+        read.given,
+        read.first,
+        read.asked_last.max(read.last),
+        read.total,
+        short_sha(&read.sha)
+    )
+}
+
 /// The stub sentence of an unchanged re-read.
 pub fn read_stub(earlier: &str, first: usize, last: usize) -> String {
     format!("Unchanged since {earlier}, which already shows lines {first}-{last}.")

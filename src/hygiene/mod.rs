@@ -252,6 +252,7 @@ impl Hygiene {
                 let earlier = self.stub_for(&read).map(|e| (e.id, e.first, e.last));
                 // Only the content hash decides (a file changed and changed back is a stub too).
                 let stubbed = earlier.map(|(earlier, first, last)| {
+                    let head = stub_bracket(&id_str, &read);
                     Body::inline(read_stub(&id_text(earlier), first, last)).render_capped(&head, &id_str, false)
                 });
                 match stubbed {

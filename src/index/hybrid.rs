@@ -110,8 +110,14 @@ pub struct Progress {
     pub bytes_indexed: u64,
     /// Chunks made (and embedded) for new content.
     pub chunks: usize,
-    /// Files skipped: binary, too large or unreadable.
+    /// Files skipped: binary, too large or unreadable (the three below, in all).
     pub skipped: usize,
+    /// Of those: not text (binary, or not UTF-8 / UTF-16).
+    pub skipped_binary: usize,
+    /// Of those: larger than `MAX_FILE_BYTES`.
+    pub skipped_large: usize,
+    /// Of those: could not be opened or read.
+    pub skipped_unreadable: usize,
     /// Files dropped from the index because they are gone.
     pub removed: usize,
     /// New or changed files a search left unindexed (its time ran out), and their bytes.
@@ -244,6 +250,9 @@ struct WalkCounts {
     found: AtomicUsize,
     same: AtomicUsize,
     skipped: AtomicUsize,
+    skipped_binary: AtomicUsize,
+    skipped_large: AtomicUsize,
+    skipped_unreadable: AtomicUsize,
     bytes: AtomicU64,
     pending: AtomicUsize,
     pending_bytes: AtomicU64,
@@ -261,6 +270,9 @@ impl WalkCounts {
         state.found = self.found.load(Ordering::Relaxed);
         state.walked = self.walked.load(Ordering::Relaxed);
         state.skipped = self.skipped.load(Ordering::Relaxed);
+        state.skipped_binary = self.skipped_binary.load(Ordering::Relaxed);
+        state.skipped_large = self.skipped_large.load(Ordering::Relaxed);
+        state.skipped_unreadable = self.skipped_unreadable.load(Ordering::Relaxed);
         state.done = self.same.load(Ordering::Relaxed) + state.skipped + state.indexed;
         state.bytes = self.bytes.load(Ordering::Relaxed) + state.bytes_indexed;
         state.pending = self.pending.load(Ordering::Relaxed);
@@ -284,7 +296,7 @@ enum Work {
     /// Read and hashed; chunked and embedded when its content was not indexed yet.
     Read { real: VPath, shown: VPath, size: i64, mtime: i64, sha: Sha, chunks: Option<Vec<NewChunk>> },
     /// Binary, too large or unreadable.
-    Skip { size: i64 },
+    Skip { size: i64, why: SkipWhy },
     /// New or changed, left for later: the search's time to index ran out.
     /// A changed file's indexed version (`stale`) is still searched meanwhile.
     Pending { size: i64, stale: Option<Seen> },
@@ -517,15 +529,27 @@ fn mtime_of(source: &Source) -> (i64, i64) {
     }
 }
 
-fn read_all(source: Source) -> Option<Vec<u8>> {
-    match source {
+fn read_all(source: Source) -> Result<Vec<u8>, SkipWhy> {
+    let bytes = match source {
         Source::File(file) => {
             let mut buf = Vec::new();
-            file.take(MAX_FILE_BYTES + 1).read_to_end(&mut buf).ok()?;
-            (buf.len() as u64 <= MAX_FILE_BYTES).then_some(buf)
+            file.take(MAX_FILE_BYTES + 1).read_to_end(&mut buf).map_err(|_| SkipWhy::Unreadable)?;
+            buf
         }
-        Source::Bytes(bytes) => (bytes.len() as u64 <= MAX_FILE_BYTES).then(|| bytes.to_vec()),
+        Source::Bytes(bytes) => bytes.to_vec(),
+    };
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(SkipWhy::Large);
     }
+    Ok(bytes)
+}
+
+/// Why a visible file was left out of the index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SkipWhy {
+    Binary,
+    Large,
+    Unreadable,
 }
 
 /// How many sign bits two codes share (the dimensions minus their Hamming distance).
@@ -871,13 +895,16 @@ impl Index {
                 return same;
             }
         }
-        let Some(source) = (file.open)() else { return Work::Skip { size: 0 } };
+        let Some(source) = (file.open)() else { return Work::Skip { size: 0, why: SkipWhy::Unreadable } };
         let (size, mtime) = mtime_of(&source);
         if let Some(same) = unchanged(size, mtime) {
             return same;
         }
-        let Some(bytes) = read_all(source) else { return Work::Skip { size } };
-        let Ok(text) = TextFile::decode(&bytes) else { return Work::Skip { size } };
+        let bytes = match read_all(source) {
+            Ok(bytes) => bytes,
+            Err(why) => return Work::Skip { size, why },
+        };
+        let Ok(text) = TextFile::decode(&bytes) else { return Work::Skip { size, why: SkipWhy::Binary } };
         let sha = sha256(&bytes);
         let known = self.mirror().is_current(&sha);
         // Reading and hashing are cheap; chunking and embedding new content is what waits when time is up.
@@ -1005,7 +1032,15 @@ impl Index {
                                 unchanged.lock().unwrap_or_else(|e| e.into_inner()).push(Seen { shown, blob, rowid });
                             }
                         }
-                        Work::Skip { size } => counts.add(&counts.skipped, size),
+                        Work::Skip { size, why } => {
+                            counts.add(&counts.skipped, size);
+                            let counter = match why {
+                                SkipWhy::Binary => &counts.skipped_binary,
+                                SkipWhy::Large => &counts.skipped_large,
+                                SkipWhy::Unreadable => &counts.skipped_unreadable,
+                            };
+                            counter.fetch_add(1, Ordering::Relaxed);
+                        }
                         Work::Pending { size, stale } => {
                             counts.pending.fetch_add(1, Ordering::Relaxed);
                             counts.pending_bytes.fetch_add(size.max(0) as u64, Ordering::Relaxed);
@@ -1269,12 +1304,69 @@ fn fitted(
 /// How many files the session can see under `root`: one walk that opens
 /// nothing, so a build's progress can show its total from the start.
 pub fn count_visible(access: &Access, root: &Target) -> anyhow::Result<usize> {
+    Ok(survey(access, root)?.files)
+}
+
+/// What a walk of `root` finds before indexing: the visible files, and the
+/// visible entries it passes over (each counted once, nothing below it walked).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Survey {
+    pub files: usize,
+    /// Files and directories an ignore file (`.gitignore`, `.ignore`, `.rgignore`) names.
+    pub ignored: usize,
+    /// Files and directories whose names start with `.`.
+    pub hidden: usize,
+}
+
+/// One walk that opens nothing: the files a build will look at, and what it will pass over.
+pub fn survey(access: &Access, root: &Target) -> anyhow::Result<Survey> {
     let found = AtomicUsize::new(0);
-    visible_files(access, root.clone(), &|_, _, _| {
-        found.fetch_add(1, Ordering::Relaxed);
-    })
+    let tally = Arc::new(crate::vfs::WalkTally::default());
+    crate::access::walk::visible_files_tallied(
+        access,
+        root.clone(),
+        &|_, _, _| {
+            found.fetch_add(1, Ordering::Relaxed);
+        },
+        tally.clone(),
+    )
     .map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(found.into_inner())
+    Ok(Survey {
+        files: found.into_inner(),
+        ignored: tally.ignored.load(Ordering::Relaxed),
+        hidden: tally.hidden.load(Ordering::Relaxed),
+    })
+}
+
+/// One line on what a build left out and why, or `None` when it left out nothing.
+pub fn skipped_summary(survey: &Survey, done: &Progress) -> Option<String> {
+    let mut parts = Vec::new();
+    let mut say = |n: usize, what: &str| {
+        if n > 0 {
+            parts.push(format!("{n} {what}"));
+        }
+    };
+    say(done.skipped_binary, "not text (binary)");
+    say(done.skipped_large, &format!("larger than {} MiB", MAX_FILE_BYTES / (1024 * 1024)));
+    say(done.skipped_unreadable, "unreadable");
+    let files = parts.join(", ");
+    let mut passed = Vec::new();
+    if survey.ignored > 0 {
+        passed.push(format!("{} named by ignore files (.gitignore, .ignore, .rgignore)", survey.ignored));
+    }
+    if survey.hidden > 0 {
+        passed.push(format!("{} hidden (names starting with a dot)", survey.hidden));
+    }
+    let passed = passed.join(" and ");
+    let skipped = format!("skipped {} file{}", done.skipped, if done.skipped == 1 { "" } else { "s" });
+    match (files.is_empty(), passed.is_empty()) {
+        (true, true) => None,
+        (false, true) => Some(format!("{skipped}: {files}.")),
+        (true, false) => Some(format!("not walked: {passed} (files or directories, each with all below it).")),
+        (false, false) => {
+            Some(format!("{skipped}: {files}; not walked: {passed} (files or directories, each with all below it)."))
+        }
+    }
 }
 
 /// Whether `path` is `root` or lies below it.
@@ -1529,6 +1621,38 @@ mod tests {
         fs.add_file("/w/d.md", "uploads again\n");
         fs.set_changes(None);
         assert_eq!(paths(&wide).len(), 4);
+    }
+
+    /// `ctxfs index` says what it left out and why (issue 13, item 20): binary,
+    /// too large, unreadable, named by an ignore file, hidden; and nothing the
+    /// session cannot see is counted.
+    #[test]
+    fn a_build_counts_what_it_left_out_and_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        fs.add_file("/w/a.md", "the alpha protocol\n");
+        fs.add_file("/w/logo.png", b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\xff\xfe".to_vec());
+        fs.add_file("/w/big.txt", vec![b'x'; MAX_FILE_BYTES as usize + 1]);
+        fs.add_file("/w/.gitignore", "node_modules/\n*.log\n");
+        fs.add_file("/w/node_modules/lib/index.js", "x\n");
+        fs.add_file("/w/debug.log", "x\n");
+        fs.add_file("/w/.env", "SECRET=1\n");
+        fs.add_file("/w/secret/.hidden", "x\n");
+        fs.add_file("/w/secret/skip.log", "x\n");
+        let access = access(fs, &[("/w", Level::Ro), ("/w/secret", Level::None)]);
+        let root = access.target("/w", Need::Look).unwrap();
+        let survey = survey(&access, &root).unwrap();
+        // Ignored: node_modules/ and debug.log; hidden: .gitignore and .env. The floor's entries are not counted.
+        assert_eq!(survey, Survey { files: 3, ignored: 2, hidden: 2 });
+        let done = index_with(dir.path(), false).build_with(&access, &root, &|_| {}).unwrap();
+        assert_eq!((done.indexed, done.skipped, done.skipped_binary, done.skipped_large), (1, 2, 1, 1));
+        assert_eq!(
+            skipped_summary(&survey, &done).unwrap(),
+            "skipped 2 files: 1 not text (binary), 1 larger than 4 MiB; not walked: 2 named by ignore files \
+             (.gitignore, .ignore, .rgignore) and 2 hidden (names starting with a dot) (files or directories, \
+             each with all below it)."
+        );
+        assert_eq!(skipped_summary(&Survey { files: 1, ..Survey::default() }, &Progress::default()), None);
     }
 
     /// The store moving under a kept walk (here a written file indexed while

@@ -145,6 +145,6 @@ mod tests {
         assert_eq!(approval_of(&request, "Always allow notes/*"), Some(Approval::AlwaysDirectory));
         assert_eq!(approval_of(&request, "Always allow notes/a.md"), Some(Approval::AlwaysFile));
         assert_eq!(approval_of(&request, "Deny"), Some(Approval::Deny));
-        assert_eq!(approval_of(&request, "Allow for this session"), None);
+        assert_eq!(approval_of(&request, "Allow notes/a.md for this session"), None);
     }
 }

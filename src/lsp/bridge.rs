@@ -7,7 +7,7 @@
 //! (and its `didChange`) gets through.
 
 use super::edits::{text_edits, TextEdit};
-use crate::vfs::overlay::{DocRef, EditorBridge, Encoding};
+use crate::vfs::overlay::{DocRef, EditorBridge, EditorFailure, Encoding};
 use std::collections::HashMap;
 use std::str::FromStr;
 use std::time::Duration;
@@ -35,9 +35,11 @@ fn lsp_edit(edit: TextEdit) -> tower_lsp_server::ls_types::TextEdit {
 }
 
 impl EditorBridge for LspBridge {
-    fn apply(&self, doc: &DocRef, old: &str, new: &str) -> Result<(), String> {
-        let uri = Uri::from_str(&doc.uri)
-            .map_err(|e| format!("the editor's name of the file ({}) is not a URI: {e}", doc.uri))?;
+    fn apply(&self, doc: &DocRef, old: &str, new: &str) -> Result<(), EditorFailure> {
+        let uri = Uri::from_str(&doc.uri).map_err(|e| {
+            tracing::warn!(uri = doc.uri, error = %e, "the editor's name of an open file is not a URI");
+            EditorFailure::BadName
+        })?;
         let edits: Vec<_> = text_edits(old, new, self.encoding).into_iter().map(lsp_edit).collect();
         let count = edits.len();
         let edit = if self.document_changes {
@@ -72,17 +74,9 @@ impl EditorBridge for LspBridge {
         tracing::debug!(uri = doc.uri, version = doc.version, edits = count, "sent workspace/applyEdit");
         match rx.recv_timeout(self.timeout) {
             Ok(Ok(response)) if response.applied => Ok(()),
-            Ok(Ok(response)) => Err(match response.failure_reason {
-                Some(reason) if !reason.trim().is_empty() => {
-                    format!("the editor refused the change ({}); nothing was changed", reason.trim())
-                }
-                _ => "the editor refused the change; nothing was changed".to_string(),
-            }),
-            Ok(Err(e)) => Err(format!("the editor could not apply the change ({}); nothing was changed", e.message)),
-            Err(_) => Err(format!(
-                "the editor did not answer within {} s; the change may still appear there, so read the file again before retrying",
-                self.timeout.as_secs_f32()
-            )),
+            Ok(Ok(response)) => Err(EditorFailure::Refused(response.failure_reason)),
+            Ok(Err(e)) => Err(EditorFailure::Failed(e.message.to_string())),
+            Err(_) => Err(EditorFailure::NoAnswer(self.timeout)),
         }
     }
 }

@@ -359,7 +359,7 @@ impl<H: Host> McpServer<H> {
             if state.client_name.is_none() {
                 state.client_name = context.client_info().map(|c| c.name);
             }
-            state.no_prompts = self.companion.is_none() && !approve::client_elicits(context);
+            state.no_prompts = self.companion.is_none() && approve::client_form(context).is_none();
         }
         self.open_locked(None).await;
         self.state().session.clone().unwrap_or_else(|| Err("no session".into()))
@@ -513,7 +513,8 @@ impl<H: Host> ServerHandler for McpServer<H> {
             let first = state.session.is_none();
             if first {
                 state.client_name = Some(request.client_info.name.clone());
-                state.no_prompts = self.companion.is_none() && request.capabilities.elicitation.is_none();
+                // A client on a protocol version without elicitation cannot be asked either.
+                state.no_prompts = self.companion.is_none() && approve::client_form(&context).is_none();
             }
             first
         };
@@ -594,11 +595,12 @@ impl<H: Host> ServerHandler for McpServer<H> {
         let (done_send, done) = tokio::sync::oneshot::channel::<()>();
         if let Some(companion) = &self.companion {
             session.set_approver(Some(companion.approver()));
-        } else if approve::client_elicits(&context) {
+        } else if let Some(form) = approve::client_form(&context) {
             let approver = approve::McpApprover {
                 peer: context.peer.clone(),
                 handle: tokio::runtime::Handle::current(),
                 cancelled,
+                form,
             };
             session.set_approver(Some(Arc::new(approver)));
             let ct = context.ct.clone();

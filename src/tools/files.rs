@@ -132,12 +132,18 @@ pub fn read(ctx: &mut Ctx<'_>, params: ReadParams) -> ToolResult {
         body.push('\n');
         last = number;
     }
+    // An explicit limit asks for lines up to first + limit - 1, which may lie past the end.
+    let asked_last = match params.limit {
+        Some(n) if n > 0 && last == total => last.max(first.saturating_add(n.min(READ_WINDOW) as usize) - 1),
+        _ => last,
+    };
     Ok(Outcome::Read(ReadOutcome {
         given: target.given,
         path: target.path,
         real: target.real,
         first,
         last,
+        asked_last,
         total,
         sha,
         body,

@@ -74,6 +74,9 @@ pub struct ReadOutcome {
     /// First and last line shown (1-based); `last < first` when nothing was shown.
     pub first: usize,
     pub last: usize,
+    /// The last line the call asked for: past `total` when an explicit limit
+    /// reaches past the end of the file; `last` otherwise.
+    pub asked_last: usize,
     pub total: usize,
     pub sha: Sha,
     /// The numbered lines, `N: text`, each ending in a newline.

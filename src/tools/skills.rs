@@ -218,7 +218,7 @@ pub fn skill_view(ctx: &mut Ctx<'_>, params: SkillViewParams) -> ToolResult {
 fn boundary_files(access: &Access, dir: &VPath) -> Result<Vec<String>, ToolError> {
     let target = access.check(dir.as_str(), dir.clone(), Need::Look)?;
     let out = Mutex::new(Vec::new());
-    let options = WalkOptions { gitignore: false, skip_hidden: true, threads: 1 };
+    let options = WalkOptions { gitignore: false, skip_hidden: true, threads: 1, ..WalkOptions::default() };
     let visit = |entry: &WalkEntry<'_>| {
         let visible = access.level(&entry.path).can_read();
         if entry.kind == Kind::File && visible {

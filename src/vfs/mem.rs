@@ -21,6 +21,7 @@ use super::ignore::{self, Holds, Ignores, MAX_IGNORE_FILE};
 use super::resolve::{resolve_with, Child, Lookup};
 use super::{
     Descend, DirEntry, Expect, Fs, FsError, Kind, Meta, Readable, Resolution, Source, Visitor, WalkEntry, WalkOptions,
+    WalkTally,
 };
 use crate::paths::VPath;
 use std::collections::BTreeMap;
@@ -473,10 +474,16 @@ impl MemFs {
                 continue;
             }
             if options.skip_hidden && name.starts_with('.') {
+                if readable(&dir.join(&name)) {
+                    WalkTally::count(&options.tally, |t| &t.hidden);
+                }
                 continue;
             }
             let path = dir.join(&name);
             if ignores.as_ref().is_some_and(|i| i.ignores(Path::new(path.as_str()), kind == Kind::Dir)) {
+                if readable(&path) {
+                    WalkTally::count(&options.tally, |t| &t.ignored);
+                }
                 continue;
             }
             let open_path = path.clone();
@@ -993,7 +1000,7 @@ mod tests {
         .collect();
         assert_eq!(got, expected);
 
-        let options = WalkOptions { gitignore: false, skip_hidden: false, threads: 1 };
+        let options = WalkOptions { gitignore: false, skip_hidden: false, threads: 1, tally: None };
         let all = walked(&fs, "/ws", options, |_| true);
         assert_eq!(all.len(), 15);
         assert!(all.iter().any(|(p, _)| p == "/ws/target/out.bin"));
@@ -1044,7 +1051,7 @@ mod tests {
         fs.add_file("/ws/pri/q.log", "");
         fs.add_link("/ws/linked/.gitignore", "/ws/.gitignore"); // a linked ignore file is not read
         fs.add_file("/ws/linked/b.tmp", "");
-        let options = WalkOptions { gitignore: true, skip_hidden: false, threads: 1 };
+        let options = WalkOptions { gitignore: true, skip_hidden: false, threads: 1, tally: None };
         let got: Vec<String> = walked(&fs, "/ws", options, |_| true).into_iter().map(|(p, _)| p).collect();
         assert_eq!(
             got,
@@ -1075,7 +1082,7 @@ mod tests {
         for name in ["a.txt", "b.log", "c.rs"] {
             fs.add_file(&format!("/ws/mid/sub/{name}"), "");
         }
-        let options = WalkOptions { gitignore: true, skip_hidden: true, threads: 1 };
+        let options = WalkOptions { gitignore: true, skip_hidden: true, threads: 1, tally: None };
         let seen = Mutex::new(Vec::new());
         fs.walk(&vp("/ws/mid/sub"), &options, &|entry| {
             seen.lock().unwrap().push(entry.path.to_string());

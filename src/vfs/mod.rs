@@ -122,6 +122,9 @@ pub enum FsError {
     /// without its branch); what the session staged there is kept.
     #[error("the mounted repository cannot be used")]
     Mount(git::MountProblem),
+    /// A file open in the editor that the editor did not change.
+    #[error("{0:?}")]
+    Editor(overlay::EditorFailure),
     #[error("{0}")]
     Io(#[from] io::Error),
 }
@@ -147,7 +150,7 @@ pub enum Descend {
 }
 
 /// Options of a recursive walk.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct WalkOptions {
     /// Honour `.gitignore`, `.ignore` and `.git/info/exclude` as ripgrep does.
     pub gitignore: bool,
@@ -155,11 +158,31 @@ pub struct WalkOptions {
     pub skip_hidden: bool,
     /// Worker threads; 0 picks the number of cores.
     pub threads: usize,
+    /// Where to count the entries passed over (only those `readable` allows).
+    pub tally: Option<Arc<WalkTally>>,
 }
 
 impl Default for WalkOptions {
     fn default() -> Self {
-        WalkOptions { gitignore: true, skip_hidden: true, threads: 0 }
+        WalkOptions { gitignore: true, skip_hidden: true, threads: 0, tally: None }
+    }
+}
+
+/// The entries a walk passed over without visiting them (nothing below a
+/// directory passed over is walked, so it counts once).
+#[derive(Debug, Default)]
+pub struct WalkTally {
+    /// Names starting with `.` (`skip_hidden`).
+    pub hidden: std::sync::atomic::AtomicUsize,
+    /// Paths an ignore file names (`gitignore`).
+    pub ignored: std::sync::atomic::AtomicUsize,
+}
+
+impl WalkTally {
+    fn count(tally: &Option<Arc<WalkTally>>, counter: fn(&WalkTally) -> &std::sync::atomic::AtomicUsize) {
+        if let Some(tally) = tally {
+            counter(tally).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 }
 

@@ -34,9 +34,27 @@ pub const CONFIRM_WAIT: Duration = Duration::from_secs(3);
 /// its buffer (where the user sees it and can undo it).
 pub trait EditorBridge: Send + Sync {
     /// Asks the editor to turn the document's text `old` into `new`; blocks
-    /// until the editor answered or a timeout passed. `Err` is a sentence
-    /// for the model (lower case, no final stop): the change was not made.
-    fn apply(&self, doc: &DocRef, old: &str, new: &str) -> Result<(), String>;
+    /// until the editor answered or a timeout passed. `Err` says why the
+    /// change was not made (or, for `NoAnswer`, may not have been).
+    fn apply(&self, doc: &DocRef, old: &str, new: &str) -> Result<(), EditorFailure>;
+}
+
+/// Why a change of a file open in the editor did not happen. The access
+/// layer words each for the model, with the session's path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EditorFailure {
+    /// The editor answered that it did not apply the edit, maybe with its reason.
+    Refused(Option<String>),
+    /// The editor answered the request with an error.
+    Failed(String),
+    /// No answer in time: the edit may still appear in the editor.
+    NoAnswer(Duration),
+    /// The editor holds text and the new content is not UTF-8.
+    NotText,
+    /// An earlier change to the file is not confirmed by the editor yet.
+    Unconfirmed,
+    /// The editor's name of the file could not be used.
+    BadName,
 }
 
 /// Which open document, as the editor names it.
@@ -327,10 +345,6 @@ fn line_end(rope: &Rope, line: usize) -> usize {
     end
 }
 
-fn refused(text: impl Into<String>) -> FsError {
-    FsError::Io(std::io::Error::other(text.into()))
-}
-
 /// The overlay itself. See the module documentation.
 pub struct Overlay {
     inner: Arc<dyn Fs>,
@@ -372,9 +386,7 @@ impl Overlay {
     /// A write to an open document: through the editor, or to disk and
     /// shown until the editor reports the reload.
     fn write_open(&self, real: &VPath, host: &Path, cell: DocCell, data: &[u8], expect: Expect) -> Result<(), FsError> {
-        let new = std::str::from_utf8(data).map_err(|_| {
-            refused("the file is open in the editor, which holds text, and the new content is not UTF-8 text")
-        })?;
+        let new = std::str::from_utf8(data).map_err(|_| FsError::Editor(EditorFailure::NotText))?;
         let bridge = self.docs.bridge();
         let mut doc = lock(&cell);
         // An earlier change this server made is not reported back yet: its
@@ -383,9 +395,7 @@ impl Overlay {
         while doc.pending.is_some() && bridge.is_some() {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(refused(
-                    "the editor has not confirmed an earlier change to this file yet; nothing was changed. Try again in a moment",
-                ));
+                return Err(FsError::Editor(EditorFailure::Unconfirmed));
             }
             doc = cell.1.wait_timeout(doc, left).unwrap_or_else(|e| e.into_inner()).0;
         }
@@ -420,7 +430,7 @@ impl Overlay {
         let target = DocRef { uri: doc.uri.clone(), version: doc.version };
         drop(doc);
         let old = String::from_utf8_lossy(&current).into_owned();
-        bridge.apply(&target, &old, new).map_err(refused)?;
+        bridge.apply(&target, &old, new).map_err(FsError::Editor)?;
         let mut doc = lock(&cell);
         let bytes: Arc<[u8]> = data.into();
         // Shown until the editor reports its change; if it already did, its
@@ -584,12 +594,12 @@ mod tests {
     }
 
     struct Recorder {
-        answer: Result<(), String>,
+        answer: Result<(), EditorFailure>,
         seen: Mutex<Vec<(DocRef, String, String)>>,
     }
 
     impl EditorBridge for Recorder {
-        fn apply(&self, doc: &DocRef, old: &str, new: &str) -> Result<(), String> {
+        fn apply(&self, doc: &DocRef, old: &str, new: &str) -> Result<(), EditorFailure> {
             self.seen.lock().unwrap().push((doc.clone(), old.into(), new.into()));
             self.answer.clone()
         }
@@ -687,11 +697,14 @@ mod tests {
         let (mem, docs, overlay) = setup();
         docs.open("/host/a.txt".into(), "file:///host/a.txt".into(), 1, "buffer\n");
         docs.set_bridge(Some(Arc::new(Recorder {
-            answer: Err("the user said no".into()),
+            answer: Err(EditorFailure::Refused(Some("the user said no".into()))),
             seen: Mutex::new(Vec::new()),
         })));
         let error = overlay.write_file(&p("/a.txt"), b"new\n").unwrap_err();
-        assert!(error.to_string().contains("the user said no"), "{error}");
+        assert!(
+            matches!(&error, FsError::Editor(EditorFailure::Refused(Some(why))) if why == "the user said no"),
+            "{error}"
+        );
         assert_eq!(overlay.read_file(&p("/a.txt"), 1 << 20).unwrap(), b"buffer\n");
         assert_eq!(mem.read_file(&p("/a.txt"), 1 << 20).unwrap(), b"disk\n");
     }

@@ -38,7 +38,7 @@
 
 use super::ignore::{self, Holds, Ignores, MAX_IGNORE_FILE};
 use super::os::{errno, meta_of};
-use super::{Descend, FsError, Kind, Readable, Source, Stamp, Visitor, WalkEntry, WalkOptions};
+use super::{Descend, FsError, Kind, Readable, Source, Stamp, Visitor, WalkEntry, WalkOptions, WalkTally};
 use crate::paths::VPath;
 use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, RawDir, SeekFrom};
 use std::io::Read;
@@ -533,12 +533,18 @@ fn visit_range<'w>(ctx: &Ctx<'_, 'w, '_>, listing: &Listing<'w>, range: Range<us
             continue;
         }
         if options.skip_hidden && name.starts_with('.') {
+            if options.tally.is_some() && (ctx.readable)(&listing.dir.path.join(name)) {
+                WalkTally::count(&options.tally, |t| &t.hidden);
+            }
             continue;
         }
         let path = listing.dir.path.join(name);
         if options.gitignore {
             if let Some(ignores) = &listing.ignores {
                 if ignores.ignores(Path::new(path.as_str()), kind == Kind::Dir) {
+                    if (ctx.readable)(&path) {
+                        WalkTally::count(&options.tally, |t| &t.ignored);
+                    }
                     continue;
                 }
             }
@@ -576,7 +582,7 @@ mod tests {
     }
 
     fn opts(gitignore: bool, skip_hidden: bool, threads: usize) -> WalkOptions {
-        WalkOptions { gitignore, skip_hidden, threads }
+        WalkOptions { gitignore, skip_hidden, threads, tally: None }
     }
 
     /// Walks `host` as `/ws`, descending everywhere, answering path -> kind.

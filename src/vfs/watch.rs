@@ -312,7 +312,7 @@ fn add_watches(fd: &OwnedFd, host_root: &Path, vroot: &VPath) -> Result<usize, S
     let dir =
         rfs::open(host_root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
             .map_err(|e| format!("cannot open the boundary: {e}"))?;
-    let options = WalkOptions { gitignore: false, skip_hidden: false, threads: 1 };
+    let options = WalkOptions { gitignore: false, skip_hidden: false, threads: 1, tally: None };
     let walked = walk_fd(dir, vroot.clone(), &options, &|entry: &WalkEntry<'_>| {
         if entry.kind != Kind::Dir {
             return Descend::No;

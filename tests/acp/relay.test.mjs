@@ -248,7 +248,7 @@ test("permissions in mode ask: one prompt, in the app, with the diff and the gat
       prompt.options.map((o) => [o.optionId, o.kind]),
       [["allow_once", "allow_once"], ["allow_session", "allow_always"], ["always_file", "allow_always"], ["always_directory", "allow_always"], ["deny", "reject_once"]],
     );
-    assert.deepEqual(prompt.options.map((o) => o.name), ["Allow once", "Allow for this session", "Always allow notes/a.md", "Always allow notes/*", "Deny"]);
+    assert.deepEqual(prompt.options.map((o) => o.name), ["Allow once", "Allow notes/a.md for this session", "Always allow notes/a.md", "Always allow notes/*", "Deny"]);
     assert.deepEqual(diffsOf(prompt.toolCall), [{ type: "diff", path: file, oldText: "alpha\nbeta\n", newText: "alpha\ngamma\n" }]);
     assert.match(textOf(prompt.toolCall), /^Allow ctxfs to replace 1 occurrence in notes\/a\.md/);
     assert.equal(edit.last.status, "completed");

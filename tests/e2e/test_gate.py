@@ -17,7 +17,9 @@ import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp import types
+from mcp.client import session as client_session
 from mcp.client.stdio import stdio_client
+from mcp.shared.message import SessionMessage
 
 from conftest import BIN, TIMEOUT
 
@@ -50,18 +52,34 @@ class User:
 
 
 @asynccontextmanager
-async def connect(ws, data, config, tmp_path, mode=None, user=None, extra=()):
+async def connect(ws, data, config, tmp_path, mode=None, user=None, extra=(), tap=None):
+    """A session with ctxfs; `tap` is given every message ctxfs sends, as JSON, before the SDK reads it."""
     args = ["mcp", "--root", str(ws), "--data", str(data), "--config", str(config), *extra]
     if mode:
         args += ["--mode", mode]
     params = StdioServerParameters(command=str(BIN), args=args, env={"CTXFS_LOG": "info"})
     kwargs = {"elicitation_callback": user} if user else {}
     with open(tmp_path / "stderr.log", "a") as errlog:
-        async with stdio_client(params, errlog=errlog) as streams:
-            async with ClientSession(streams[0], streams[1], **kwargs) as session:
-                with anyio.fail_after(TIMEOUT):
-                    session.init_result = await session.initialize()
-                yield session
+        async with stdio_client(params, errlog=errlog) as (incoming, outgoing):
+            async with anyio.create_task_group() as tasks:
+                if tap:
+                    relay_in, read_stream = anyio.create_memory_object_stream(100)
+
+                    async def relay():
+                        async with relay_in:
+                            async for item in incoming:
+                                if isinstance(item, SessionMessage):
+                                    tap(item.message.model_dump(by_alias=True, exclude_unset=True))
+                                await relay_in.send(item)
+
+                    tasks.start_soon(relay)
+                else:
+                    read_stream = incoming
+                async with ClientSession(read_stream, outgoing, **kwargs) as session:
+                    with anyio.fail_after(TIMEOUT):
+                        session.init_result = await session.initialize()
+                    yield session
+                tasks.cancel_scope.cancel()
 
 
 def text_of(result) -> str:
@@ -215,3 +233,49 @@ def test_an_unanswered_prompt_times_out_into_a_refusal(workspace, tmp_path):
 
     anyio.run(main)
     assert not (ws / "notes" / "new.md").exists()
+
+
+@pytest.mark.parametrize("version", ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"])
+def test_elicitation_takes_the_form_of_the_negotiated_protocol_version(workspace, tmp_path, monkeypatch, version):
+    """Each version gets the prompt its schema defines, and one without elicitation none (issue 13, item 14)."""
+    ws, data, config = workspace
+    monkeypatch.setattr(client_session, "LATEST_HANDSHAKE_VERSION", version)
+    user = User("allow_once")
+    sent = []
+
+    async def main():
+        async with connect(ws, data, config, tmp_path, user=user, tap=sent.append) as session:
+            assert session.init_result.protocol_version == version
+            read = await call(session, "read", {"file_path": "notes/todo.md"})
+            assert not read.is_error, text_of(read)
+            edited = await call(session, "edit", {"file_path": "notes/todo.md", "old_string": "milk", "new_string": "bread"})
+            return session.init_result.instructions, edited
+
+    instructions, edited = anyio.run(main)
+    asked = [m for m in sent if m.get("method") == "elicitation/create"]
+    if version in ("2024-11-05", "2025-03-26"):
+        # No elicitation in these versions: never asked, told so from the start, refused with why.
+        assert not asked and not user.asked, asked
+        assert "this client shows no approval prompts" in instructions, instructions
+        assert edited.is_error and "cannot ask" in text_of(edited), text_of(edited)
+        assert (ws / "notes" / "todo.md").read_text() == "buy milk\nwalk\n"
+        return
+    assert len(asked) == 1 and len(user.asked) == 1, sent
+    assert not edited.is_error, text_of(edited)
+    params = asked[0]["params"]
+    decision = params["requestedSchema"]["properties"]["decision"]
+    assert decision["type"] == "string" and params["requestedSchema"]["required"] == ["decision"]
+    labels = ["Allow once", "Allow notes/todo.md for this session"]
+    if version == "2025-06-18":
+        # 2025-06-18's EnumSchema: enum and enumNames; no mode, no oneOf, no title on the requested schema.
+        assert "mode" not in params, params
+        assert "oneOf" not in decision and "title" not in params["requestedSchema"], params
+        assert decision["enum"] == ALL_OPTIONS, decision
+        assert len(decision["enumNames"]) == len(ALL_OPTIONS) and decision["enumNames"][:2] == labels, decision
+    else:
+        # 2025-11-25: form mode, a titled single-select enum (oneOf of const and title).
+        assert params["mode"] == "form", params
+        assert "enum" not in decision and "enumNames" not in decision, decision
+        assert [c["const"] for c in decision["oneOf"]] == ALL_OPTIONS, decision
+        assert [c["title"] for c in decision["oneOf"]][:2] == labels, decision
+    assert (ws / "notes" / "todo.md").read_text() == "buy bread\nwalk\n"

@@ -426,7 +426,10 @@ def test_a_refused_edit_is_an_error_and_changes_nothing(workspace):
             ed.accept = False
             await ed.ok(s, "read", {"file_path": "src/main.rs"})
             refused = await ed.fails(s, "edit", {"file_path": "src/main.rs", "old_string": '"hi"', "new_string": '"no"'})
-            assert "refused" in refused["text"] and "the user said no" in refused["text"], refused["text"]
+            # Plain words: the editor refused, the file was not changed (issue 13, item 17).
+            assert "The editor refused the edit of " in refused["text"], refused["text"]
+            assert "src/main.rs (the user said no); the file was not changed." in refused["text"], refused["text"]
+            assert "Cannot access" not in refused["text"], refused["text"]
             assert ed.text(f) == disk + "// unsaved\n"
             assert f.read_text() == disk
             await ed.request("ctxfs/newRequest", {"session": s, "carriesEarlier": False})
@@ -437,7 +440,7 @@ def test_a_refused_edit_is_an_error_and_changes_nothing(workspace):
             patch = ("*** Begin Patch\n*** Update File: hello.txt\n@@\n-world\n+patched\n"
                      "*** Update File: src/main.rs\n@@\n-// unsaved\n+// saved\n*** End Patch\n")
             failed = await ed.fails(s, "apply_patch", {"patch": patch})
-            assert "refused" in failed["text"], failed["text"]
+            assert "The editor refused the edit of " in failed["text"] and "Cannot access" not in failed["text"], failed["text"]
             assert (ws / "hello.txt").read_text() == "hello\nworld\n"
             assert ed.text(f) == disk + "// unsaved\n" and f.read_text() == disk
             # Accepted once the user agrees.

@@ -19,7 +19,8 @@ from lsprotocol import types
 import test_lsp as base
 
 TIMEOUT = base.TIMEOUT
-ALL_BUTTONS = ["Allow once", "Allow for this session", "Always allow notes/todo.md", "Always allow notes/*", "Deny"]
+# "For this session" covers only the paths asked about, and says which (issue 13, item 18).
+ALL_BUTTONS = ["Allow once", "Allow notes/todo.md for this session", "Always allow notes/todo.md", "Always allow notes/*", "Deny"]
 
 
 @pytest.fixture
@@ -145,7 +146,7 @@ def test_deny_and_a_closed_prompt_change_nothing(workspace):
             # A file at the root: no directory to offer.
             await ed.ok(s, "read", {"file_path": "top.md"})
             await ed.fails(s, "edit", {"file_path": "top.md", "old_string": "top", "new_string": "bottom"})
-            assert user.buttons() == ["Allow once", "Allow for this session", "Always allow top.md", "Deny"]
+            assert user.buttons() == ["Allow once", "Allow top.md for this session", "Always allow top.md", "Deny"]
             assert [o["approval"] for o in user.notices[-1]["options"]] == ["allow_once", "allow_session", "always_file", "deny"]
             assert user.asked == 3
 
@@ -190,7 +191,7 @@ def test_always_allow_the_file_is_remembered_and_revocable(workspace):
 
 def test_always_allow_the_directory_and_allow_for_the_session(workspace):
     ws, data, config = workspace
-    user = User("Always allow notes/*", "Allow for this session", "Deny")
+    user = User("Always allow notes/*", "Allow top.md for this session", "Deny")
 
     async def main():
         async with editor(ws, data, config, user) as ed:

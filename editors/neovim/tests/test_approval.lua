@@ -82,7 +82,7 @@ H.test('ask: the approval shows the diff in a float beside the choice; Allow onc
   local titles = vim.tbl_map(function(a)
     return seen[1].opts.format_item(a)
   end, seen[1].items)
-  H.eq({ 'Allow once', 'Allow for this session', 'Always allow notes/todo.md', 'Always allow notes/*', 'Deny' }, titles)
+  H.eq({ 'Allow once', 'Allow notes/todo.md for this session', 'Always allow notes/todo.md', 'Always allow notes/*', 'Deny' }, titles)
   H.eq(1, float_count, 'one float while asking')
   H.eq('diff', float_ft)
   H.match(float_text, '%-second')

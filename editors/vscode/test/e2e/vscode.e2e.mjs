@@ -189,7 +189,7 @@ test('an edit asks once (diff beside), lands in the open buffer, and undo revert
     await waitFor('the proposed change in the diff', async () => /EDITED BY CTXFS/.test(plain(await proposed.innerText())), 20000);
     await shot(page, dirs, '01-approval-edit');
     const buttons = (await prompt.locator('.dialog-buttons .monaco-button').allInnerTexts()).map((b) => b.trim());
-    for (const label of ['Allow once', 'Allow for this session', 'Always allow notes/todo.md', 'Always allow notes/*', 'Deny']) {
+    for (const label of ['Allow once', 'Allow notes/todo.md for this session', 'Always allow notes/todo.md', 'Always allow notes/*', 'Deny']) {
       assert.ok(buttons.includes(label), `${label} in ${buttons.join(' | ')}`);
     }
     // One prompt: ctxfs's. VS Code showed no confirmation of its own.
