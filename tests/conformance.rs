@@ -66,6 +66,11 @@ fn edits() {
 }
 
 #[test]
+fn mounts() {
+    run_area("mounts");
+}
+
+#[test]
 fn peer_codex_apply_patch() {
     run_area("peer_codex_apply_patch");
 }
@@ -137,6 +142,32 @@ struct Case {
     doors: Option<Vec<DoorName>>,
     known_bug: Option<String>,
     provenance: Option<Provenance>,
+    /// Git repositories made before the case: name -> its commits, in order.
+    repos: Option<BTreeMap<String, Vec<RepoCommit>>>,
+}
+
+/// A commit made into a case's repository, at set-up (`repos`) or as a step (`repo_commit`).
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct RepoCommit {
+    /// The repository, in a step (`repos` names it by its key).
+    repo: Option<String>,
+    branch: String,
+    from: Option<String>,
+    /// Path -> text, or null to remove it.
+    files: BTreeMap<String, Option<String>>,
+    message: Option<String>,
+}
+
+/// A step's repository: `git` runs `args` in it, `repo_rename` renames it to `to`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct RepoStep {
+    repo: String,
+    args: Option<Vec<String>>,
+    to: Option<String>,
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -166,6 +197,15 @@ enum DoorName {
 struct ViewShape {
     grants: Option<BTreeMap<String, String>>,
     floors: Option<BTreeMap<String, String>>,
+    mounts: Option<BTreeMap<String, MountShape>>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct MountShape {
+    repo: String,
+    branch: String,
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -213,6 +253,9 @@ struct Step {
     restart: Option<Restart>,
     cli: Option<OneOrMany<String>>,
     external_write: Option<Value>,
+    repo_commit: Option<RepoCommit>,
+    repo_rename: Option<RepoStep>,
+    git: Option<RepoStep>,
     expect: Option<Value>,
     expect_prefix: Option<Value>,
     expect_contains: Option<Value>,
@@ -471,12 +514,15 @@ struct World {
     /// After `{"restart": {"root": "sub"}}`: the boundary is this directory of the workspace
     /// (another project over the same data and config directories) until the next restart.
     boundary: std::cell::RefCell<Option<String>>,
+    /// Where the case's git repositories are made (`{repos}`): `{repos}/NAME.git`.
+    repos: PathBuf,
 }
 
 impl World {
     fn subst(&self, text: &str) -> String {
         let link = self.root_link.as_ref().map(|l| l.to_string_lossy().into_owned()).unwrap_or_default();
         text.replace("{root_link}", &link)
+            .replace("{repos}", &self.repos.to_string_lossy())
             .replace("{root}", &self.root_text)
             .replace("{outside}", &self.outside_text)
             .replace("{config}", &self.config_text)
@@ -527,6 +573,7 @@ impl World {
             view: None,
             root_link: None,
             boundary: Default::default(),
+            repos: canonical.join("repos"),
         };
         if case.get("root_link").and_then(Value::as_bool) == Some(true) {
             let link = canonical.join("link");
@@ -640,10 +687,22 @@ impl World {
             let project = ctxfs::gate::Project::new(&world.root, &world.data, Some(&world.config));
             write_file(&project.project_rules_path(), &world.subst(&text))?;
         }
+        // Git repositories: {"NAME": [commit, …]}, each commit {"branch", "from"?, "files", "message"?}
+        // made in order into the bare repository {repos}/NAME.git (see `repo_commit`).
+        if let Some(repos) = case.get("repos").and_then(Value::as_object) {
+            for (name, commits) in repos {
+                let dir = world.repos.join(format!("{name}.git"));
+                mkdirs(&dir)?;
+                git(&dir, &["init", "--bare", "-q", "-b", "main"], None)?;
+                for commit in commits.as_array().ok_or("repos: a repository is a list of commits")? {
+                    repo_commit(&dir, commit)?;
+                }
+            }
+        }
         if case["posture"] == "tree" {
             let view = world.root.parent().expect("ws has a parent").join("view.json");
-            let text =
-                serde_json::to_string_pretty(case.get("view").unwrap_or(&json!({}))).map_err(|e| e.to_string())?;
+            let text = serde_json::to_string_pretty(&world.subst_value(case.get("view").unwrap_or(&json!({}))))
+                .map_err(|e| e.to_string())?;
             std::fs::write(&view, text).map_err(|e| format!("view: {e}"))?;
             world.view = Some(view);
         }
@@ -780,6 +839,99 @@ impl ctxfs::gate::Approver for ScriptedApprover {
     }
 }
 
+impl World {
+    /// The repository a step names (`"repo": NAME`).
+    fn repo_of(&self, body: &Value) -> Result<PathBuf, String> {
+        let name = body.get("repo").and_then(Value::as_str).ok_or("a repository step names its repo")?;
+        Ok(self.repos.join(format!("{name}.git")))
+    }
+}
+
+/// Runs `git` on the repository `dir` (tests may use the git CLI; ctxfs never does).
+fn git(dir: &Path, args: &[&str], input: Option<&[u8]>) -> Result<String, String> {
+    git_with_index(dir, args, input, None)
+}
+
+/// `git` with its index file at `index` (plumbing on a bare repository).
+fn git_with_index(dir: &Path, args: &[&str], input: Option<&[u8]>, index: Option<&Path>) -> Result<String, String> {
+    let mut command = Command::new("git");
+    if args.first() == Some(&"init") {
+        command.args(args).arg(dir);
+    } else {
+        command.arg("--git-dir").arg(dir).args(args);
+    }
+    if let Some(index) = index {
+        command.env("GIT_INDEX_FILE", index);
+    }
+    command
+        .env("GIT_AUTHOR_NAME", "Case")
+        .env("GIT_AUTHOR_EMAIL", "case@example.com")
+        .env("GIT_COMMITTER_NAME", "Case")
+        .env("GIT_COMMITTER_EMAIL", "case@example.com")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().map_err(|e| format!("cannot run git: {e}"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(input.unwrap_or_default()).map_err(|e| format!("git stdin: {e}"))?;
+    }
+    let output = child.wait_with_output().map_err(|e| format!("git: {e}"))?;
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    if output.status.success() {
+        Ok(text)
+    } else {
+        Err(format!("git {args:?} failed: {}{text}", String::from_utf8_lossy(&output.stderr)))
+    }
+}
+
+/// One commit on a branch of a bare repository, with git's plumbing:
+/// `{"branch", "from"?, "files": {path: text or null}, "message"?}`. A branch
+/// not made yet starts at `from` (a branch or commit), else with no parent.
+/// Answers the new commit's id.
+fn repo_commit(dir: &Path, commit: &Value) -> Result<String, String> {
+    let branch = commit.get("branch").and_then(Value::as_str).ok_or("a commit names its branch")?;
+    let message = commit.get("message").and_then(Value::as_str).unwrap_or("A commit of the case");
+    let parent = match git(dir, &["rev-parse", "--verify", "-q", &format!("refs/heads/{branch}")], None) {
+        Ok(id) => Some(id.trim().to_string()),
+        Err(_) => match commit.get("from").and_then(Value::as_str) {
+            Some(from) => Some(git(dir, &["rev-parse", "--verify", from], None)?.trim().to_string()),
+            None => None,
+        },
+    };
+    let index = dir.join(format!("case-index-{}", std::process::id()));
+    let with_index = |args: &[&str], input: Option<&[u8]>| git_with_index(dir, args, input, Some(&index));
+    let _ = std::fs::remove_file(&index);
+    match &parent {
+        Some(parent) => with_index(&["read-tree", parent], None)?,
+        None => with_index(&["read-tree", "--empty"], None)?,
+    };
+    for (path, content) in commit.get("files").and_then(Value::as_object).into_iter().flatten() {
+        match content {
+            Value::String(text) => {
+                let id = git(dir, &["hash-object", "-w", "--stdin"], Some(text.as_bytes()))?;
+                let info = format!("100644,{},{path}", id.trim());
+                with_index(&["update-index", "--add", "--cacheinfo", &info], None)?;
+            }
+            Value::Null => {
+                let line = format!("0 {}\t{path}\n", "0".repeat(40));
+                with_index(&["update-index", "--index-info"], Some(line.as_bytes()))?;
+            }
+            other => return Err(format!("a commit's file {path:?}: {other} is neither a text nor null")),
+        }
+    }
+    let tree = with_index(&["write-tree"], None)?.trim().to_string();
+    let _ = std::fs::remove_file(&index);
+    let mut args = vec!["commit-tree", tree.as_str(), "-m", message];
+    if let Some(parent) = &parent {
+        args.extend(["-p", parent.as_str()]);
+    }
+    let id = git(dir, &args, None)?.trim().to_string();
+    git(dir, &["update-ref", &format!("refs/heads/{branch}"), &id], None)?;
+    Ok(id)
+}
+
 fn canonical_base(world: &World) -> &Path {
     world.root.parent().expect("ws has a parent")
 }
@@ -894,6 +1046,29 @@ fn run_case(case: &Value, mode: Mode) -> Result<(), String> {
                     let args: Vec<String> = as_list(Some(body));
                     Some(world.cli(case, &args))
                 }
+                // Another writer commits to a case's repository (a branch moves).
+                "repo_commit" => Some(
+                    world
+                        .repo_of(body)
+                        .and_then(|dir| repo_commit(&dir, body))
+                        .map(|id| Answer { text: id, is_error: false }),
+                ),
+                // A repository goes missing (or comes back): {repo, to}.
+                "repo_rename" => Some(world.repo_of(body).and_then(|dir| {
+                    let to = body.get("to").and_then(Value::as_str).ok_or("repo_rename names where to")?;
+                    std::fs::rename(&dir, world.repos.join(format!("{to}.git")))
+                        .map(|()| Answer { text: String::new(), is_error: false })
+                        .map_err(|e| format!("rename: {e}"))
+                })),
+                // `git ARGS` in a case's repository: its output, checked like a call's.
+                "git" => Some(world.repo_of(body).map(|dir| {
+                    let args: Vec<String> = as_list(body.get("args"));
+                    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                    match git(&dir, &args, None) {
+                        Ok(text) => Answer { text, is_error: false },
+                        Err(text) => Answer { text, is_error: true },
+                    }
+                })),
                 _ => None,
             };
             let answered = match answered {

@@ -66,3 +66,23 @@ fn search_descriptions_say_what_they_honour() {
     assert!(grep.contains("`!*.rs`"), "grep's glob does not say it takes a leading `!`");
     assert!(described("glob").contains("leading `!` is refused"), "glob does not say it refuses `!`");
 }
+
+/// `schemas/view.json` must be exactly what the view file's type generates
+/// (regenerate with `CTXFS_BLESS=1`).
+#[test]
+fn the_view_file_schema_is_current() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/view.json");
+    let schema = schemars::schema_for!(ctxfs::access::ViewFile);
+    let text = serde_json::to_string_pretty(&schema).unwrap() + "\n";
+    if std::env::var_os("CTXFS_BLESS").is_some() {
+        std::fs::write(&path, &text).unwrap();
+    }
+    assert_eq!(
+        std::fs::read_to_string(&path).ok().as_deref(),
+        Some(text.as_str()),
+        "schemas/view.json is stale; regenerate with CTXFS_BLESS=1 cargo test --test schemas"
+    );
+    for key in ["grants", "floors", "mounts"] {
+        assert!(text.contains(&format!("\"{key}\"")), "the view schema has no {key}");
+    }
+}

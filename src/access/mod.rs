@@ -11,9 +11,10 @@
 mod view;
 pub mod walk;
 
-pub use view::{Level, View, ViewFile, Visibility};
+pub use view::{Level, MountEntry, View, ViewFile, Visibility};
 
 use crate::paths::{PathError, VPath};
+use crate::vfs::git::{MountProblem, ProblemKind};
 use crate::vfs::overlay::EditorFailure;
 use crate::vfs::{Fs, FsError, Kind, Meta, Resolution};
 use std::fmt;
@@ -41,6 +42,12 @@ pub enum ToolError {
     Loop(VPath),
     /// A file whose permission bits forbid writing it, with its mode.
     WriteProtected(VPath, u32),
+    /// A commit asked where the session may stage but not commit.
+    NotCommitted(VPath),
+    /// A repository tool used outside every mount.
+    NothingToCommit(VPath),
+    /// A mounted repository that cannot be used.
+    Mount(MountProblem),
     /// Any other sentence a tool says (a failed edit, bad arguments).
     Message(String),
 }
@@ -73,9 +80,30 @@ impl fmt::Display for ToolError {
                 "Write-protected: {p} has no write permission (permissions {:04o}), so it was not changed. If it should change, the user can make it writable (chmod u+w).",
                 mode & 0o7777
             ),
+            ToolError::NotCommitted(p) => write!(
+                f,
+                "Not committed: this session may change {p} but not commit it; the change stays staged."
+            ),
+            ToolError::NothingToCommit(p) => write!(f, "Nothing to commit: {p} is not in a repository."),
+            ToolError::Mount(problem) => f.write_str(&mount_problem(problem)),
             ToolError::Message(m) => f.write_str(m),
         }
     }
+}
+
+/// Why a mount cannot be used, in words for the model: never the host's
+/// paths, and always that nothing staged is lost.
+pub fn mount_problem(problem: &MountProblem) -> String {
+    let mount = &problem.mount;
+    let why = match &problem.kind {
+        ProblemKind::Missing => "its repository is missing".to_string(),
+        ProblemKind::Corrupt(_) => "its repository is not a readable git repository".to_string(),
+        ProblemKind::NoBranch(branch) => format!("its repository has no branch {branch}"),
+        ProblemKind::WorkingCopy(_) => "this session's working copy of it cannot be opened".to_string(),
+    };
+    format!(
+        "Repository unavailable: {mount} is mounted from a repository that cannot be used now ({why}). Nothing in it can be read or changed until whoever mounted it fixes that; what this session staged there is kept."
+    )
 }
 
 impl ToolError {
@@ -103,6 +131,10 @@ impl ToolError {
             FsError::Changed => ToolError::Message(format!(
                 "{path} has changed since this session last read it. Read it again before changing it."
             )),
+            FsError::Mount(problem) => {
+                tracing::debug!(mount = %problem.mount, problem = ?problem.kind, "a mounted repository cannot be used");
+                ToolError::Mount(problem)
+            }
             FsError::Editor(failure) => ToolError::Message(editor_failure(&failure, &path)),
             FsError::Io(e) => ToolError::Message(format!("Cannot access {path}: {}.", io_reason(&e))),
         }
@@ -343,6 +375,27 @@ impl Access {
             Resolution::Missing { parent_exists, .. } => (None, parent_exists),
         };
         Ok(Target { given: given.to_string(), path, real, meta, parent_exists, level })
+    }
+
+    /// The mount point of the mounted repository a real path lies in, if any.
+    pub fn mount_of(&self, real: &VPath) -> Option<VPath> {
+        self.fs.mounts().into_iter().find(|m| real.starts_with(m))
+    }
+
+    /// Checks a path text for a repository tool: visible, inside a mount,
+    /// and at `commit` (a session at `stage` is told its change stays
+    /// staged). Answers the target and its mount point.
+    pub fn repo_target(&self, text: &str) -> Result<(Target, VPath), ToolError> {
+        let path = self.path(text)?;
+        let target = self.check(text, path, Need::Look)?;
+        let Some(mount) = self.mount_of(&target.real) else {
+            return Err(ToolError::NothingToCommit(target.path));
+        };
+        match target.level {
+            Level::Commit => Ok((target, mount)),
+            Level::Stage => Err(ToolError::NotCommitted(target.path)),
+            _ => Err(ToolError::ReadOnly(target.path)),
+        }
     }
 
     /// Makes every missing directory above a checked target, refusing to

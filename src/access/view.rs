@@ -1,16 +1,19 @@
-//! The view: grants and floors, and the level each path is at.
+//! The view: grants and floors, the level each path is at, and the
+//! repositories mounted in the tree.
 //!
 //! Pure data and arithmetic over `VPath`s. It never looks at a file system:
-//! whether a path exists is `vfs`'s business, and turning a decision into an
-//! error text is `access`'s.
+//! whether a path exists is `vfs`'s business (a mount's files too), and
+//! turning a decision into an error text is `access`'s.
 
 use crate::paths::VPath;
+use crate::vfs::git::MountSpec;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
 
 /// An access level, ordered from no access to commit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Level {
     None,
@@ -55,27 +58,77 @@ pub enum Visibility {
     Hidden,
 }
 
-/// The view file's shape: `{"grants": {"/abs": "ro"}, "floors": {...}}`.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// A view file (`ctxfs mcp --tree DIR --view FILE`): what a session may see
+/// and change in the tree, path by path, and the git repositories mounted in
+/// it. Every key is an absolute path of the tree.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "ctxfs view file")]
 pub struct ViewFile {
+    /// A level for a path and everything below it; the most specific grant wins.
     #[serde(default)]
     pub grants: BTreeMap<String, Level>,
+    /// The highest level a path and everything below it may have, whatever is granted.
     #[serde(default)]
     pub floors: BTreeMap<String, Level>,
+    /// Git repositories mounted at directories of the tree, each at one
+    /// branch. Below a mount point every file is the branch's, plus what the
+    /// session staged in its own working copy; `commit` there lets it commit.
+    #[serde(default)]
+    pub mounts: BTreeMap<String, MountEntry>,
 }
 
-/// Grants and floors of one session.
+/// One mounted repository.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MountEntry {
+    /// The repository's directory on the host (bare or not); a relative
+    /// path is taken from the view file's directory.
+    pub repo: String,
+    /// The branch shown and committed to.
+    pub branch: String,
+}
+
+/// Grants, floors and mounts of one session.
 #[derive(Debug, Clone, Default)]
 pub struct View {
     grants: BTreeMap<VPath, Level>,
     floors: BTreeMap<VPath, Level>,
     /// When set, nothing outside these paths is visible (a client's roots).
     roots: Option<Vec<VPath>>,
+    mounts: BTreeMap<VPath, MountSpec>,
 }
 
 impl View {
-    /// A view from a parsed view file; a path that does not parse is an error naming it.
+    /// A view from a parsed view file; a path that does not parse is an
+    /// error naming it. Relative repository paths are taken from `dir`.
+    pub fn from_file_in(file: &ViewFile, dir: &std::path::Path) -> Result<View, String> {
+        let mut view = View::from_file(file)?;
+        for (path, entry) in &file.mounts {
+            let point = View::absolute(path)?;
+            if point.is_root() {
+                return Err(format!("mount {path:?}: the root itself cannot be a mount"));
+            }
+            if entry.branch.trim().is_empty() {
+                return Err(format!("mount {path:?}: the branch is empty"));
+            }
+            if let Some(other) = view.mounts.keys().find(|m| m.starts_with(&point) || point.starts_with(m)) {
+                return Err(format!("mount {path:?}: it overlaps the mount {other}"));
+            }
+            let repo = dir.join(&entry.repo);
+            view.mounts.insert(point, MountSpec { repo, branch: entry.branch.clone() });
+        }
+        Ok(view)
+    }
+
+    fn absolute(path: &str) -> Result<VPath, String> {
+        if !path.starts_with('/') {
+            return Err(format!("view path {path:?} must be absolute"));
+        }
+        VPath::parse(path).map_err(|e| format!("view path {path:?}: {e}"))
+    }
+
+    /// A view from a parsed view file without mounts; a path that does not parse is an error naming it.
     pub fn from_file(file: &ViewFile) -> Result<View, String> {
         let parse = |map: &BTreeMap<String, Level>| -> Result<BTreeMap<VPath, Level>, String> {
             map.iter()
@@ -87,12 +140,17 @@ impl View {
                 })
                 .collect()
         };
-        Ok(View { grants: parse(&file.grants)?, floors: parse(&file.floors)?, roots: None })
+        Ok(View { grants: parse(&file.grants)?, floors: parse(&file.floors)?, roots: None, mounts: BTreeMap::new() })
     }
 
     /// One grant over a whole boundary (a device's posture).
     pub fn single(root: VPath, level: Level) -> View {
-        View { grants: BTreeMap::from([(root, level)]), floors: BTreeMap::new(), roots: None }
+        View { grants: BTreeMap::from([(root, level)]), floors: BTreeMap::new(), roots: None, mounts: BTreeMap::new() }
+    }
+
+    /// The repositories mounted in the tree, by mount point.
+    pub fn mounts(&self) -> &BTreeMap<VPath, MountSpec> {
+        &self.mounts
     }
 
     /// Narrows the view to the given paths: nothing outside them stays
@@ -202,6 +260,7 @@ mod tests {
             grants: grants.iter().map(|(k, v)| (p(k), *v)).collect(),
             floors: floors.iter().map(|(k, v)| (p(k), *v)).collect(),
             roots: None,
+            mounts: BTreeMap::new(),
         }
     }
 

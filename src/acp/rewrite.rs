@@ -78,6 +78,7 @@ pub(crate) fn named_paths(tool: &str, args: &Value) -> Vec<(String, Option<u64>)
             .unwrap_or_default(),
         "write" | "edit" | "multiedit" => one("file_path"),
         "list" | "glob" | "grep" | "search" | "mkdir" | "rm" | "stat" | "tag" => one("path"),
+        "commit" | "branch" | "merge" | "git_tag" | "pr" | "release" => one("path"),
         "mv" => {
             let mut out = one("source");
             out.extend(one("destination"));
@@ -339,9 +340,10 @@ mod tests {
         assert!(
             kinds.contains(&("edit", "edit")) && kinds.contains(&("rm", "delete")) && kinds.contains(&("mv", "move"))
         );
+        // memory and a repository's tools have no ACP kind of their own.
         assert_eq!(
             kinds.iter().filter(|(_, k)| *k == "other").map(|(t, _)| *t).collect::<Vec<_>>(),
-            vec!["tag", "memory"]
+            vec!["tag", "memory", "commit", "branch", "merge", "git_tag", "pr", "release"]
         );
     }
 

@@ -107,10 +107,25 @@ pub struct SessionOptions {
 #[derive(Debug, Clone, Serialize)]
 pub struct ToolInfo {
     pub name: String,
+    /// A short title for people (a client's list of tools).
+    pub title: String,
     /// The description the model reads, from the parameter type's doc comment.
     pub description: String,
     /// JSON Schema of the arguments, generated from the parameter type.
     pub input_schema: serde_json::Value,
+    /// What a call does to the world, for clients that let reads run unasked.
+    pub hints: ToolHints,
+}
+
+/// What a call of a tool does to the world, from the tool table's traits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ToolHints {
+    /// It changes nothing.
+    pub read_only: bool,
+    /// A change may take something away (overwrite, delete, forget).
+    pub destructive: bool,
+    /// The same call twice does what it does once.
+    pub idempotent: bool,
 }
 
 /// Structured facts about a result, for editors to render. The model reads `text` only.

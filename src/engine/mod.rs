@@ -132,7 +132,8 @@ pub fn load_view(path: &Path) -> anyhow::Result<View> {
     let file: ViewFile = serde_json::from_str(&text).map_err(|e| {
         anyhow::anyhow!("the view file {} is not valid (line {}, column {}): {e}", path.display(), e.line(), e.column())
     })?;
-    View::from_file(&file).map_err(|e| anyhow::anyhow!("the view file {}: {e}", path.display()))
+    let dir = path.parent().unwrap_or(Path::new("."));
+    View::from_file_in(&file, dir).map_err(|e| anyhow::anyhow!("the view file {}: {e}", path.display()))
 }
 
 /// The boundary a posture lays out: its host directory, its path in the
@@ -293,6 +294,16 @@ impl Engine {
         }
         std::fs::create_dir_all(&data_dir)
             .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
+        // A mount that cannot be used does not stop ctxfs: the session is told when it uses it.
+        for (point, spec) in view.mounts() {
+            if let Some(problem) = crate::vfs::git::check_mount(spec) {
+                tracing::warn!(
+                    "the repository mounted at {point} ({}, branch {}) cannot be used: {problem:?}",
+                    spec.repo.display(),
+                    spec.branch
+                );
+            }
+        }
         let inflight = data_dir.join("inflight");
         let os = OsFs::open(&host_root, vroot.clone(), trash)?.with_journal(&inflight);
         // A ctxfs that stopped part-way (a crash, kill -9) left temporary files
@@ -435,6 +446,25 @@ impl Engine {
         self.session_with_id(id.to_string(), options)
     }
 
+    /// The file system a session works in: the shared one, with the view's
+    /// repositories mounted in it, each in the session's own working copy
+    /// under the data directory (kept for the session when it is reopened).
+    fn session_fs(&self, id: &str) -> Arc<dyn Fs> {
+        let mounts = self.view.mounts();
+        if mounts.is_empty() {
+            return self.fs.clone();
+        }
+        let copies = mounts
+            .iter()
+            .map(|(point, spec)| {
+                let key = crate::hash::hex(&crate::hash::sha256(point.as_str().as_bytes()));
+                let dir = self.data_dir.join("mounts").join(id).join(&key[..16]);
+                Arc::new(crate::vfs::git::WorkingCopy::new(point.clone(), spec.clone(), dir))
+            })
+            .collect();
+        Arc::new(crate::vfs::mount::Mounted::new(self.fs.clone(), copies))
+    }
+
     fn sessions_db(&self) -> PathBuf {
         self.data_dir.join("sessions.db")
     }
@@ -469,7 +499,7 @@ impl Engine {
             narrowed = Some(open);
         }
         let notice = narrowed.as_ref().map(|open| narrowed_notice(open, &start));
-        let mut access = Access::new(self.fs.clone(), view, start);
+        let mut access = Access::new(self.session_fs(&id), view, start);
         access.set_alias(self.root_alias().cloned());
         let mut results_db = None;
         let store: Box<dyn ResultStore> = match SqliteStore::open(&self.sessions_db(), &id) {
@@ -810,6 +840,24 @@ impl Session {
             if path.starts_with(access.fs().boundary()) {
                 let what = if level.can_change() { "read and change" } else { "read only" };
                 text.push_str(&format!("- {path} ({what})\n"));
+            }
+        }
+        let mounts: Vec<(&VPath, &crate::vfs::git::MountSpec)> = access
+            .view()
+            .mounts()
+            .iter()
+            .filter(|(point, _)| point.starts_with(access.fs().boundary()) && access.level(point).can_read())
+            .collect();
+        if !mounts.is_empty() {
+            text.push_str("Git repositories mounted here (a change below one is staged in this session's own working copy; commit, branch, merge and git_tag work where the level is commit):
+");
+            for (point, spec) in mounts {
+                let what = match access.level(point) {
+                    Level::Commit => "may commit",
+                    Level::Stage => "changes stay staged",
+                    _ => "read only",
+                };
+                text.push_str(&format!("- {point} (branch {}; {what})\n", spec.branch));
             }
         }
         if let Some(line) = self.gate.mode().instruction(!self.no_prompts) {

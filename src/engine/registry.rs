@@ -1,7 +1,7 @@
 //! The tools as the doors show them: schemas and descriptions from the tool
 //! table (`tools::spec`), and dispatch through it. Not where tools are listed.
 
-use super::ToolInfo;
+use super::{ToolHints, ToolInfo};
 use crate::access::ToolError;
 use crate::tools::spec::{self, ToolDef, TABLE};
 use crate::tools::{Ctx, ToolResult};
@@ -20,7 +20,10 @@ fn info(tool: &ToolDef) -> ToolInfo {
         .and_then(|d| d.as_str().map(str::to_string))
         .unwrap_or_default()
         .replace('\n', " ");
-    ToolInfo { name: name.to_string(), description, input_schema: schema }
+    let traits = tool.traits;
+    let read_only = traits.effect == spec::Effect::Reads;
+    let hints = ToolHints { read_only, destructive: !read_only && traits.takes_away, idempotent: traits.idempotent };
+    ToolInfo { name: name.to_string(), title: tool.title.to_string(), description, input_schema: schema, hints }
 }
 
 /// The schema as clients and models take it best: an optional argument shown as

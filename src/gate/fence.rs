@@ -14,6 +14,7 @@
 //! written files back when a later step fails) stays allowed.
 
 use crate::paths::VPath;
+use crate::vfs::git::{RepoAction, RepoAnswer, RepoError};
 use crate::vfs::{DirEntry, Expect, Fs, FsError, Meta, Readable, Resolution, Visitor, WalkOptions};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -21,10 +22,26 @@ use std::sync::{Arc, Mutex};
 /// One change a call makes, by real path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
-    Write { path: VPath, bytes: Vec<u8> },
-    CreateDir { path: VPath },
-    Rename { from: VPath, to: VPath },
-    Trash { path: VPath },
+    Write {
+        path: VPath,
+        bytes: Vec<u8>,
+    },
+    CreateDir {
+        path: VPath,
+    },
+    Rename {
+        from: VPath,
+        to: VPath,
+    },
+    Trash {
+        path: VPath,
+    },
+    /// A change of a mounted repository (a commit, a merge, a tag, a new
+    /// branch), in a few words.
+    Repo {
+        mount: VPath,
+        action: String,
+    },
 }
 
 enum Mode {
@@ -39,6 +56,7 @@ struct Allowed {
     dirs: HashSet<VPath>,
     renames: HashSet<(VPath, VPath)>,
     trash: HashSet<VPath>,
+    repo: HashSet<(VPath, String)>,
 }
 
 #[derive(Default)]
@@ -76,6 +94,9 @@ impl Fence {
                 Op::Trash { path } => {
                     allowed.trash.insert(path.clone());
                 }
+                Op::Repo { mount, action } => {
+                    allowed.repo.insert((mount.clone(), action.clone()));
+                }
             }
         }
         Fence {
@@ -110,6 +131,7 @@ impl Fence {
                             || done.renamed.contains(&(to.clone(), from.clone()))
                     }
                     Op::Trash { path } => allowed.trash.contains(path) || done.written.contains(path),
+                    Op::Repo { mount, action } => allowed.repo.contains(&(mount.clone(), action.clone())),
                 };
                 if !ok {
                     tracing::warn!(?op, "a change the approval did not cover was refused");
@@ -214,5 +236,23 @@ impl Fs for Fence {
         readable: &Readable<'_>,
     ) -> Result<(), FsError> {
         self.inner.walk_in_view(real, options, visit, readable)
+    }
+
+    fn mounts(&self) -> Vec<VPath> {
+        self.inner.mounts()
+    }
+
+    /// A change of a repository is recorded like a file's: a dry run decides
+    /// it in memory (so a conflict is refused before anyone is asked), and
+    /// the real run may make only the change that was shown.
+    fn repo(&self, mount: &VPath, action: &RepoAction, dry: bool) -> Result<RepoAnswer, RepoError> {
+        if !action.changes_repository() {
+            let in_dry_run = matches!(*self.mode.lock().unwrap_or_else(|e| e.into_inner()), Mode::DryRun);
+            return self.inner.repo(mount, action, dry || in_dry_run);
+        }
+        match self.admit(Op::Repo { mount: mount.clone(), action: action.describe() }) {
+            Ok(carry_out) => self.inner.repo(mount, action, dry || !carry_out),
+            Err(_) => Err(RepoError::Failed("the approved change is not this one".into())),
+        }
     }
 }

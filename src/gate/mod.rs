@@ -135,6 +135,10 @@ pub enum Kind {
     Move,
     /// A change to memory records (memory's add, replace, remove), by scope.
     Memory,
+    /// commit, merge, git_tag, branch create: a change of a mounted
+    /// repository, checked against the mount point. Asked about in every
+    /// mode but trust.
+    Commit,
 }
 
 impl Kind {
@@ -144,6 +148,7 @@ impl Kind {
             Kind::Remove => "remove",
             Kind::Move => "move",
             Kind::Memory => "memory",
+            Kind::Commit => "commit",
         }
     }
 }
@@ -419,7 +424,7 @@ impl Gate {
             Mode::AcceptEdits => plan
                 .subjects
                 .iter()
-                .filter(|s| matches!(s.kind, Kind::Remove | Kind::Move) && outside_start(s))
+                .filter(|s| s.kind == Kind::Commit || (matches!(s.kind, Kind::Remove | Kind::Move) && outside_start(s)))
                 .collect(),
             Mode::Ask | Mode::ReadOnly => plan.subjects.iter().collect(),
         };

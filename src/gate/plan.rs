@@ -92,6 +92,7 @@ fn subjects(ops: &[Op], boundary: &VPath) -> Vec<Subject> {
         .map(|op| match op {
             Op::Write { path, .. } | Op::CreateDir { path } | Op::Trash { path } => path,
             Op::Rename { to, .. } => to,
+            Op::Repo { mount, .. } => mount,
         })
         .collect();
     let mut out: Vec<Subject> = Vec::new();
@@ -106,6 +107,8 @@ fn subjects(ops: &[Op], boundary: &VPath) -> Vec<Subject> {
             }
             Op::Rename { from, to } => (Kind::Move, to, Some((from.clone(), rel(boundary, from)))),
             Op::Trash { path } => (Kind::Remove, path, None),
+            // A commit, merge, tag or new branch changes the mounted repository.
+            Op::Repo { mount, .. } => (Kind::Commit, mount, None),
         };
         let subject = Subject { kind, path: path.clone(), rel: rel(boundary, path), source };
         // A moved file written at its new place is one move.
@@ -219,6 +222,16 @@ fn describe(
     fs: &dyn Fs,
     boundary: &VPath,
 ) -> (String, String) {
+    if let Some((mount, action)) = ops.iter().find_map(|op| match op {
+        Op::Repo { mount, action } => Some((mount, action)),
+        _ => None,
+    }) {
+        let summary = match preview {
+            Outcome::Text { body, .. } => body.clone(),
+            _ => String::new(),
+        };
+        return (format!("{action} in the repository mounted at {}", rel(boundary, mount)), summary);
+    }
     match (tool, preview) {
         ("rm", _) => {
             let Some(subject) = subjects.iter().find(|s| s.kind == Kind::Remove) else {

@@ -247,6 +247,8 @@ enum KindKey {
     /// Changes to memory records; the patterns name scopes (`project`, `user`).
     #[serde(rename = "memory")]
     Memory,
+    #[serde(rename = "commit")]
+    Commit,
     #[serde(rename = "*")]
     Any,
 }
@@ -258,6 +260,7 @@ impl KindKey {
             KindKey::Remove => Some(Kind::Remove),
             KindKey::Move => Some(Kind::Move),
             KindKey::Memory => Some(Kind::Memory),
+            KindKey::Commit => Some(Kind::Commit),
             KindKey::Any => None,
         }
     }

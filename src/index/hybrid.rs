@@ -1421,7 +1421,7 @@ mod tests {
     fn access(fs: Arc<MemFs>, grants: &[(&str, Level)]) -> Access {
         let file = crate::access::ViewFile {
             grants: grants.iter().map(|(p, l)| (p.to_string(), *l)).collect(),
-            floors: Default::default(),
+            ..Default::default()
         };
         Access::new(fs, View::from_file(&file).unwrap(), VPath::root())
     }

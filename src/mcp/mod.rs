@@ -408,6 +408,7 @@ impl<H: Host> McpServer<H> {
 }
 
 fn to_mcp_tool(info: ToolInfo) -> Tool {
+    let annotations = annotations(&info);
     let schema = match info.input_schema {
         serde_json::Value::Object(map) => map,
         other => {
@@ -415,57 +416,19 @@ fn to_mcp_tool(info: ToolInfo) -> Tool {
             serde_json::Map::from_iter([("type".to_string(), serde_json::Value::from("object"))])
         }
     };
-    let annotations = annotations(&info.name);
-    let title = annotations.as_ref().and_then(|a| a.title.clone());
-    let mut tool = Tool::new(info.name, info.description, Arc::new(schema));
-    if let Some(annotations) = annotations {
-        tool = tool.with_annotations(annotations);
-    }
-    if let Some(title) = title {
-        tool = tool.with_title(title);
-    }
-    tool
+    Tool::new(info.name, info.description, Arc::new(schema)).with_annotations(annotations).with_title(info.title)
 }
 
 /// A tool's MCP annotations (issue 13, item 14), which clients use to let
-/// reads run unasked: a title, and hints from the tool table's effect. Every
+/// reads run unasked: its title, and hints from the tool table's traits. Every
 /// tool works on the project's files only, a closed world.
-fn annotations(name: &str) -> Option<rmcp::model::ToolAnnotations> {
-    use crate::tools::spec::{find, Effect};
-    let def = find(name)?;
-    let title = match name {
-        "read" => "Read a file",
-        "write" => "Write a file",
-        "edit" => "Edit a file",
-        "multiedit" => "Edit a file in several places",
-        "apply_patch" => "Apply a patch",
-        "list" => "List a directory",
-        "glob" => "Find files by name",
-        "grep" => "Search file contents",
-        "search" => "Search by meaning",
-        "mkdir" => "Make a directory",
-        "mv" => "Move or rename",
-        "rm" => "Remove (to the trash)",
-        "stat" => "Describe a path",
-        "recall" => "Recall an earlier result",
-        "skills_list" => "List skills",
-        "skill_view" => "Read a skill",
-        "skill_manage" => "Change a skill",
-        "tag" => "Tag files for search",
-        "memory" => "Keep facts across sessions",
-        other => other,
-    };
-    let annotations = rmcp::model::ToolAnnotations::with_title(title).open_world(false);
-    Some(match def.traits.effect {
-        Effect::Reads => annotations.read_only(true),
-        Effect::ChangesIndex => annotations.read_only(false).destructive(false).idempotent(true),
-        // remove and replace forget what a record said.
-        Effect::ChangesRecords => annotations.read_only(false).destructive(true).idempotent(false),
-        // mkdir only adds, and twice is once; write with the same text twice is once.
-        Effect::ChangesFiles => {
-            annotations.read_only(false).destructive(name != "mkdir").idempotent(matches!(name, "mkdir" | "write"))
-        }
-    })
+fn annotations(info: &ToolInfo) -> rmcp::model::ToolAnnotations {
+    let annotations = rmcp::model::ToolAnnotations::with_title(info.title.clone()).open_world(false);
+    if info.hints.read_only {
+        annotations.read_only(true)
+    } else {
+        annotations.read_only(false).destructive(info.hints.destructive).idempotent(info.hints.idempotent)
+    }
 }
 
 /// The MCP result for an engine answer: the text the model reads, `isError`,

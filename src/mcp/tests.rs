@@ -2,7 +2,7 @@
 
 use super::transport::MAX_MESSAGE;
 use super::*;
-use crate::engine::Facts;
+use crate::engine::{Facts, ToolHints};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, ReadHalf, WriteHalf};
@@ -27,8 +27,10 @@ impl Host for FakeHost {
     fn tools(&self) -> Vec<ToolInfo> {
         vec![ToolInfo {
             name: "echo".into(),
+            title: "Echo".into(),
             description: "Echo.".into(),
             input_schema: json!({"type": "object", "properties": {"n": {"type": "integer"}}}),
+            hints: ToolHints { read_only: true, destructive: false, idempotent: true },
         }]
     }
     fn open_session(&self, options: SessionOptions) -> anyhow::Result<Arc<FakeSession>> {

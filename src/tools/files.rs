@@ -522,6 +522,7 @@ pub struct Read;
 
 impl Tool for Read {
     const NAME: &'static str = "read";
+    const TITLE: &'static str = "Read a file";
     const TRAITS: Traits = Traits::GUARDED.reads().quick();
     type Params = ReadParams;
 
@@ -534,6 +535,8 @@ pub struct Write;
 
 impl Tool for Write {
     const NAME: &'static str = "write";
+    const TITLE: &'static str = "Write a file";
+    const TRAITS: Traits = Traits::GUARDED.idempotent();
     type Params = WriteParams;
 
     fn run(ctx: &mut Ctx<'_>, params: WriteParams) -> ToolResult {
@@ -545,6 +548,7 @@ pub struct Edit;
 
 impl Tool for Edit {
     const NAME: &'static str = "edit";
+    const TITLE: &'static str = "Edit a file";
     type Params = EditParams;
 
     fn run(ctx: &mut Ctx<'_>, params: EditParams) -> ToolResult {
@@ -566,6 +570,7 @@ pub struct MultiEdit;
 
 impl Tool for MultiEdit {
     const NAME: &'static str = "multiedit";
+    const TITLE: &'static str = "Edit a file in several places";
     type Params = MultiEditParams;
 
     fn run(ctx: &mut Ctx<'_>, params: MultiEditParams) -> ToolResult {
@@ -583,6 +588,7 @@ pub struct ApplyPatch;
 
 impl Tool for ApplyPatch {
     const NAME: &'static str = "apply_patch";
+    const TITLE: &'static str = "Apply a patch";
     type Params = ApplyPatchParams;
 
     fn run(ctx: &mut Ctx<'_>, params: ApplyPatchParams) -> ToolResult {

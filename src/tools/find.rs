@@ -321,6 +321,7 @@ pub struct Glob;
 
 impl Tool for Glob {
     const NAME: &'static str = "glob";
+    const TITLE: &'static str = "Find files by name";
     const TRAITS: Traits = Traits::GUARDED.reads().action(Action::Search).dedupes().progress();
     type Params = GlobParams;
 
@@ -333,6 +334,7 @@ pub struct Grep;
 
 impl Tool for Grep {
     const NAME: &'static str = "grep";
+    const TITLE: &'static str = "Search file contents";
     const TRAITS: Traits = Traits::GUARDED.reads().action(Action::Search).dedupes().progress();
     type Params = GrepParams;
 

@@ -254,6 +254,7 @@ pub struct MemoryTool;
 
 impl Tool for MemoryTool {
     const NAME: &'static str = "memory";
+    const TITLE: &'static str = "Keep facts across sessions";
     // Records, not files: a user watching sees neither an edit nor a read.
     const TRAITS: Traits = Traits::GUARDED.effect(Effect::ChangesRecords).action(Action::Other);
     type Params = MemoryParams;

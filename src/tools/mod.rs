@@ -10,6 +10,7 @@ pub mod find;
 pub mod memory;
 pub mod nodes;
 pub mod params;
+pub mod repo;
 pub mod search;
 pub mod skills;
 pub mod spec;

@@ -16,7 +16,8 @@ use std::time::UNIX_EPOCH;
 pub fn listing(access: &Access, dir: &Target) -> Result<String, ToolError> {
     let entries = access.fs().read_dir(&dir.real).map_err(|e| ToolError::from_fs(e, &dir.path))?;
     let dir_writable = dir.level.can_change();
-    let mut rows: Vec<(bool, String, bool)> = Vec::with_capacity(entries.len());
+    let mounts = access.fs().mounts();
+    let mut rows: Vec<(bool, String, bool, bool)> = Vec::with_capacity(entries.len());
     for entry in entries {
         let level = access.entry_level(dir, &entry.name);
         if !level.can_read() {
@@ -27,14 +28,18 @@ pub fn listing(access: &Access, dir: &Target) -> Result<String, ToolError> {
             Kind::Link => link_leads_to_dir(access, dir, &entry.name),
             Kind::File | Kind::Special => false,
         };
-        rows.push((is_dir, entry.name, dir_writable && !level.can_change()));
+        let mount = mounts.contains(&dir.real.join(&entry.name));
+        rows.push((is_dir, entry.name, mount, dir_writable && !level.can_change()));
     }
     rows.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     let mut out = String::new();
-    for (is_dir, name, read_only) in rows {
+    for (is_dir, name, mount, read_only) in rows {
         out.push_str(&name);
         if is_dir {
             out.push('/');
+        }
+        if mount {
+            out.push_str(" [mount]");
         }
         if read_only {
             out.push_str(" [read-only]");
@@ -140,6 +145,27 @@ fn refuse_boundary(access: &Access, target: &Target, what: &str) -> Result<(), T
     Ok(())
 }
 
+/// Refuses to remove or move a mounted repository, or a directory holding
+/// one: a mount is removed by whoever mounted it, not by a session.
+fn refuse_mount(access: &Access, target: &Target, what: &str) -> Result<(), ToolError> {
+    let mounts = access.fs().mounts();
+    if let Some(mount) = mounts.iter().find(|m| m.starts_with(&target.real) || m.starts_with(&target.path)) {
+        let text = if *mount == target.real || *mount == target.path {
+            format!(
+                "Cannot {what} {}: it is a mounted repository, which only whoever mounted it can {what}.",
+                target.path
+            )
+        } else {
+            format!(
+                "Cannot {what} {}: it holds the mounted repository {mount}, which only whoever mounted it can {what}.",
+                target.path
+            )
+        };
+        return Err(ToolError::Message(text));
+    }
+    Ok(())
+}
+
 /// Refuses a directory that holds entries the session sees at another level
 /// (a hidden or read-only corner), so a move or removal never carries them off.
 fn refuse_mixed_levels(access: &Access, target: &Target, what: &str) -> Result<(), ToolError> {
@@ -158,8 +184,21 @@ pub fn mv(ctx: &mut Ctx<'_>, params: MvParams) -> ToolResult {
         return Err(ToolError::NotFound(source.path));
     }
     refuse_boundary(ctx.access, &source, "move")?;
+    refuse_mount(ctx.access, &source, "move")?;
     refuse_mixed_levels(ctx.access, &source, "move")?;
     let dest = ctx.access.target(&params.destination, Need::Create)?;
+    let (from_mount, to_mount) = (ctx.access.mount_of(&source.real), ctx.access.mount_of(&dest.real));
+    if from_mount != to_mount {
+        let edge = match (from_mount, to_mount) {
+            (Some(a), Some(b)) => format!("between two mounted repositories ({a}, {b})"),
+            (Some(m), None) | (None, Some(m)) => format!("across the edge of the mounted repository {m}"),
+            (None, None) => String::new(),
+        };
+        return Err(ToolError::Message(format!(
+            "Cannot move {} to {}: a move may not go {edge}. Copy it with read and write instead.",
+            source.path, dest.path
+        )));
+    }
     if dest.meta.is_some() {
         return Err(ToolError::Exists(dest.path));
     }
@@ -185,6 +224,7 @@ pub fn rm(ctx: &mut Ctx<'_>, params: RmParams) -> ToolResult {
         return Err(ToolError::NotFound(target.path));
     }
     refuse_boundary(ctx.access, &target, "remove")?;
+    refuse_mount(ctx.access, &target, "remove")?;
     refuse_mixed_levels(ctx.access, &target, "remove")?;
     // The removed file's text, for editors' diff views: a regular text file only.
     let before = match target.kind() {
@@ -233,6 +273,7 @@ pub struct List;
 
 impl Tool for List {
     const NAME: &'static str = "list";
+    const TITLE: &'static str = "List a directory";
     const TRAITS: Traits = Traits::GUARDED.reads().quick().dedupes();
     type Params = ListParams;
 
@@ -245,6 +286,7 @@ pub struct Stat;
 
 impl Tool for Stat {
     const NAME: &'static str = "stat";
+    const TITLE: &'static str = "Describe a path";
     const TRAITS: Traits = Traits::GUARDED.reads().quick();
     type Params = StatParams;
 
@@ -257,6 +299,8 @@ pub struct Mkdir;
 
 impl Tool for Mkdir {
     const NAME: &'static str = "mkdir";
+    const TITLE: &'static str = "Make a directory";
+    const TRAITS: Traits = Traits::GUARDED.adds_only().idempotent();
     type Params = MkdirParams;
 
     fn run(ctx: &mut Ctx<'_>, params: MkdirParams) -> ToolResult {
@@ -268,6 +312,7 @@ pub struct Mv;
 
 impl Tool for Mv {
     const NAME: &'static str = "mv";
+    const TITLE: &'static str = "Move or rename";
     const TRAITS: Traits = Traits::GUARDED.action(Action::Move);
     type Params = MvParams;
 
@@ -280,6 +325,7 @@ pub struct Rm;
 
 impl Tool for Rm {
     const NAME: &'static str = "rm";
+    const TITLE: &'static str = "Remove (to the trash)";
     const TRAITS: Traits = Traits::GUARDED.action(Action::Delete);
     type Params = RmParams;
 

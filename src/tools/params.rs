@@ -252,3 +252,102 @@ pub struct TagParams {
     /// What it relates to, such as `login, session store`.
     pub related: Option<String>,
 }
+
+/// Commit what this session staged in a mounted git repository: every change made with the
+/// file tools below the mount point (writes, edits, moves, removals) becomes one commit on the
+/// branch the session's working copy follows. Needs the `commit` level there. If the branch moved
+/// since the working copy was taken, the change is merged onto its new head; when it does not
+/// apply cleanly nothing is committed and the change stays staged.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CommitParams {
+    /// Any path inside the mounted repository, such as its mount point.
+    pub path: String,
+    /// The commit message: a short first line saying what the change does, then more lines if needed.
+    pub message: String,
+}
+
+/// What branch does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum BranchAction {
+    /// The branches, and which one the working copy follows.
+    List,
+    /// A new branch at the head of `from` (default: the working copy's branch).
+    Create,
+    /// Moves this session's working copy to the branch `name`, carrying what is staged.
+    Switch,
+}
+
+/// The branches of a mounted git repository: list them, create one, or switch this session's
+/// working copy to another (what is staged comes along when it applies cleanly there; other
+/// sessions are not affected). Needs the `commit` level inside the mount.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BranchParams {
+    /// Any path inside the mounted repository, such as its mount point.
+    pub path: String,
+    /// `list` (the default), `create` or `switch`.
+    pub action: Option<BranchAction>,
+    /// The branch to create or switch to.
+    pub name: Option<String>,
+    /// For `create`: the branch whose head the new one starts at. Default: the working copy's branch.
+    pub from: Option<String>,
+}
+
+/// Merge a branch of a mounted git repository into the branch this session's working copy
+/// follows (the mount's branch unless switched). A fast-forward when possible, else a merge
+/// commit. When files conflict, each is named with how it conflicts and nothing is merged.
+/// Needs the `commit` level inside the mount.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MergeParams {
+    /// Any path inside the mounted repository, such as its mount point.
+    pub path: String,
+    /// The branch to merge in.
+    pub branch: String,
+    /// The merge commit's message. Default: `Merge branch '<branch>' into <current>`.
+    pub message: Option<String>,
+}
+
+/// Tag the head of the branch this session's working copy follows in a mounted git repository
+/// (a git tag; `tag` labels files for search). With a message the tag is annotated. An existing
+/// tag is never moved. Needs the `commit` level inside the mount.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GitTagParams {
+    /// Any path inside the mounted repository, such as its mount point.
+    pub path: String,
+    /// The tag's name, such as `v1.2.0`.
+    pub name: String,
+    /// A message for an annotated tag.
+    pub message: Option<String>,
+}
+
+/// Open a pull request on the forge a mounted repository comes from. Needs a forge, and none is
+/// configured for ctxfs: the answer says so. Use branch, commit and merge instead.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PrParams {
+    /// Any path inside the mounted repository.
+    pub path: String,
+    /// The pull request's title.
+    pub title: String,
+    /// What it changes and why.
+    pub body: Option<String>,
+    /// The branch to ask to merge. Default: the working copy's branch.
+    pub branch: Option<String>,
+}
+
+/// Publish a release on the forge a mounted repository comes from. Needs a forge, and none is
+/// configured for ctxfs: the answer says so. Use git_tag to mark a version.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseParams {
+    /// Any path inside the mounted repository.
+    pub path: String,
+    /// The tag the release is made from.
+    pub tag: String,
+    /// The release's notes.
+    pub notes: Option<String>,
+}

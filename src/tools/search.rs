@@ -218,6 +218,7 @@ pub struct Search;
 
 impl Tool for Search {
     const NAME: &'static str = "search";
+    const TITLE: &'static str = "Search by meaning";
     const TRAITS: Traits = Traits::GUARDED.reads().action(Action::Search).dedupes().progress().needs_index();
     type Params = SearchParams;
 
@@ -230,7 +231,9 @@ pub struct Tag;
 
 impl Tool for Tag {
     const NAME: &'static str = "tag";
-    const TRAITS: Traits = Traits::GUARDED.effect(Effect::ChangesIndex).action(Action::Other).needs_index();
+    const TITLE: &'static str = "Tag files for search";
+    const TRAITS: Traits =
+        Traits::GUARDED.effect(Effect::ChangesIndex).action(Action::Other).needs_index().adds_only().idempotent();
     type Params = super::params::TagParams;
 
     fn run(ctx: &mut Ctx<'_>, params: super::params::TagParams) -> ToolResult {

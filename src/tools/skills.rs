@@ -302,6 +302,7 @@ pub struct SkillsList;
 
 impl Tool for SkillsList {
     const NAME: &'static str = "skills_list";
+    const TITLE: &'static str = "List skills";
     const TRAITS: Traits = Traits::GUARDED.reads().quick();
     type Params = SkillsListParams;
 
@@ -314,6 +315,7 @@ pub struct SkillView;
 
 impl Tool for SkillView {
     const NAME: &'static str = "skill_view";
+    const TITLE: &'static str = "Read a skill";
     const TRAITS: Traits = Traits::GUARDED.reads().quick();
     type Params = SkillViewParams;
 
@@ -326,6 +328,7 @@ pub struct SkillManage;
 
 impl Tool for SkillManage {
     const NAME: &'static str = "skill_manage";
+    const TITLE: &'static str = "Change a skill";
     type Params = SkillManageParams;
 
     fn run(ctx: &mut Ctx<'_>, params: SkillManageParams) -> ToolResult {

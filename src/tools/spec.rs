@@ -12,7 +12,7 @@
 //! This module runs no tool itself.
 
 use super::params::*;
-use super::{files, find, memory, nodes, search, skills, Change, Ctx, RecordChange, ToolResult};
+use super::{files, find, memory, nodes, repo, search, skills, Change, Ctx, RecordChange, ToolResult};
 use crate::access::ToolError;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -76,6 +76,11 @@ pub struct Traits {
     pub from_history: bool,
     /// How a user watching the call sees it.
     pub action: Action,
+    /// A change may take something away (overwrite, delete, forget); false for a tool that
+    /// only ever adds (mkdir, a commit, a tag).
+    pub takes_away: bool,
+    /// The same call twice does what it does once.
+    pub idempotent: bool,
 }
 
 impl Traits {
@@ -88,11 +93,23 @@ impl Traits {
         progress: false,
         needs_index: false,
         from_history: false,
+        takes_away: true,
+        idempotent: false,
     };
 
     /// Reads only (seen as a read); may still block.
     pub const fn reads(self) -> Traits {
-        Traits { effect: Effect::Reads, action: Action::Read, ..self }
+        Traits { effect: Effect::Reads, action: Action::Read, takes_away: false, idempotent: true, ..self }
+    }
+
+    /// Only ever adds to the world (never overwrites, deletes or forgets).
+    pub const fn adds_only(self) -> Traits {
+        Traits { takes_away: false, ..self }
+    }
+
+    /// Twice is the same as once.
+    pub const fn idempotent(self) -> Traits {
+        Traits { idempotent: true, ..self }
     }
 
     /// Seen by a user as `action` (a search, a deletion, a move…).
@@ -135,6 +152,8 @@ pub struct ChangeContext<'a> {
 pub trait Tool {
     /// Its name, as the model calls it.
     const NAME: &'static str;
+    /// A short title for people (a client's tool list, an approval).
+    const TITLE: &'static str;
     /// What calling it does; `Traits::GUARDED` unless said otherwise.
     const TRAITS: Traits = Traits::GUARDED;
     /// Its arguments; the type's doc comment is the tool's description.
@@ -160,6 +179,7 @@ pub trait Tool {
 /// A tool in the table: its definition, with its parameter type erased.
 pub struct ToolDef {
     pub name: &'static str,
+    pub title: &'static str,
     pub traits: Traits,
     schema: fn() -> schemars::Schema,
     parse_and_run: fn(&mut Ctx<'_>, serde_json::Value) -> ToolResult,
@@ -313,6 +333,7 @@ impl ToolDef {
     pub const fn of<T: Tool>() -> ToolDef {
         ToolDef {
             name: T::NAME,
+            title: T::TITLE,
             traits: T::TRAITS,
             schema: schema_of::<T>,
             parse_and_run: parse_and_run::<T>,
@@ -380,6 +401,7 @@ pub struct Recall;
 
 impl Tool for Recall {
     const NAME: &'static str = "recall";
+    const TITLE: &'static str = "Recall an earlier result";
     const TRAITS: Traits = Traits { from_history: true, ..Traits::GUARDED.reads() };
     type Params = RecallParams;
 
@@ -409,6 +431,12 @@ pub static TABLE: &[ToolDef] = &[
     ToolDef::of::<skills::SkillManage>(),
     ToolDef::of::<search::Tag>(),
     ToolDef::of::<memory::MemoryTool>(),
+    ToolDef::of::<repo::Commit>(),
+    ToolDef::of::<repo::Branch>(),
+    ToolDef::of::<repo::Merge>(),
+    ToolDef::of::<repo::GitTag>(),
+    ToolDef::of::<repo::Pr>(),
+    ToolDef::of::<repo::Release>(),
 ];
 
 /// The tool of this name.
@@ -442,11 +470,37 @@ mod tests {
             }
         }
         let gated: Vec<&str> = TABLE.iter().filter(|t| t.gated()).map(|t| t.name).collect();
-        assert_eq!(gated, ["write", "edit", "multiedit", "apply_patch", "mkdir", "mv", "rm", "skill_manage", "memory"]);
+        assert_eq!(
+            gated,
+            [
+                "write",
+                "edit",
+                "multiedit",
+                "apply_patch",
+                "mkdir",
+                "mv",
+                "rm",
+                "skill_manage",
+                "memory",
+                "commit",
+                "branch",
+                "merge",
+                "git_tag"
+            ]
+        );
         let quick: Vec<&str> = TABLE.iter().filter(|t| !t.traits.may_block).map(|t| t.name).collect();
-        assert_eq!(quick, ["read", "list", "stat", "skills_list", "skill_view"]);
+        assert_eq!(quick, ["read", "list", "stat", "skills_list", "skill_view", "pr", "release"]);
         let dedupes: Vec<&str> = TABLE.iter().filter(|t| t.traits.dedupes).map(|t| t.name).collect();
         assert_eq!(dedupes, ["list", "glob", "grep", "search"]);
+        // What clients are told a change does (MCP's hints, the editors' tags) comes from here.
+        let adds_only: Vec<&str> =
+            TABLE.iter().filter(|t| t.traits.effect != Effect::Reads && !t.traits.takes_away).map(|t| t.name).collect();
+        assert_eq!(adds_only, ["mkdir", "tag", "commit", "branch", "merge", "git_tag"]);
+        let mut titles: Vec<&str> = TABLE.iter().map(|t| t.title).collect();
+        assert!(titles.iter().all(|t| !t.is_empty() && t.chars().next().is_some_and(char::is_uppercase)));
+        titles.sort();
+        titles.dedup();
+        assert_eq!(titles.len(), TABLE.len(), "every tool has its own title");
     }
 
     /// A tool not in the table is treated as the most guarded.

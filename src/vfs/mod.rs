@@ -12,9 +12,11 @@
 //! (`FsError::Raced`): a link appearing between the check and the use is a
 //! race, and a race fails closed.
 
+pub mod git;
 mod ignore;
 pub mod journal;
 pub mod mem;
+pub mod mount;
 pub mod os;
 pub mod overlay;
 mod resolve;
@@ -116,6 +118,10 @@ pub enum FsError {
     /// platform's limit.
     #[error("name too long")]
     NameTooLong,
+    /// A mounted repository that cannot be used (missing, damaged, or
+    /// without its branch); what the session staged there is kept.
+    #[error("the mounted repository cannot be used")]
+    Mount(git::MountProblem),
     /// A file open in the editor that the editor did not change.
     #[error("{0:?}")]
     Editor(overlay::EditorFailure),
@@ -298,5 +304,17 @@ pub trait Fs: Send + Sync {
     /// while it stays the same.
     fn changes(&self, _under: &VPath) -> Option<u64> {
         None
+    }
+
+    /// The mount points of mounted repositories (`mount::Mounted`); none
+    /// elsewhere.
+    fn mounts(&self) -> Vec<VPath> {
+        Vec::new()
+    }
+
+    /// Runs a repository action on the mount at `mount`. A `dry` run decides
+    /// everything, conflicts included, and changes nothing.
+    fn repo(&self, _mount: &VPath, _action: &git::RepoAction, _dry: bool) -> Result<git::RepoAnswer, git::RepoError> {
+        Err(git::RepoError::NotMounted)
     }
 }

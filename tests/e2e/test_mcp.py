@@ -98,12 +98,15 @@ def test_initialize_lists_the_tools(workspace, tmp_path):
                 # Titles and hints, which clients use to let reads run unasked (issue 13, item 14).
                 assert tool.title and tool.annotations and tool.annotations.title == tool.title, (name, tool)
                 assert tool.annotations.open_world_hint is False, (name, tool.annotations)
-            reads = {"read", "list", "glob", "grep", "search", "stat", "recall", "skills_list", "skill_view"}
+            # pr and release change nothing: without a forge they only say so.
+            reads = {"read", "list", "glob", "grep", "search", "stat", "recall", "skills_list", "skill_view", "pr", "release"}
             for name in TOOLS:
                 assert by_name[name].annotations.read_only_hint is (name in reads), (name, by_name[name].annotations)
             assert by_name["rm"].annotations.destructive_hint is True
             assert by_name["mkdir"].annotations.destructive_hint is False
             assert by_name["mkdir"].annotations.idempotent_hint is True
+            # A repository's tools add commits, branches and tags and take none away.
+            assert by_name["commit"].annotations.destructive_hint is False
 
     run(main)
 

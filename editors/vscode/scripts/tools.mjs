@@ -4,14 +4,15 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 
-/** The tools that change files: their VS Code invocation message says so. */
-export const CHANGING = new Set(['write', 'edit', 'multiedit', 'apply_patch', 'mkdir', 'mv', 'rm', 'skill_manage', 'tag', 'memory']);
-
+/** Each tool's icon in the chat UI (an editor's choice; an unknown tool gets the generic one). Whether a
+ * tool changes anything comes from its schema file's `hints`. */
 const ICONS = {
   read: '$(file)', list: '$(list-tree)', stat: '$(info)', glob: '$(file-submodule)', grep: '$(search)',
   search: '$(sparkle)', recall: '$(history)', write: '$(new-file)', edit: '$(edit)', multiedit: '$(edit)',
   apply_patch: '$(diff)', mkdir: '$(new-folder)', mv: '$(arrow-right)', rm: '$(trash)', tag: '$(tag)',
-  skills_list: '$(book)', skill_view: '$(book)', skill_manage: '$(book)', memory: '$(bookmark)',
+  skills_list: '$(book)', skill_view: '$(book)', skill_manage: '$(book)',
+  commit: '$(git-commit)', branch: '$(git-branch)', merge: '$(git-merge)', git_tag: '$(tag)', memory: '$(bookmark)',
+  pr: '$(git-pull-request)', release: '$(package)',
 };
 
 /** The first sentence of a description, for the UI. */
@@ -28,7 +29,7 @@ export function contribution(schema) {
     toolReferenceName: `ctxfs_${schema.name}`,
     canBeReferencedInPrompt: true,
     icon: ICONS[schema.name] ?? '$(tools)',
-    tags: ['ctxfs', CHANGING.has(schema.name) ? 'ctxfs-changes' : 'ctxfs-reads'],
+    tags: ['ctxfs', schema.hints.read_only ? 'ctxfs-reads' : 'ctxfs-changes'],
     userDescription: firstSentence(schema.description),
     modelDescription: schema.description,
     inputSchema: schema.input_schema,
