@@ -17,6 +17,7 @@ pub mod lsp;
 pub mod mcp;
 pub mod memory;
 pub mod paths;
+pub mod sqlite;
 pub mod text;
 pub mod tools;
 pub mod vfs;

@@ -9,6 +9,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("paths", 0),
     ("text", 0),
     ("hash", 0),
+    ("sqlite", 0),
     ("vfs", 1),
     ("access", 2),
     ("tools", 3),

@@ -163,6 +163,32 @@ fn change() -> impl Strategy<Value = Change> {
     ]
 }
 
+/// A search by another session finds neither the words one session staged nor loses the
+/// branch's own words, whichever session searched first; the index is shared by both.
+#[test]
+fn one_sessions_staged_words_are_never_found_by_another() {
+    let w = world(FILES);
+    let (a, b) = (session(&w), session(&w));
+    let search = |s: &Session, query: &str| ok(s, "search", json!({"query": query, "path": "/Repos/app"}));
+    // B searches first, so the index and its walk of the mount exist before A stages anything.
+    assert!(search(&b, "line two").contains("README.md"));
+    ok(&a, "read", json!({"file_path": "/Repos/app/README.md"}));
+    ok(&a, "write", json!({"file_path": "/Repos/app/README.md", "content": "zebrafish quagga okapi\n"}));
+    ok(&a, "write", json!({"file_path": "/Repos/app/src/new.rs", "content": "fn zebrafish_okapi() {}\n"}));
+    assert!(search(&a, "zebrafish quagga okapi").contains("README.md"), "A finds what it staged");
+    // B, then A, then B again (so each search follows the other session's indexing); a repeated
+    // identical search would be a same-result stub, so each asks in other words.
+    let found = search(&b, "zebrafish quagga okapi");
+    assert!(!found.contains("zebrafish") && !found.contains("new.rs"), "B sees A's staged words: {found}");
+    assert!(search(&b, "line two App").contains("line two"), "B lost the branch's words");
+    // (What A then finds of its own staged words depends on which session indexed the path
+    // last: the index keeps one entry per path, docs/mounts.md "Limits".)
+    let _ = search(&a, "okapi zebrafish");
+    let found = search(&b, "quagga okapi zebrafish");
+    assert!(!found.contains("zebrafish") && !found.contains("new.rs"), "B sees A's staged words: {found}");
+    assert!(search(&b, "App line two").contains("line two"), "B lost the branch's words");
+}
+
 /// What another session asks, in the same order each time.
 fn observe(b: &Session) -> Vec<(String, bool)> {
     let mut out = vec![

@@ -704,19 +704,24 @@ fn unaskable(request: &ApprovalRequest, plan: &Plan, policy: &Policy, project: &
         let target = pattern::directory_of(&s.rel).unwrap_or_else(|| pattern::escape(&s.rel));
         format!(" such as {{\"allow\": {{\"{}\": [\"{}\"]}}}}", s.kind.as_str(), target.replace('\\', "\\\\"))
     });
-    let files = match project.user_rules_path() {
+    let files = rules_files(project);
+    text.push_str(&format!(
+        " To allow it, the user can start ctxfs with --mode accept-edits or --mode trust, or add an allow rule{} to {files}.",
+        example.unwrap_or_default()
+    ));
+    text
+}
+
+/// Where the user's allow rules live, for a refusal that says how to allow a change.
+fn rules_files(project: &Project) -> String {
+    match project.user_rules_path() {
         Some(user) => format!(
             "{} (every project) or {} (this project only)",
             user.display(),
             project.project_rules_path().display()
         ),
         None => format!("{} (this project)", project.project_rules_path().display()),
-    };
-    text.push_str(&format!(
-        " To allow it, the user can start ctxfs with --mode accept-edits or --mode trust, or add an allow rule{} to {files}.",
-        example.unwrap_or_default()
-    ));
-    text
+    }
 }
 
 /// The refusal when a change to records needs asking and no one can be asked: how the user can
@@ -726,14 +731,7 @@ fn unaskable_records(request: &ApprovalRequest, change: &RecordChange, project: 
         Mode::AcceptEdits => "in mode accept-edits, a change to the user's memory asks the user first",
         _ => "this session asks the user before each change (mode ask)",
     };
-    let files = match project.user_rules_path() {
-        Some(user) => format!(
-            "{} (every project) or {} (this project only)",
-            user.display(),
-            project.project_rules_path().display()
-        ),
-        None => format!("{} (this project)", project.project_rules_path().display()),
-    };
+    let files = rules_files(project);
     format!(
         "Not changed: {why}, and this client cannot ask (it shows no approval prompts), so this session may not {}. To allow it, the user can start ctxfs with --mode trust, or add an allow rule such as {{\"allow\": {{\"memory\": [\"{}\"]}}}} to {files}.",
         change.description, change.scope

@@ -213,28 +213,6 @@ pub struct SqliteStore {
 /// Ids a session takes from the counter at a time.
 const ID_BLOCK: u64 = 64;
 
-fn connect(path: &std::path::Path) -> anyhow::Result<rusqlite::Connection> {
-    use anyhow::Context;
-    let db = rusqlite::Connection::open(path)?;
-    db.busy_timeout(std::time::Duration::from_secs(10))?;
-    // Turning a new database to WAL needs it alone, and SQLite answers "busy" at once
-    // (without its busy wait) while another connection is doing the same: try again a while.
-    let mut tries = 0;
-    loop {
-        match db.pragma_update(None, "journal_mode", "WAL") {
-            Err(rusqlite::Error::SqliteFailure(e, _))
-                if e.code == rusqlite::ErrorCode::DatabaseBusy && tries < 1000 =>
-            {
-                tries += 1;
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            other => break other.context("setting the journal mode")?,
-        }
-    }
-    db.pragma_update(None, "synchronous", "NORMAL")?;
-    Ok(db)
-}
-
 fn optional<T>(result: rusqlite::Result<T>) -> rusqlite::Result<Option<T>> {
     match result {
         Ok(value) => Ok(Some(value)),
@@ -368,7 +346,7 @@ fn text_sha(text: &str) -> String {
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path` for `session`.
     pub fn open(path: &std::path::Path, session: &str) -> anyhow::Result<SqliteStore> {
-        let db = connect(path)?;
+        let db = crate::sqlite::open_shared(path)?;
         prepare(&db)?;
         let now = now_secs();
         db.execute("INSERT OR IGNORE INTO sessions (id, created) VALUES (?1, ?2)", rusqlite::params![session, now])?;
@@ -382,7 +360,7 @@ impl SqliteStore {
     /// Opens the database at `path` to list and read `session`'s results
     /// beside the session's own store (a reader takes no ids).
     pub fn reader(path: &std::path::Path, session: &str) -> anyhow::Result<SqliteStore> {
-        let db = connect(path)?;
+        let db = crate::sqlite::open_shared(path)?;
         Ok(SqliteStore { db, session: session.to_string(), next: 1, block_last: 0, touched: i64::MAX })
     }
 
@@ -642,7 +620,7 @@ pub fn sessions(path: &std::path::Path) -> anyhow::Result<Vec<SessionInfo>> {
     if !path.exists() {
         return Ok(Vec::new());
     }
-    let db = connect(path)?;
+    let db = crate::sqlite::open_shared(path)?;
     prepare(&db)?;
     let mut stmt = db.prepare(
         "SELECT s.id, s.created, COALESCE(s.used, s.created), COUNT(r.id),
@@ -671,7 +649,7 @@ pub fn prune(path: &std::path::Path, retention: Retention, dry_run: bool) -> any
     if listed.is_empty() {
         return Ok(Pruned::default());
     }
-    let db = connect(path)?;
+    let db = crate::sqlite::open_shared(path)?;
     let now = now_secs();
     let blob_bytes: i64 =
         db.query_row("SELECT COALESCE(SUM(length(text) + COALESCE(length(packed), 0)), 0) FROM blobs", [], |row| {
@@ -729,7 +707,7 @@ pub fn prune_daily(path: &std::path::Path, retention: Retention) -> anyhow::Resu
     if !path.exists() {
         return Ok(None);
     }
-    let db = connect(path)?;
+    let db = crate::sqlite::open_shared(path)?;
     prepare(&db)?;
     let last: Option<String> =
         optional(db.query_row("SELECT value FROM settings WHERE key = 'pruned_at'", [], |row| row.get(0)))?;
@@ -932,7 +910,7 @@ mod tests {
         let done = prune(&path, Retention { days: 30, megabytes: 0 }, false).unwrap();
         assert_eq!(done.sessions, vec!["old".to_string(), "mid".to_string(), "new".to_string()]);
         assert!(sessions(&path).unwrap().is_empty());
-        let db = connect(&path).unwrap();
+        let db = crate::sqlite::open_shared(&path).unwrap();
         let blobs: i64 = db.query_row("SELECT COUNT(*) FROM blobs", [], |r| r.get(0)).unwrap();
         assert_eq!(blobs, 0, "texts no change refers to are gone too");
     }

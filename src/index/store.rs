@@ -218,13 +218,7 @@ fn refresh_meta(db: &Connection, path: &str) -> anyhow::Result<i64> {
 impl IndexStore {
     /// Opens (creating it and its directory if needed) the database at `path`.
     pub fn open(path: &Path) -> anyhow::Result<IndexStore> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let db = Connection::open(path)?;
-        db.busy_timeout(std::time::Duration::from_secs(10))?;
-        db.pragma_update(None, "journal_mode", "WAL")?;
-        db.pragma_update(None, "synchronous", "NORMAL")?;
+        let db = crate::sqlite::open_shared(path)?;
         // 16 MB of page cache (the default is 2 MB); memory stays bounded.
         db.pragma_update(None, "cache_size", -16_384)?;
         db.set_prepared_statement_cache_capacity(64);

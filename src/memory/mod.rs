@@ -395,26 +395,7 @@ fn read_scope(db: &rusqlite::Connection, key: &str, scope: Scope) -> anyhow::Res
 /// Opens (and on first use makes) the memory database: WAL, so sessions of several processes
 /// read while one writes; a busy wait, so they take turns writing.
 fn open(path: &Path) -> anyhow::Result<rusqlite::Connection> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
-    }
-    let db = rusqlite::Connection::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    db.busy_timeout(std::time::Duration::from_secs(10))?;
-    // Turning a new database to WAL needs it alone; another process doing the same answers "busy"
-    // at once, without the busy wait: try again a while.
-    let mut tries = 0;
-    loop {
-        match db.pragma_update(None, "journal_mode", "WAL") {
-            Err(rusqlite::Error::SqliteFailure(e, _))
-                if e.code == rusqlite::ErrorCode::DatabaseBusy && tries < 1000 =>
-            {
-                tries += 1;
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            other => break other.context("setting the journal mode")?,
-        }
-    }
-    db.pragma_update(None, "synchronous", "NORMAL")?;
+    let db = crate::sqlite::open_shared(path)?;
     // AUTOINCREMENT: an id is never given again, even after the newest record is removed.
     db.execute_batch(
         "CREATE TABLE IF NOT EXISTS records (
