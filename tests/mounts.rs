@@ -189,6 +189,24 @@ fn one_sessions_staged_words_are_never_found_by_another() {
     assert!(search(&b, "App line two").contains("line two"), "B lost the branch's words");
 }
 
+/// The same from above the mount: a search of the whole tree walks into every session's own
+/// working copy, and one session's walk is never another's.
+#[test]
+fn a_search_from_above_a_mount_never_shows_another_sessions_staged_words() {
+    let w = world(FILES);
+    let (a, b) = (session(&w), session(&w));
+    ok(&b, "read", json!({"file_path": "/Repos/app/README.md"}));
+    ok(&b, "write", json!({"file_path": "/Repos/app/README.md", "content": "platypus wombat numbat\n"}));
+    assert!(ok(&b, "search", json!({"query": "platypus wombat", "path": "/"})).contains("platypus"));
+    let found = ok(&a, "search", json!({"query": "platypus wombat", "path": "/"}));
+    assert!(!found.contains("platypus"), "A sees B's staged words: {found}");
+    assert!(ok(&a, "search", json!({"query": "line two App", "path": "/"})).contains("line two"));
+    // And from the mount point itself.
+    assert!(ok(&b, "search", json!({"query": "numbat platypus", "path": "/Repos/app"})).contains("platypus"));
+    let found = ok(&a, "search", json!({"query": "numbat platypus", "path": "/Repos/app"}));
+    assert!(!found.contains("platypus"), "A sees B's staged words from the mount point: {found}");
+}
+
 /// What another session asks, in the same order each time.
 fn observe(b: &Session) -> Vec<(String, bool)> {
     let mut out = vec![
