@@ -207,6 +207,20 @@ fn a_search_from_above_a_mount_never_shows_another_sessions_staged_words() {
     assert!(!found.contains("platypus"), "A sees B's staged words from the mount point: {found}");
 }
 
+/// Two sessions that each staged as many changes: a walk one of them made is still never the
+/// other's (their working copies' change counts may be equal).
+#[test]
+fn sessions_with_as_many_staged_changes_never_share_a_walk() {
+    let w = world(FILES);
+    let (a, b) = (session(&w), session(&w));
+    ok(&a, "write", json!({"file_path": "/Repos/app/a.md", "content": "aardvark\n"}));
+    ok(&b, "write", json!({"file_path": "/Repos/app/b.md", "content": "platypus wombat\n"}));
+    assert!(ok(&b, "search", json!({"query": "platypus wombat", "path": "/Repos/app"})).contains("platypus"));
+    let found = ok(&a, "search", json!({"query": "platypus wombat", "path": "/Repos/app"}));
+    assert!(!found.contains("platypus"), "A sees B's staged words: {found}");
+    assert!(ok(&a, "search", json!({"query": "aardvark", "path": "/Repos/app"})).contains("aardvark"));
+}
+
 /// What another session asks, in the same order each time.
 fn observe(b: &Session) -> Vec<(String, bool)> {
     let mut out = vec![
