@@ -95,8 +95,7 @@ where
     R: AsyncRead + Send + Unpin + 'static,
     W: AsyncWrite + Send + Unpin + 'static,
 {
-    let transport = transport::LineTransport::new(read, write, Sequencer::new());
-    serve_transport_with(host, None, transport, resume).await
+    serve_with(host, None, read, write, resume).await
 }
 
 /// Serves one MCP connection, with a companion watching its calls (the ACP
