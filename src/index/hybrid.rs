@@ -22,8 +22,12 @@
 //! not change. A query then reads from SQLite only the `i8` vectors of the
 //! passages the meaning ranking scores exactly and the texts it answers.
 //! The mirror is dropped and read again when another connection (another
-//! process) committed to the store. A refresh walks the visible tree when
-//! something may have changed; it only stats unchanged files; new or
+//! process) committed to the store. When the file system can say which
+//! paths changed since a kept walk (`Fs::changed_since`: files only, no
+//! ignore file, link or directory among them), only those are looked at,
+//! by the same walk narrowed to them (`Only`), so each is decided exactly as
+//! a whole walk would decide it; the list keeps its walk's age. Otherwise a
+//! refresh walks the visible tree when something may have changed; it only stats unchanged files; new or
 //! changed files are read, chunked and embedded on the walk's threads, and
 //! the store is written from one, committed at least every second, so an
 //! interrupted build resumes where it stopped. A search indexes for at most

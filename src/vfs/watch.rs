@@ -2,8 +2,9 @@
 //!
 //! `Changes::get` answers a number that moves whenever anything below the
 //! watched directory may have changed: the watcher's thread adds one when
-//! it has read inotify's events (`get` answers `None` while events wait
-//! unread or are being read), and `OsFs` adds one at the end of each of its
+//! it has read inotify's events (while events wait unread or are being
+//! read, `get` waits up to `SETTLE_WAIT` for them to be counted, then
+//! answers `None`), and `OsFs` adds one at the end of each of its
 //! own changes (so a change made through ctxfs is counted before its call
 //! returns). The search index keeps the visible files of a walk and walks
 //! again only when the number moved.
@@ -126,6 +127,9 @@ impl Watchers {
     }
 }
 
+/// The longest a query waits for events being counted before it walks.
+const SETTLE_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// The most paths the feed keeps; past it the next query walks.
 pub const MAX_DIRTY: usize = 4096;
 
@@ -188,17 +192,37 @@ impl Changes {
         }
     }
 
-    /// Whether the count can be trusted now: no event waits unread or
-    /// uncounted, and the watches cover the tree.
-    fn settled(&self) -> bool {
+    /// Whether the count can be trusted now: `None` while events wait
+    /// unread or uncounted (the thread is about to count them), else whether
+    /// the watches cover the tree.
+    fn quiet(&self) -> Option<bool> {
         // Events the thread has not read yet are changes it has not counted.
-        let Some(queue) = self.queue.get() else { return false };
+        let Some(queue) = self.queue.get() else { return Some(false) };
         if rustix::io::ioctl_fionread(&**queue).map_or(true, |waiting| waiting > 0) {
-            return false;
+            return None;
         }
         // Read after the queue: an event read from it since is being counted
         // (`reading`) or is counted already.
-        !self.reading.load(Ordering::SeqCst) && self.ready.load(Ordering::SeqCst)
+        if self.reading.load(Ordering::SeqCst) {
+            return None;
+        }
+        Some(self.ready.load(Ordering::SeqCst))
+    }
+
+    /// Whether the count can be trusted, waiting up to `SETTLE_WAIT` for
+    /// events the thread is about to count (a query right after an outside
+    /// change would otherwise walk).
+    fn settled(&self) -> bool {
+        let until = std::time::Instant::now() + SETTLE_WAIT;
+        loop {
+            if let Some(ready) = self.quiet() {
+                return ready;
+            }
+            if std::time::Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
     }
 
     /// The count now and every path that changed since the count was
@@ -214,8 +238,9 @@ impl Changes {
             return None;
         }
         let paths = log.paths.iter().filter(|(_, at)| **at > since).map(|(path, _)| path.clone()).collect();
-        // Settled still: nothing was read from the queue while the log was looked at.
-        self.settled().then_some((now, paths))
+        drop(log);
+        // Quiet still: nothing was read from the queue while the log was looked at.
+        (self.quiet() == Some(true)).then_some((now, paths))
     }
 
     /// The counter, or `None` while the watches do not cover the tree.
