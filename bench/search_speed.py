@@ -334,7 +334,7 @@ def main():
                     help="index base, then time the query after an outside change (feed vs walk) alone")
     args = ap.parse_args()
     binary = args.ctxfs or str(build())
-    rg = ensure_ripgrep()
+    rg = None if args.only_outside_change else ensure_ripgrep()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     res = {"date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(), "load_at_start": os.getloadavg()}

@@ -419,7 +419,8 @@ fn untrusted(dir: &Path, name: &[u8], mask: ReadFlags) -> bool {
     if dir.ends_with(".git/info") || name == b".git" {
         return true;
     }
-    if mask.intersects(ReadFlags::CREATE | ReadFlags::MOVED_TO | ReadFlags::ATTRIB | ReadFlags::MODIFY) {
+    // A link appears by a name's creation or a rename onto it; writes go through to its target.
+    if mask.intersects(ReadFlags::CREATE | ReadFlags::MOVED_TO) {
         let path = dir.join(std::ffi::OsStr::from_bytes(name));
         // Gone since: its removal is another event, and a missing file is what the index drops.
         return std::fs::symlink_metadata(path).is_ok_and(|meta| !meta.is_file());
