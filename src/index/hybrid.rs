@@ -2040,4 +2040,30 @@ mod tests {
         assert_eq!(hits_of(&index, &access, "alpha"), before);
         assert_eq!(hits_of(&self::index(fresh_dir.path()), &access, "alpha"), before);
     }
+
+    /// An editor's buffer edit (the LSP door's overlay) is looked at alone too,
+    /// and the search sees the unsaved text.
+    #[test]
+    fn a_buffer_edit_is_picked_up_from_the_feed_without_a_walk() {
+        use crate::vfs::overlay::{Documents, Edit, Overlay};
+        let dir = tempfile::tempdir().unwrap();
+        let mem = Arc::new(MemFs::new(VPath::root()));
+        mem.add_file("/w/a.md", "alpha on disk\n");
+        mem.add_file("/w/b.md", "beta on disk\n");
+        mem.set_changes(Some(1));
+        let docs = Documents::new();
+        let overlay = Arc::new(Overlay::new(mem.clone(), docs.clone(), std::path::PathBuf::from("/host")));
+        let file = crate::access::ViewFile {
+            grants: [("/w".to_string(), Level::Ro)].into_iter().collect(),
+            floors: Default::default(),
+        };
+        let access = Access::new(overlay, View::from_file(&file).unwrap(), VPath::root());
+        let index = index(dir.path());
+        assert_eq!(hits_of(&index, &access, "alpha"), ["/w/a.md:1-1:alpha on disk"]);
+        docs.open("/host/w/b.md".into(), "file:///host/w/b.md".into(), 1, "beta on disk\n");
+        docs.change(Path::new("/host/w/b.md"), 2, vec![Edit { range: None, text: "alpha typed\n".into() }]).unwrap();
+        assert_eq!(hits_of(&index, &access, "alpha").len(), 2);
+        assert!(hits_of(&index, &access, "alpha").contains(&"/w/b.md:1-1:alpha typed".to_string()));
+        assert_eq!(index.walk_counts(), (1, 1));
+    }
 }

@@ -38,7 +38,7 @@
 //! then the count is unknown and queries walk).
 //!
 //! It is not used by `MemFs` (whose tests set its count and feed by hand)
-//! and `Overlay` adds its own buffers' changes to the inner count.
+//! and `Overlay` adds its own buffers' changes to the inner count and feed.
 
 use super::walk::walk_fd;
 use super::{Descend, Kind, WalkEntry, WalkOptions};
