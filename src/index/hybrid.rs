@@ -26,9 +26,10 @@
 //! paths changed since a kept walk (`Fs::changed_since`: files only, no
 //! ignore file, link or directory among them), only those are looked at,
 //! by the same walk narrowed to them (`Only`), so each is decided exactly as
-//! a whole walk would decide it; the list keeps its walk's age. Otherwise a
-//! refresh walks the visible tree when something may have changed; it only stats unchanged files; new or
-//! changed files are read, chunked and embedded on the walk's threads, and
+//! a whole walk would decide it; the list keeps its walk's age. Otherwise
+//! a refresh walks the visible tree when something may have changed; it
+//! only stats unchanged files; new or changed files are read, chunked and
+//! embedded on the walk's threads, and
 //! the store is written from one, committed at least every second, so an
 //! interrupted build resumes where it stopped. A search indexes for at most
 //! `SEARCH_INDEX_BUDGET` and answers from what is indexed, saying how many
