@@ -23,12 +23,18 @@ Steps (each in its own process, so memory is the process's own):
    on every query, as before the watcher).
 3. Incremental update at `base`: an outside change to one file, then a search (its latency minus
    the unchanged query's); a `write` through ctxfs of one file (indexed on the spot); `ctxfs index`
-   again after one change.
+   again after one change. Then the query after one outside change alone, in two processes of the
+   same run: with the watcher's change feed (only the changed file is looked at) and with
+   `CTXFS_NO_WATCH=1` (a walk of the whole tree), and how many of the feed's queries used the feed
+   (from the index's debug log).
 4. `ctxfs index` over `big` (RSS sampled every 0.25 s: is it bounded?), then step 2 at `big`, also with
    `meaning+exact` and `fused+exact` (every vector scored exactly instead of the 2,000 its sign bits
    pick), and the overlap of their top 10 with the default's.
 
 Usage: python3 bench/search_speed.py [--ctxfs BIN] [--work DIR] [--replicas N] [--skip-big] [--json FILE]
+       [--base DIR] [--reuse-data] [--only-outside-change]
+`--base DIR` uses that tree as `base` (indexed into --work); `--only-outside-change` runs step 1 and
+the outside-change comparison of step 3 alone.
 Stdlib Python 3 only, plus rg.
 """
 
@@ -266,6 +272,36 @@ def incremental(binary, root, data):
             "index_after_one_change": out.stdout.strip()}
 
 
+def outside_change(binary, root, data, walk_always, changes=11):
+    """Queries after one outside change each (p50), with the change feed or walking every query."""
+    candidates = sorted(p for p in Path(root).rglob("*.rs") if 10_000 < p.stat().st_size < 40_000)[:400:20]
+    r = Replay(binary, root, data, "fused", walk_always)
+    r.call("search", {"query": "warm up", "limit": 10})
+    # The watcher builds its watches in the background after the first query.
+    time.sleep(3)
+    steady = [r.call("search", {"query": QUERIES[0], "limit": 10})[0] for _ in range(5)]
+    after_change = []
+    for n, path in enumerate(candidates[:changes]):
+        with open(path, "a") as f:
+            f.write(f"\n// outside change {n} {time.time()}\n")
+        t, answer = r.call("search", {"query": QUERIES[n % len(QUERIES)], "limit": 10})
+        if answer["is_error"]:
+            sys.exit(answer["text"])
+        after_change.append(t)
+    r.close()
+    fed = r.err_path.read_text(errors="replace").count("brought up to date from the change feed")
+    return {"steady_p50_ms": pct(steady, 0.5), "after_outside_change_p50_ms": pct(after_change, 0.5),
+            "after_outside_change_p95_ms": pct(after_change, 0.95), "n": len(after_change), "feed_used": fed}
+
+
+def outside_change_both(binary, root, data):
+    """The query after an outside change with the feed and with a walk every query, in the same run."""
+    feed = outside_change(binary, root, data, walk_always=False)
+    walk = outside_change(binary, root, data, walk_always=True)
+    return {"feed": feed, "walk": walk,
+            "walk_over_feed_p50": walk["after_outside_change_p50_ms"] / max(1e-9, feed["after_outside_change_p50_ms"])}
+
+
 def resume_after_kill(binary, root, data, after_s, embedder="static"):
     """`ctxfs index` killed with SIGKILL after `after_s` seconds, then run again: how much the first run kept."""
     import signal
@@ -292,20 +328,34 @@ def main():
     ap.add_argument("--replicas", type=int, default=8)
     ap.add_argument("--skip-big", action="store_true")
     ap.add_argument("--json", help="write all figures here")
+    ap.add_argument("--base", help="use this tree as base instead of a copy of ~/.cargo/registry/src")
+    ap.add_argument("--reuse-data", action="store_true", help="keep base's index from an earlier run (indexing only what changed)")
+    ap.add_argument("--only-outside-change", action="store_true",
+                    help="index base, then time the query after an outside change (feed vs walk) alone")
     args = ap.parse_args()
     binary = args.ctxfs or str(build())
-    rg = ensure_ripgrep()
+    rg = None if args.only_outside_change else ensure_ripgrep()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     res = {"date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(), "load_at_start": os.getloadavg()}
 
-    base = make_base(work)
+    base = Path(args.base) if args.base else make_base(work)
     res["base_bytes"] = du_bytes(base)
     data = work / "data-base"
-    shutil.rmtree(data, ignore_errors=True)
+    if not args.reuse_data:
+        shutil.rmtree(data, ignore_errors=True)
     log("indexing base")
     res["index_base"] = index_tree(binary, base, data)
     log(res["index_base"]["summary"])
+    if args.only_outside_change:
+        log("a query after one outside change at base: change feed vs a walk every query")
+        res["outside_change_base"] = outside_change_both(binary, base, data)
+        log(res["outside_change_base"])
+        out = json.dumps(res, indent=1, default=str)
+        if args.json:
+            Path(args.json).write_text(out)
+        print(out)
+        return
     start = time.perf_counter()
     subprocess.run([rg, "-c", "-i", "--no-ignore", "-uu", "retry", str(base)], capture_output=True)
     res["rg_pass_base_s"] = time.perf_counter() - start
@@ -320,6 +370,9 @@ def main():
     log("incremental updates at base")
     res["incremental_base"] = incremental(binary, base, data)
     log(res["incremental_base"])
+    log("a query after one outside change at base: change feed vs a walk every query")
+    res["outside_change_base"] = outside_change_both(binary, base, data)
+    log(res["outside_change_base"])
     log("resume: ctxfs index over base killed with SIGKILL after 6 s, then run again")
     res["resume_base"] = resume_after_kill(binary, base, work / "data-resume", 6.0)
     log(res["resume_base"])

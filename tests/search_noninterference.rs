@@ -21,6 +21,12 @@
 //! view hides it. Whatever the first indexed, the second's answers must equal
 //! those of an engine whose data directory never saw the hidden files.
 //!
+//! The third changes files from outside under one engine that has searched
+//! once (so its file watcher's change feed, not a walk, may bring its kept
+//! list up to date): hidden files written over or added, visible ones
+//! edited or added. Its answers must equal those of a fresh engine over the
+//! changed tree.
+//!
 //! A line no answer may hold marks every hidden file.
 
 #![cfg(unix)]
@@ -305,5 +311,40 @@ proptest! {
         }
         answers(&showing);
         check_answers(&answers(&hiding), &expected, &context)?;
+    }
+
+    /// Outside changes seen through the watcher's feed (issue 17) answer as a fresh engine does.
+    #[test]
+    fn outside_changes_answer_as_a_fresh_walk_does(
+        visible in files(&VISIBLE_NAMES, text(), 5),
+        hidden in files(&HIDDEN_NAMES, hidden_text(), 4),
+        visible_changed in files(&VISIBLE_NAMES, text(), 3),
+        hidden_changed in files(&HIDDEN_NAMES, hidden_text(), 4),
+    ) {
+        let base = tempfile::Builder::new().prefix("ctxfs-sni-").tempdir().unwrap();
+        let tree = base.path().join("ws");
+        write_tree(&tree, &visible, &hidden);
+        let kept = engine(&tree, HIDING_VIEW, &base.path().join("kept"), "kept");
+        answers(&kept);
+        // The watcher builds its watches after the first search; walks are kept once it has.
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        answers(&kept);
+        // Files only where their directory exists (a new directory makes the next search walk).
+        let dir_of = |name: &str| if let Some(rest) = name.strip_prefix("secret/") {
+            tree.join("secret").join(rest)
+        } else {
+            tree.join("pub").join(name)
+        };
+        for (name, text) in visible_changed.iter().chain(&hidden_changed) {
+            let path = dir_of(name);
+            if path.parent().unwrap().is_dir() {
+                std::fs::write(path, text).unwrap();
+            }
+        }
+        let fresh = engine(&tree, HIDING_VIEW, &base.path().join("fresh"), "fresh");
+        let context = format!(
+            "visible: {visible:?}\nhidden: {hidden:?}\nvisible changed: {visible_changed:?}\nhidden changed: {hidden_changed:?}"
+        );
+        check_answers(&answers(&kept), &answers(&fresh), &context)?;
     }
 }

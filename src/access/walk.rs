@@ -5,11 +5,53 @@
 //! by the walk), keeps only entries the view shows, follows a file link
 //! through the confined resolver and keeps it when where it leads is
 //! visible, and lets ignore files count only where the session can see them.
+//! A walk may be narrowed to some paths (`Only`): it then goes down only
+//! towards them and reports only them, deciding each exactly as the whole
+//! walk would (the same listings, hidden names, ignore files and levels).
 
 use super::{Access, Level, Target, ToolError};
 use crate::paths::VPath;
 use crate::vfs::{Descend, Kind, Resolution, Source, Stamp, WalkEntry, WalkOptions, WalkTally};
+use std::collections::HashSet;
 use std::sync::Arc;
+
+/// Some real paths below a walk's root, and the directories on the way to
+/// them: a walk narrowed to them lists only those directories.
+#[derive(Debug, Default)]
+pub struct Only {
+    paths: HashSet<VPath>,
+    dirs: HashSet<VPath>,
+}
+
+impl Only {
+    /// The paths strictly below `root` among `paths` (real paths).
+    pub fn new(root: &VPath, paths: impl IntoIterator<Item = VPath>) -> Only {
+        let mut only = Only::default();
+        for path in paths {
+            if path == *root || !path.starts_with(root) {
+                continue;
+            }
+            let mut dir = path.parent();
+            while let Some(d) = dir.filter(|d| d != root && d.starts_with(root)) {
+                if !only.dirs.insert(d.clone()) {
+                    break;
+                }
+                dir = d.parent();
+            }
+            only.paths.insert(path);
+        }
+        only
+    }
+
+    /// The paths (real) the walk is narrowed to.
+    pub fn paths(&self) -> impl Iterator<Item = &VPath> {
+        self.paths.iter()
+    }
+
+    pub fn contains(&self, real: &VPath) -> bool {
+        self.paths.contains(real)
+    }
+}
 
 /// A directory search: the checked root and how to decide each entry's level.
 pub struct Scope<'a> {
@@ -17,13 +59,21 @@ pub struct Scope<'a> {
     pub root: Target,
     /// Set when every path below the root is at the root's level.
     uniform: Option<Level>,
+    /// When set, the walk goes only towards these paths and reports only them.
+    only: Option<&'a Only>,
 }
 
 impl<'a> Scope<'a> {
     pub fn new(access: &'a Access, root: Target) -> Scope<'a> {
         let view = access.view();
         let uniform = (view.is_uniform_below(&root.real) && view.is_uniform_below(&root.path)).then_some(root.level);
-        Scope { access, root, uniform }
+        Scope { access, root, uniform, only: None }
+    }
+
+    /// The same walk narrowed to `only`'s paths.
+    pub fn narrowed(mut self, only: &'a Only) -> Scope<'a> {
+        self.only = Some(only);
+        self
     }
 
     /// The path below the root, relative, for an entry found by the walk.
@@ -77,6 +127,13 @@ impl<'a> Scope<'a> {
     /// names, paths ignore files name).
     pub fn files_tallied(&self, file: &FileVisitor<'_>, tally: Option<Arc<WalkTally>>) -> Result<(), ToolError> {
         let visit = |entry: &WalkEntry<'_>| -> Descend {
+            if let Some(only) = self.only {
+                let wanted =
+                    if entry.kind == Kind::Dir { only.dirs.contains(&entry.path) } else { only.contains(&entry.path) };
+                if !wanted {
+                    return Descend::No;
+                }
+            }
             let rel = self.rel(&entry.path);
             let shown = self.shown(rel);
             match entry.kind {
@@ -134,6 +191,17 @@ pub type FileVisitor<'a> = dyn Fn(&VPath, &str, &Found<'_>) + Sync + 'a;
 /// regular file below the checked directory `root` that the session can see.
 pub fn visible_files(access: &Access, root: Target, file: &FileVisitor<'_>) -> Result<(), ToolError> {
     Scope::new(access, root).files(file)
+}
+
+/// As `visible_files`, for the files among `only`'s paths alone: what the
+/// whole walk would report of them, without listing anything else.
+pub fn visible_files_among(
+    access: &Access,
+    root: Target,
+    only: &Only,
+    file: &FileVisitor<'_>,
+) -> Result<(), ToolError> {
+    Scope::new(access, root).narrowed(only).files(file)
 }
 
 /// As `visible_files`, counting in `tally` the visible entries the walk passed over.

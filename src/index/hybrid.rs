@@ -22,9 +22,14 @@
 //! not change. A query then reads from SQLite only the `i8` vectors of the
 //! passages the meaning ranking scores exactly and the texts it answers.
 //! The mirror is dropped and read again when another connection (another
-//! process) committed to the store. A refresh walks the visible tree when
-//! something may have changed; it only stats unchanged files; new or
-//! changed files are read, chunked and embedded on the walk's threads, and
+//! process) committed to the store. When the file system can say which
+//! paths changed since a kept walk (`Fs::changed_since`: files only, no
+//! ignore file, link or directory among them), only those are looked at,
+//! by the same walk narrowed to them (`Only`), so each is decided exactly as
+//! a whole walk would decide it; the list keeps its walk's age. Otherwise
+//! a refresh walks the visible tree when something may have changed; it
+//! only stats unchanged files; new or changed files are read, chunked and
+//! embedded on the walk's threads, and
 //! the store is written from one, committed at least every second, so an
 //! interrupted build resumes where it stopped. A search indexes for at most
 //! `SEARCH_INDEX_BUDGET` and answers from what is indexed, saying how many
@@ -34,13 +39,13 @@ use super::embed::{EmbedError, Embedder};
 use super::rankings::{rank as rank_units, Meaning, Rankings};
 use super::store::{decode_vector, IndexStore, NewChunk};
 use super::terms::{query_terms, query_words, terms};
-use crate::access::walk::{visible_files, Found};
+use crate::access::walk::{visible_files, visible_files_among, Found, Only};
 use crate::access::{Access, Target};
 use crate::hash::{sha256, Sha};
 use crate::paths::VPath;
 use crate::text::TextFile;
-use crate::vfs::Source;
-use std::collections::HashMap;
+use crate::vfs::{FsError, Kind, Source};
+use std::collections::{HashMap, HashSet};
 use std::io::Read;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -314,6 +319,10 @@ pub struct Index {
     postings: Mutex<PostingsCache>,
     /// How long a search indexes new or changed files before it answers (`SEARCH_INDEX_BUDGET`).
     index_budget: std::time::Duration,
+    /// Whole walks made for searches, and kept walks brought up to date from
+    /// the file system's feed instead (for tests and logs).
+    walks_made: AtomicUsize,
+    feeds_used: AtomicUsize,
 }
 
 /// Which postings: of passages' words, or of files' paths and tags.
@@ -352,9 +361,26 @@ struct Walked {
     store_changes: u64,
     /// When the walk was made: a walk is not reused past `WALK_MAX_AGE`, in
     /// case the watcher missed something (it should not, but it is cheap).
+    /// A list brought up to date from the feed keeps its walk's time.
     made: std::time::Instant,
+    /// Whether a file was reached through a link: what it shows may change
+    /// with its target, which the feed does not name, so it is walked again.
+    linked: bool,
     seen: Arc<Visible>,
 }
+
+/// What a refresh met on its way that limits how its list may be kept.
+#[derive(Default)]
+struct Met {
+    /// A file reached through a link that leads outside the root or into `.git`.
+    escaped: AtomicBool,
+    /// A file reached through a link at all.
+    linked: AtomicBool,
+}
+
+/// Names whose change changes which files a walk finds (ignore files, a
+/// repository's root and its `info/exclude`): the feed is not enough.
+const WALK_DECIDING_NAMES: [&str; 4] = [".gitignore", ".ignore", ".rgignore", ".git"];
 
 /// The visible files of one walk, and (made by the first search that needs
 /// them, kept while the walk is) their passages laid out for ranking.
@@ -571,6 +597,8 @@ impl Index {
             walks: Mutex::new(Vec::new()),
             postings: Mutex::new(PostingsCache::default()),
             index_budget: SEARCH_INDEX_BUDGET,
+            walks_made: AtomicUsize::new(0),
+            feeds_used: AtomicUsize::new(0),
         })
     }
 
@@ -950,34 +978,105 @@ impl Index {
         self.sync_mirror(store, true)?;
         let version = self.mirror().version;
         if let Some(changes) = changes {
-            let same = |w: &&Walked| {
+            let kept = |w: &&Walked| {
                 w.key == key
-                    && w.changes == changes
                     && w.version == version
                     && w.store_changes == store.total_changes()
                     && w.made.elapsed() < WALK_MAX_AGE
             };
-            if let Some(walked) = walks().iter().find(same) {
-                return Ok((walked.seen.clone(), Progress::default()));
+            let found = walks().iter().find(kept).map(|w| (w.changes, w.linked, w.made, w.seen.clone()));
+            match found {
+                Some((at, _, _, seen)) if at == changes => return Ok((seen, Progress::default())),
+                // Only what changed since is looked at, when the file system can say what that is.
+                Some((at, false, made, old)) => {
+                    if let Some(done) = self.refresh_changed(store, access, root, (at, made, old), &key, progress)? {
+                        self.feeds_used.fetch_add(1, Ordering::Relaxed);
+                        return Ok(done);
+                    }
+                }
+                _ => {}
             }
         }
-        let escaped = AtomicBool::new(false);
+        self.walks_made.fetch_add(1, Ordering::Relaxed);
+        let met = Met::default();
         let deadline = std::time::Instant::now() + self.index_budget;
-        let (seen, done) = self.refresh(store, access, root, true, &escaped, Some(deadline), progress)?;
+        let (seen, done) = self.refresh(store, access, root, true, None, &met, Some(deadline), progress)?;
         let seen = Arc::new(Visible::new(seen));
         // A file reached through a link to outside the root (or into `.git`)
         // can change without the root's watcher seeing it.
-        if let (Some(changes), false, 0) = (changes, escaped.load(Ordering::Relaxed), done.pending) {
+        if let (Some(changes), false, 0) = (changes, met.escaped.load(Ordering::Relaxed), done.pending) {
             let mut walks = walks();
             walks.retain(|w| w.key != key);
             let made = std::time::Instant::now();
-            walks.insert(
-                0,
-                Walked { key, changes, version, store_changes: store.total_changes(), made, seen: seen.clone() },
-            );
+            let linked = met.linked.load(Ordering::Relaxed);
+            let store_changes = store.total_changes();
+            walks.insert(0, Walked { key, changes, version, store_changes, made, linked, seen: seen.clone() });
             walks.truncate(WALKS_KEPT);
         }
         Ok((seen, done))
+    }
+
+    /// A kept walk's list (`kept`: the count it was made at, when, and the
+    /// list) brought up to date by looking at the paths that changed since
+    /// alone, as the file system's feed names them; `None` when the feed
+    /// cannot name them or they may change more than themselves (a
+    /// directory, a link, an ignore file, `.git`): then the caller walks.
+    /// Each path is decided by the walk itself narrowed to it (`Only`), so
+    /// the list is exactly what a whole walk would find.
+    fn refresh_changed(
+        &self,
+        store: &IndexStore,
+        access: &Access,
+        root: &Target,
+        kept: (u64, std::time::Instant, Arc<Visible>),
+        key: &str,
+        progress: &dyn Fn(&Progress),
+    ) -> anyhow::Result<Option<(Arc<Visible>, Progress)>> {
+        let (at, made, old) = kept;
+        let fs = access.fs();
+        let Some((now, paths)) = fs.changed_since(&root.real, at) else { return Ok(None) };
+        for path in paths.iter().filter(|p| p.starts_with(&root.real)) {
+            if *path == root.real || path.components().any(|name| WALK_DECIDING_NAMES.contains(&name)) {
+                return Ok(None);
+            }
+            match fs.lstat(path) {
+                Ok(meta) if meta.kind == Kind::File => {}
+                Err(FsError::NotFound) => {}
+                _ => return Ok(None),
+            }
+        }
+        let only = Only::new(&root.real, paths);
+        let met = Met::default();
+        let deadline = std::time::Instant::now() + self.index_budget;
+        let (fresh, done) = self.refresh(store, access, root, true, Some(&only), &met, Some(deadline), progress)?;
+        if met.linked.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        // The changed paths' entries are replaced by what the narrowed walk found of them.
+        let changed: HashSet<VPath> =
+            only.paths().filter_map(|p| p.strip_prefix(&root.real)).map(|rel| root.path.join_rel(rel)).collect();
+        let mut seen: Vec<Seen> = old.seen.iter().filter(|s| !changed.contains(&s.shown)).cloned().collect();
+        seen.extend(fresh);
+        let seen = Arc::new(Visible::new(seen));
+        if done.pending == 0 {
+            let mut walks = self.walks.lock().unwrap_or_else(|e| e.into_inner());
+            walks.retain(|w| w.key != key);
+            let (version, store_changes) = (self.mirror().version, store.total_changes());
+            let key = key.to_owned();
+            walks.insert(
+                0,
+                Walked { key, changes: now, version, store_changes, made, linked: false, seen: seen.clone() },
+            );
+            walks.truncate(WALKS_KEPT);
+        }
+        tracing::debug!(paths = changed.len(), "search list brought up to date from the change feed");
+        Ok(Some((seen, done)))
+    }
+
+    /// Whole walks made for searches, and kept lists brought up to date from the feed instead.
+    #[cfg(test)]
+    fn walk_counts(&self) -> (usize, usize) {
+        (self.walks_made.load(Ordering::Relaxed), self.feeds_used.load(Ordering::Relaxed))
     }
 
     /// Brings the index up to date with the visible files under `root`,
@@ -989,7 +1088,9 @@ impl Index {
     /// with them (no hand-over per file), new and changed ones are read,
     /// chunked and embedded there and handed to this thread, the only one
     /// that writes the store.
-    /// `escaped` is set when a file was reached through a link that leads
+    /// With `only`, the walk is narrowed to those paths (`Only`), and only
+    /// they may be found gone.
+    /// `met` says whether a file was reached through a link, and whether one leads
     /// outside `root` or into a `.git` directory.
     #[allow(clippy::too_many_arguments)] // Each is one thing a refresh is asked to do; a struct would only rename them.
     fn refresh(
@@ -998,7 +1099,8 @@ impl Index {
         access: &Access,
         root: &Target,
         collect: bool,
-        escaped: &AtomicBool,
+        only: Option<&Only>,
+        met: &Met,
         deadline: Option<std::time::Instant>,
         progress: &dyn Fn(&Progress),
     ) -> anyhow::Result<(Vec<Seen>, Progress)> {
@@ -1020,14 +1122,15 @@ impl Index {
         let written = std::thread::scope(|scope| -> anyhow::Result<()> {
             let walker = scope.spawn(|| {
                 let sender = sender;
-                let result = visible_files(access, root.clone(), &|shown, rel, file| {
+                let visit = |shown: &VPath, rel: &str, file: &Found<'_>| {
                     if stop.load(Ordering::Relaxed) {
                         return;
                     }
                     counts.found.fetch_add(1, Ordering::Relaxed);
                     if let Some(target) = file.target {
+                        met.linked.store(true, Ordering::Relaxed);
                         if !target.starts_with(root_real) || target.as_str().split('/').any(|name| name == ".git") {
-                            escaped.store(true, Ordering::Relaxed);
+                            met.escaped.store(true, Ordering::Relaxed);
                         }
                     }
                     match self.prepare(root_real.join_rel(rel), shown.clone(), file, epoch, deadline) {
@@ -1059,7 +1162,11 @@ impl Index {
                             }
                         }
                     }
-                });
+                };
+                let result = match only {
+                    Some(only) => visible_files_among(access, root.clone(), only, &visit),
+                    None => visible_files(access, root.clone(), &visit),
+                };
                 counts.walked.store(true, Ordering::Relaxed);
                 result
             });
@@ -1129,12 +1236,12 @@ impl Index {
                 // Visible files under the root that this walk did not find are gone.
                 let gone: Vec<(String, Sha)> = {
                     let mirror = self.mirror();
-                    mirror
-                        .files
-                        .iter()
-                        .filter(|(path, f)| {
-                            f.mark.load(Ordering::Relaxed) != epoch && is_under(path, root_real.as_str())
-                        })
+                    let candidates: Box<dyn Iterator<Item = (&String, &FileEntry)>> = match only {
+                        Some(only) => Box::new(only.paths().filter_map(|p| mirror.files.get_key_value(p.as_str()))),
+                        None => Box::new(mirror.files.iter().filter(|(path, _)| is_under(path, root_real.as_str()))),
+                    };
+                    candidates
+                        .filter(|(_, f)| f.mark.load(Ordering::Relaxed) != epoch)
                         .filter(|(path, _)| VPath::parse(path).is_ok_and(|p| access.level(&p).can_read()))
                         .map(|(path, f)| (path.clone(), f.blob))
                         .collect()
@@ -1189,7 +1296,7 @@ impl Index {
     pub fn build_with(&self, access: &Access, root: &Target, progress: &dyn Fn(&Progress)) -> anyhow::Result<Progress> {
         let last = Mutex::new(Progress::default());
         let store = self.store();
-        self.refresh(&store, access, root, false, &AtomicBool::new(false), None, &|p| {
+        self.refresh(&store, access, root, false, None, &Met::default(), None, &|p| {
             progress(p);
             *last.lock().unwrap_or_else(|e| e.into_inner()) = p.clone();
         })?;
@@ -1785,5 +1892,179 @@ mod tests {
         assert!(index.search(&access, &root, "delta", 5).unwrap().is_empty());
         index.tag(&VPath::parse("/w/a.md").unwrap(), b"", Some("auth bug"), None).unwrap();
         assert_eq!(index.search(&access, &root, "auth", 5).unwrap()[0].path.as_str(), "/w/a.md");
+    }
+
+    /// Every hit of a search, as text, for comparing two indexes.
+    fn hits_of(index: &Index, access: &Access, query: &str) -> Vec<String> {
+        let root = access.target("/w", Need::Look).unwrap();
+        let hits = index.search(access, &root, query, 50).unwrap();
+        hits.iter().map(|h| format!("{}:{}-{}:{}", h.path, h.first_line, h.last_line, h.text.trim())).collect()
+    }
+
+    /// Issue 17: an outside change the feed names is looked at alone (no
+    /// walk), and the search then answers exactly what a fresh index, which
+    /// walks, answers: an edit, a new file, a removed file.
+    #[test]
+    fn outside_changes_the_feed_names_are_picked_up_without_a_walk() {
+        let (dir, fresh_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        fs.add_file("/w/a.md", "the alpha protocol\n");
+        fs.add_file("/w/b.md", "beta and alpha together\n");
+        fs.add_file("/w/deep/c.md", "gamma, nothing else\n");
+        fs.set_changes(Some(1));
+        let access = access(fs.clone(), &[("/w", Level::Ro)]);
+        let index = index(dir.path());
+        let same_as_a_walk = |query: &str| {
+            let fresh = self::index(fresh_dir.path());
+            let hits = hits_of(&index, &access, query);
+            assert_eq!(hits, hits_of(&fresh, &access, query), "{query}");
+            hits
+        };
+        assert_eq!(same_as_a_walk("alpha").len(), 2);
+        assert_eq!(index.walk_counts(), (1, 0));
+        // Nothing moved: the walk is reused.
+        same_as_a_walk("alpha");
+        assert_eq!(index.walk_counts(), (1, 0));
+        // An edit deep down.
+        fs.add_file("/w/deep/c.md", "gamma and now alpha too\n");
+        fs.note_changed("/w/deep/c.md");
+        assert!(same_as_a_walk("alpha").iter().any(|h| h.starts_with("/w/deep/c.md:")));
+        assert_eq!(index.walk_counts(), (1, 1), "looked at the one file, no walk");
+        // A new file, in a directory that existed.
+        fs.add_file("/w/deep/d.md", "delta speaks of alpha\n");
+        fs.note_changed("/w/deep/d.md");
+        assert_eq!(same_as_a_walk("alpha").len(), 4);
+        // A removed file, and a path named twice; the store forgets it.
+        assert!(fs.remove("/w/b.md"));
+        fs.note_changed("/w/b.md");
+        fs.note_changed("/w/deep/d.md");
+        let hits = same_as_a_walk("alpha");
+        assert!(!hits.iter().any(|h| h.starts_with("/w/b.md:")), "{hits:?}");
+        assert!(index.store().file("/w/b.md").unwrap().is_none());
+        assert_eq!(index.walk_counts(), (1, 3));
+        // A changed file that is now binary leaves the results, as a walk would have it.
+        fs.add_file("/w/a.md", b"\0\x01alpha".to_vec());
+        fs.note_changed("/w/a.md");
+        assert!(!same_as_a_walk("alpha").iter().any(|h| h.starts_with("/w/a.md:")));
+        assert_eq!(index.walk_counts(), (1, 4));
+    }
+
+    /// What the feed cannot vouch for makes the next search walk: an ignore
+    /// file, a directory, a link, a lost feed, no count at all.
+    #[test]
+    fn changes_that_decide_what_a_walk_finds_make_the_search_walk() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        fs.add_file("/w/a.md", "alpha one\n");
+        fs.add_file("/w/debug.log", "alpha in a log\n");
+        fs.set_changes(Some(1));
+        let access = access(fs.clone(), &[("/w", Level::Ro)]);
+        let index = index(dir.path());
+        assert_eq!(hits_of(&index, &access, "alpha").len(), 2);
+        assert_eq!(index.walk_counts(), (1, 0));
+        // A new .gitignore hides the log: walked, and the log is gone.
+        fs.add_file("/w/.gitignore", "*.log\n");
+        fs.note_changed("/w/.gitignore");
+        assert_eq!(hits_of(&index, &access, "alpha"), ["/w/a.md:1-1:alpha one"]);
+        assert_eq!(index.walk_counts(), (2, 0));
+        // Its removal shows the log again (the path is gone, still a walk).
+        assert!(fs.remove("/w/.gitignore"));
+        fs.note_changed("/w/.gitignore");
+        assert_eq!(hits_of(&index, &access, "alpha").len(), 2);
+        assert_eq!(index.walk_counts(), (3, 0));
+        // A new directory: everything below it is new.
+        fs.add_file("/w/sub/e.md", "alpha below\n");
+        fs.note_changed("/w/sub");
+        assert_eq!(hits_of(&index, &access, "alpha").len(), 3);
+        assert_eq!(index.walk_counts(), (4, 0));
+        // A link to a file.
+        fs.add_link("/w/l.md", "/w/a.md");
+        fs.note_changed("/w/l.md");
+        assert_eq!(hits_of(&index, &access, "alpha").len(), 4);
+        assert_eq!(index.walk_counts(), (5, 0));
+        // A walk that met a link is walked again, whatever changed.
+        fs.add_file("/w/f.md", "alpha again\n");
+        fs.note_changed("/w/f.md");
+        assert_eq!(hits_of(&index, &access, "alpha").len(), 5);
+        assert_eq!(index.walk_counts(), (6, 0));
+        assert!(fs.remove("/w/l.md"));
+        fs.note_changed("/w/l.md");
+        assert_eq!(hits_of(&index, &access, "alpha").len(), 4);
+        assert_eq!(index.walk_counts(), (7, 0));
+        // Now without links, a file is looked at alone...
+        fs.add_file("/w/f.md", "alpha, changed\n");
+        fs.note_changed("/w/f.md");
+        assert!(hits_of(&index, &access, "alpha").contains(&"/w/f.md:1-1:alpha, changed".to_string()));
+        assert_eq!(index.walk_counts(), (7, 1));
+        // ...but not once the feed lost track, or there is no count.
+        fs.add_file("/w/g.md", "alpha unnamed\n");
+        fs.note_lost();
+        assert_eq!(hits_of(&index, &access, "alpha").len(), 5);
+        assert_eq!(index.walk_counts(), (8, 1));
+        fs.set_changes(None);
+        hits_of(&index, &access, "alpha");
+        hits_of(&index, &access, "alpha");
+        assert_eq!(index.walk_counts(), (10, 1));
+    }
+
+    /// A file the session cannot see (a floor, a hidden name, an ignored
+    /// path, inside `.git`) changed from outside never changes a result, its
+    /// order or how many, whether the feed names it or not.
+    #[test]
+    fn a_hidden_file_changed_from_outside_never_appears() {
+        let (dir, fresh_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        fs.add_file("/w/a.md", "alpha visible\n");
+        fs.add_file("/w/.gitignore", "*.log\n");
+        fs.add_file("/w/s/secret.md", "alpha secret\n");
+        fs.set_changes(Some(1));
+        let access = access(fs.clone(), &[("/w", Level::Ro), ("/w/s", Level::None), ("/w/private.md", Level::None)]);
+        let index = index(dir.path());
+        let before = hits_of(&index, &access, "alpha");
+        assert_eq!(before, ["/w/a.md:1-1:alpha visible"]);
+        let hidden = [
+            ("/w/s/secret.md", "alpha alpha alpha secret\n"),
+            ("/w/s/new.md", "alpha new secret\n"),
+            ("/w/private.md", "alpha private\n"),
+            ("/w/.env", "alpha=1\n"),
+            ("/w/trace.log", "alpha in an ignored log\n"),
+        ];
+        for (path, text) in hidden {
+            fs.add_file(path, text);
+            fs.note_changed(path);
+            assert_eq!(hits_of(&index, &access, "alpha"), before, "{path}");
+        }
+        assert_eq!(index.walk_counts(), (1, hidden.len()), "the feed was used each time");
+        assert!(index.store().file("/w/s/secret.md").unwrap().is_none(), "nothing hidden is read");
+        assert!(fs.remove("/w/s/secret.md"));
+        fs.note_changed("/w/s/secret.md");
+        assert_eq!(hits_of(&index, &access, "alpha"), before);
+        assert_eq!(hits_of(&self::index(fresh_dir.path()), &access, "alpha"), before);
+    }
+
+    /// An editor's buffer edit (the LSP door's overlay) is looked at alone too,
+    /// and the search sees the unsaved text.
+    #[test]
+    fn a_buffer_edit_is_picked_up_from_the_feed_without_a_walk() {
+        use crate::vfs::overlay::{Documents, Edit, Overlay};
+        let dir = tempfile::tempdir().unwrap();
+        let mem = Arc::new(MemFs::new(VPath::root()));
+        mem.add_file("/w/a.md", "alpha on disk\n");
+        mem.add_file("/w/b.md", "beta on disk\n");
+        mem.set_changes(Some(1));
+        let docs = Documents::new();
+        let overlay = Arc::new(Overlay::new(mem.clone(), docs.clone(), std::path::PathBuf::from("/host")));
+        let file = crate::access::ViewFile {
+            grants: [("/w".to_string(), Level::Ro)].into_iter().collect(),
+            floors: Default::default(),
+        };
+        let access = Access::new(overlay, View::from_file(&file).unwrap(), VPath::root());
+        let index = index(dir.path());
+        assert_eq!(hits_of(&index, &access, "alpha"), ["/w/a.md:1-1:alpha on disk"]);
+        docs.open("/host/w/b.md".into(), "file:///host/w/b.md".into(), 1, "beta on disk\n");
+        docs.change(Path::new("/host/w/b.md"), 2, vec![Edit { range: None, text: "alpha typed\n".into() }]).unwrap();
+        assert_eq!(hits_of(&index, &access, "alpha").len(), 2);
+        assert!(hits_of(&index, &access, "alpha").contains(&"/w/b.md:1-1:alpha typed".to_string()));
+        assert_eq!(index.walk_counts(), (1, 1));
     }
 }

@@ -241,8 +241,19 @@ impl State {
 pub struct MemFs {
     boundary: VPath,
     state: Mutex<State>,
-    /// What `changes` answers: `None` (nothing is counted) unless a test sets it.
-    changes: Mutex<Option<u64>>,
+    /// What `changes` and `changed_since` answer: `None` (nothing is
+    /// counted) unless a test sets it.
+    changes: Mutex<Feed>,
+}
+
+/// A change count and feed set by tests (nothing outside a test changes a `MemFs`).
+#[derive(Debug, Default)]
+struct Feed {
+    count: Option<u64>,
+    /// The count from which on `paths` is complete.
+    floor: u64,
+    /// Each path noted, with the count its last change made.
+    paths: BTreeMap<VPath, u64>,
 }
 
 impl MemFs {
@@ -255,13 +266,37 @@ impl MemFs {
             let tick = state.tick();
             state.nodes.insert(boundary.to_string(), Node::Dir { mode: 0o755, mtime: tick });
         }
-        MemFs { boundary, state: Mutex::new(state), changes: Mutex::new(None) }
+        MemFs { boundary, state: Mutex::new(state), changes: Mutex::new(Feed::default()) }
     }
 
     /// Sets what `Fs::changes` answers, for tests of code that reuses a walk
     /// while the count stays the same (the files themselves count nothing).
+    /// Nothing is known of the paths changed before this count.
     pub fn set_changes(&self, changes: Option<u64>) {
-        *self.changes.lock().unwrap_or_else(|e| e.into_inner()) = changes;
+        *self.feed() = Feed { count: changes, floor: changes.unwrap_or(0), paths: BTreeMap::new() };
+    }
+
+    /// Counts a change of `path` made "from outside", as a watcher would
+    /// report it: the count moves and the feed names the path (the path need
+    /// not exist, be visible or be a file; nothing is checked).
+    pub fn note_changed(&self, path: &str) {
+        let path = VPath::parse(path).expect("an absolute path");
+        let mut feed = self.feed();
+        let now = feed.count.unwrap_or(0) + 1;
+        feed.count = Some(now);
+        feed.paths.insert(path, now);
+    }
+
+    /// Counts a change the feed cannot name (as an overflowed event queue):
+    /// a reader of an earlier count is told to walk.
+    pub fn note_lost(&self) {
+        let mut feed = self.feed();
+        let now = feed.count.unwrap_or(0) + 1;
+        *feed = Feed { count: Some(now), floor: now, paths: BTreeMap::new() };
+    }
+
+    fn feed(&self) -> MutexGuard<'_, Feed> {
+        self.changes.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -544,7 +579,17 @@ impl Fs for MemFs {
     }
 
     fn changes(&self, _under: &VPath) -> Option<u64> {
-        *self.changes.lock().unwrap_or_else(|e| e.into_inner())
+        self.feed().count
+    }
+
+    fn changed_since(&self, under: &VPath, since: u64) -> Option<(u64, Vec<VPath>)> {
+        let feed = self.feed();
+        let now = feed.count?;
+        if since < feed.floor || since > now {
+            return None;
+        }
+        let paths = feed.paths.iter().filter(|(p, at)| **at > since && p.starts_with(under)).map(|(p, _)| p.clone());
+        Some((now, paths.collect()))
     }
 
     fn resolve(&self, path: &VPath) -> Result<Resolution, FsError> {

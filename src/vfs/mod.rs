@@ -317,4 +317,13 @@ pub trait Fs: Send + Sync {
     fn repo(&self, _mount: &VPath, _action: &git::RepoAction, _dry: bool) -> Result<git::RepoAnswer, git::RepoError> {
         Err(git::RepoError::NotMounted)
     }
+
+    /// The count now (as `changes` answers it) and the real paths below
+    /// `under` that changed after the count was `since` (files, and
+    /// directories a change named), or `None` when the list cannot be
+    /// vouched for: then walk. A hint of where to look, nothing more: it
+    /// knows no view, and a path in it may be gone, hidden or ignored.
+    fn changed_since(&self, _under: &VPath, _since: u64) -> Option<(u64, Vec<VPath>)> {
+        None
+    }
 }

@@ -238,6 +238,18 @@ impl Fs for Mounted {
         Some(count)
     }
 
+    /// The feed of the one file system that counts `under`'s changes (as `changes` routes them);
+    /// none when mounts lie below `under`, whose counts `changes` adds together.
+    fn changed_since(&self, under: &VPath, since: u64) -> Option<(u64, Vec<VPath>)> {
+        if let Some(mount) = self.route(under) {
+            return self.files(mount).ok()?.changed_since(under, since);
+        }
+        if self.mounts.iter().any(|m| m.mount().starts_with(under)) {
+            return None;
+        }
+        self.base.changed_since(under, since)
+    }
+
     fn mounts(&self) -> Vec<VPath> {
         self.mounts.iter().map(|m| m.mount().clone()).collect()
     }

@@ -317,6 +317,10 @@ impl Fs for OsFs {
         self.watchers.get(&self.host_root, &self.vroot, under)
     }
 
+    fn changed_since(&self, under: &VPath, since: u64) -> Option<(u64, Vec<VPath>)> {
+        self.watchers.since(&self.host_root, &self.vroot, under, since)
+    }
+
     fn write_file_if(&self, real: &VPath, data: &[u8], expect: Expect) -> Result<(), FsError> {
         // Counted once the change is done (or failed): a search that read the
         // count before then walks again, whatever its walk saw.

@@ -16,6 +16,10 @@
 //! Positions and ranges are the editor's (line, column), with columns in a
 //! negotiated unit ([`Encoding`]). Line breaks are `\n`, `\r\n` and `\r`.
 //! This module knows no protocol type.
+//!
+//! The change count is the inner one plus the buffers' own (every open,
+//! change, close and write of a document moves it), and the change feed the
+//! inner one's paths plus the documents touched since (`Fs::changed_since`).
 
 use super::{Descend, DirEntry, Expect, Fs, FsError, Kind, Meta, Resolution, Source, Visitor, WalkEntry, WalkOptions};
 use crate::paths::VPath;
@@ -140,13 +144,24 @@ impl Doc {
 
 type DocCell = Arc<(Mutex<Doc>, Condvar)>;
 
-/// Adds one to a counter when dropped.
-struct CountOnDrop<'a>(&'a std::sync::atomic::AtomicU64);
+/// Counts a document's change when dropped.
+struct CountOnDrop<'a>(&'a Documents, &'a Path);
 
 impl Drop for CountOnDrop<'_> {
     fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
+        self.0.touched(self.1);
     }
+}
+
+/// The most documents the feed names; past it a reader walks.
+const MAX_TOUCHED: usize = 1024;
+
+/// The documents touched, each with the count its last touch made.
+#[derive(Default)]
+struct Touched {
+    /// The count from which on `paths` is complete.
+    floor: u64,
+    paths: HashMap<PathBuf, u64>,
 }
 
 /// The documents open in the editor, keyed by real host path.
@@ -154,6 +169,8 @@ pub struct Documents {
     docs: RwLock<HashMap<PathBuf, DocCell>>,
     /// Counts every open, change and close (see `Fs::changes`).
     edits: std::sync::atomic::AtomicU64,
+    /// Which documents those were (see `Fs::changed_since`).
+    touched: Mutex<Touched>,
     open: AtomicUsize,
     encoding: AtomicU8,
     bridge: RwLock<Option<Arc<dyn EditorBridge>>>,
@@ -164,6 +181,7 @@ impl Default for Documents {
         Documents {
             docs: RwLock::new(HashMap::new()),
             edits: Default::default(),
+            touched: Mutex::default(),
             open: AtomicUsize::new(0),
             encoding: AtomicU8::new(1),
             bridge: RwLock::new(None),
@@ -230,15 +248,34 @@ impl Documents {
         Some((doc.current(), doc.version))
     }
 
+    /// Counts a touch of the document at `host` (an open, change, close or write).
+    fn touched(&self, host: &Path) {
+        let mut touched = self.touched.lock().unwrap_or_else(|e| e.into_inner());
+        let now = self.edits.fetch_add(1, Ordering::SeqCst) + 1;
+        touched.paths.insert(host.to_path_buf(), now);
+        if touched.paths.len() > MAX_TOUCHED {
+            touched.floor = now;
+            touched.paths.clear();
+        }
+    }
+
+    /// The documents touched after the count was `since` (host paths), or
+    /// `None` when that is not known.
+    fn touched_since(&self, since: u64) -> Option<Vec<PathBuf>> {
+        let touched = self.touched.lock().unwrap_or_else(|e| e.into_inner());
+        (since >= touched.floor)
+            .then(|| touched.paths.iter().filter(|(_, at)| **at > since).map(|(p, _)| p.clone()).collect())
+    }
+
     /// The editor opened a document (again: it replaces the old one).
     pub fn open(&self, host: PathBuf, uri: String, version: i32, text: &str) {
         let doc = Doc { uri, version, rope: Rope::from_str(text), bytes: None, pending: None };
         let mut docs = self.docs.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(old) = docs.insert(host, Arc::new((Mutex::new(doc), Condvar::new()))) {
+        if let Some(old) = docs.insert(host.clone(), Arc::new((Mutex::new(doc), Condvar::new()))) {
             old.1.notify_all();
         }
         self.open.store(docs.len(), Ordering::Relaxed);
-        self.edits.fetch_add(1, Ordering::SeqCst);
+        self.touched(&host);
     }
 
     /// The editor closed a document: the disk is the truth again.
@@ -246,7 +283,7 @@ impl Documents {
         let mut docs = self.docs.write().unwrap_or_else(|e| e.into_inner());
         let removed = docs.remove(host);
         self.open.store(docs.len(), Ordering::Relaxed);
-        self.edits.fetch_add(1, Ordering::SeqCst);
+        self.touched(host);
         if let Some(cell) = &removed {
             lock(cell).pending = None;
             cell.1.notify_all();
@@ -260,7 +297,7 @@ impl Documents {
     pub fn change(&self, host: &Path, version: i32, edits: Vec<Edit>) -> Result<(), String> {
         let cell = self.get(host).ok_or_else(|| format!("{} is not open", host.display()))?;
         // Counted when the change is done, whatever it did.
-        let _counted = CountOnDrop(&self.edits);
+        let _counted = CountOnDrop(self, host);
         let encoding = self.encoding();
         let mut doc = lock(&cell);
         doc.bytes = None;
@@ -351,13 +388,19 @@ pub struct Overlay {
     docs: Arc<Documents>,
     /// The host directory of the inner `Fs`'s boundary.
     host_root: PathBuf,
+    /// The counts `changes` answered lately: (directory, the sum, the inner
+    /// count, the buffers' count), so a feed reader's count can be split again.
+    answered: Mutex<std::collections::VecDeque<(VPath, u64, u64, u64)>>,
 }
+
+/// How many answered counts are remembered.
+const ANSWERED: usize = 32;
 
 impl Overlay {
     /// An overlay of `docs` over `inner`, whose boundary is the host
     /// directory `host_root` (canonical, as document keys are).
     pub fn new(inner: Arc<dyn Fs>, docs: Arc<Documents>, host_root: PathBuf) -> Overlay {
-        Overlay { inner, docs, host_root }
+        Overlay { inner, docs, host_root, answered: Mutex::default() }
     }
 
     /// The host path of a real path of the inner `Fs`.
@@ -423,7 +466,7 @@ impl Overlay {
             let mut doc = lock(&cell);
             let bytes: Arc<[u8]> = data.into();
             doc.pending = Some(bytes.clone());
-            self.docs.edits.fetch_add(1, Ordering::SeqCst);
+            self.docs.touched(host);
             tracing::info!(path = %host.display(), "wrote an open document to disk (the editor applies no edits)");
             return Ok(());
         };
@@ -437,9 +480,20 @@ impl Overlay {
         // report is the truth.
         if doc.version == target.version {
             doc.pending = Some(bytes);
-            self.docs.edits.fetch_add(1, Ordering::SeqCst);
+            self.docs.touched(host);
         }
         Ok(())
+    }
+
+    /// Remembers a count answered for `under`, and its parts.
+    fn answer(&self, under: &VPath, disk: u64, edits: u64) -> u64 {
+        let sum = disk.wrapping_add(edits);
+        let mut answered = self.answered.lock().unwrap_or_else(|e| e.into_inner());
+        if !answered.iter().any(|(u, s, d, e)| u == under && (*s, *d, *e) == (sum, disk, edits)) {
+            answered.push_front((under.clone(), sum, disk, edits));
+            answered.truncate(ANSWERED);
+        }
+        sum
     }
 
     fn write(&self, real: &VPath, data: &[u8], expect: Expect) -> Result<(), FsError> {
@@ -509,7 +563,27 @@ impl Fs for Overlay {
     /// The disk's count plus the buffers' own: an edit in the editor moves it too.
     fn changes(&self, under: &VPath) -> Option<u64> {
         let disk = self.inner.changes(under)?;
-        Some(disk.wrapping_add(self.docs.edits.load(Ordering::SeqCst)))
+        Some(self.answer(under, disk, self.docs.edits.load(Ordering::SeqCst)))
+    }
+
+    /// The inner feed's paths and the documents touched since, for a count this overlay answered.
+    fn changed_since(&self, under: &VPath, since: u64) -> Option<(u64, Vec<VPath>)> {
+        let (disk_then, edits_then) = {
+            let answered = self.answered.lock().unwrap_or_else(|e| e.into_inner());
+            let (_, _, d, e) = answered.iter().find(|(u, s, _, _)| u == under && *s == since)?;
+            (*d, *e)
+        };
+        // Read first: a touch after it may be named too, which only means a look too many.
+        let edits = self.docs.edits.load(Ordering::SeqCst);
+        let (disk, mut paths) = self.inner.changed_since(under, disk_then)?;
+        for host in self.docs.touched_since(edits_then)? {
+            let Some(rel) = host.strip_prefix(&self.host_root).ok().and_then(|rel| rel.to_str()) else { continue };
+            let path = self.inner.boundary().join_rel(rel);
+            if path.starts_with(under) && !paths.contains(&path) {
+                paths.push(path);
+            }
+        }
+        Some((self.answer(under, disk, edits), paths))
     }
 
     fn walk_in_view(
@@ -636,6 +710,32 @@ mod tests {
         moved("close");
         mem.set_changes(Some(11));
         moved("a change on disk");
+    }
+
+    /// The feed names the disk's paths and the documents touched since a
+    /// count this overlay answered (issue 17); an unknown count means walk.
+    #[test]
+    fn the_feed_names_the_disk_paths_and_the_touched_documents() {
+        let (mem, docs, overlay) = setup();
+        let root = p("/");
+        mem.set_changes(Some(10));
+        let start = overlay.changes(&root).unwrap();
+        assert_eq!(overlay.changed_since(&root, start), Some((start, vec![])));
+        assert_eq!(overlay.changed_since(&root, start + 1000), None, "a count it never answered");
+        docs.open("/host/a.txt".into(), "file:///host/a.txt".into(), 1, "buffer\n");
+        mem.note_changed("/b.txt");
+        let now = overlay.changes(&root).unwrap();
+        let (at, mut paths) = overlay.changed_since(&root, start).unwrap();
+        paths.sort();
+        assert_eq!((at, paths), (now, vec![p("/a.txt"), p("/b.txt")]));
+        docs.change(Path::new("/host/a.txt"), 2, vec![Edit { range: None, text: "changed\n".into() }]).unwrap();
+        let (later, paths) = overlay.changed_since(&root, now).unwrap();
+        assert!(later > now);
+        assert_eq!(paths, [p("/a.txt")], "only what changed after that count");
+        mem.note_lost();
+        let last = overlay.changes(&root).unwrap();
+        assert_eq!(overlay.changed_since(&root, later), None, "the disk's feed lost track");
+        assert_eq!(overlay.changed_since(&root, last), Some((last, vec![])));
     }
 
     #[test]

@@ -1,18 +1,31 @@
-//! A change counter for one directory tree on disk, fed by inotify.
+//! A change count and change feed for one directory tree on disk, fed by inotify.
 //!
 //! `Changes::get` answers a number that moves whenever anything below the
 //! watched directory may have changed: the watcher's thread adds one when
-//! it has read inotify's events (`get` answers `None` while events wait
-//! unread), and `OsFs` adds one at the end of each of its own changes (so
-//! a change made through ctxfs is counted before its call returns). The
-//! search index keeps the visible files of a walk and walks again only when
-//! the number moved: a query over a tree nobody touched skips the walk.
+//! it has read inotify's events (while events wait unread or are being
+//! read, `get` waits up to `SETTLE_WAIT` for them to be counted, then
+//! answers `None`), and `OsFs` adds one at the end of each of its
+//! own changes (so a change made through ctxfs is counted before its call
+//! returns). The search index keeps the visible files of a walk and walks
+//! again only when the number moved.
 //!
-//! It is not a change feed: it never says what changed, and a reader learns
-//! nothing from it but "maybe something". While the watches are being
-//! (re)built, or when they cannot be (no inotify, a file system inotify does
-//! not see changes on, such as NFS or FUSE, or too many directories), it
-//! answers `None`, and the index walks every time as it would without it.
+//! `Changes::since` is the feed: the host paths (files and directories the
+//! events named) that changed after the count was some earlier value, so
+//! the index can look at those alone instead of walking the tree. It is a
+//! hint of where to look, never a verdict on what may be seen: it knows no
+//! view, and the index checks every path as its walk would. It answers
+//! `None` (walk) whenever it cannot vouch for the list being complete: the
+//! event queue overflowed, a directory was made, moved, removed or
+//! re-permissioned (the watches are rebuilt), an ignore file (`.gitignore`,
+//! `.ignore`, `.rgignore`, anything in `.git/info`) or a `.git` changed, a
+//! link appeared, an event named no file, or more than `MAX_DIRTY` paths
+//! piled up. Changes made through ctxfs count without a path of their own;
+//! their events name the paths.
+//!
+//! While the watches are being (re)built, or when they cannot be (no
+//! inotify, a file system inotify does not see changes on, such as NFS or
+//! FUSE, or too many directories), both answer `None`, and the index walks
+//! every time as it would without a watcher.
 //!
 //! Every directory below the watched one is watched, hidden and ignored ones
 //! included (which ignore files count depends on the session's view), except
@@ -24,19 +37,21 @@
 //! a lost event queue rebuilds the watches, at most once a second (until
 //! then the count is unknown and queries walk).
 //!
-//! It is not used by `MemFs` (nothing outside a test changes that) and
-//! `Overlay` adds its own buffers' changes to the inner count.
+//! It is not used by `MemFs` (whose tests set its count and feed by hand)
+//! and `Overlay` adds its own buffers' changes to the inner count and feed.
 
 use super::walk::walk_fd;
 use super::{Descend, Kind, WalkEntry, WalkOptions};
 use crate::paths::VPath;
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 use rustix::fs::{self as rfs, Mode, OFlags};
+use std::collections::HashMap;
 use std::mem::MaybeUninit;
 use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 /// Set (to anything) to run without a watcher: every search walks, as for benchmarks.
 pub const NO_WATCH_ENV: &str = "CTXFS_NO_WATCH";
@@ -89,6 +104,42 @@ impl Watchers {
         };
         changes.get(&host_root.join(rel), under)
     }
+
+    /// The count now and the paths below `under` (as virtual paths under
+    /// `vroot`) that changed since the count was `since`, or `None` when the
+    /// feed cannot vouch for that list (see the module header): walk.
+    pub fn since(&self, host_root: &Path, vroot: &VPath, under: &VPath, since: u64) -> Option<(u64, Vec<VPath>)> {
+        if disabled() {
+            return None;
+        }
+        let changes = {
+            let trees = self.trees.lock().unwrap_or_else(|e| e.into_inner());
+            trees.iter().find(|(path, _)| path == under)?.1.clone()
+        };
+        let (now, hosts) = changes.since(since)?;
+        let mut paths = Vec::with_capacity(hosts.len());
+        for host in hosts {
+            // A name that is not UTF-8 cannot be a path of the session's; a walk skips it too.
+            let rel = host.strip_prefix(host_root).ok()?.to_str()?;
+            paths.push(vroot.join_rel(rel));
+        }
+        Some((now, paths))
+    }
+}
+
+/// The longest a query waits for events being counted before it walks.
+const SETTLE_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// The most paths the feed keeps; past it the next query walks.
+pub const MAX_DIRTY: usize = 4096;
+
+/// The paths that changed, each with the count its last change made.
+#[derive(Debug, Default)]
+struct Log {
+    /// The count from which on the paths are complete: a reader that saw an
+    /// earlier count walks.
+    floor: u64,
+    paths: HashMap<PathBuf, u64>,
 }
 
 /// The most directories one boundary may have watched; past it the counter gives up.
@@ -107,26 +158,98 @@ pub struct Changes {
     started: OnceLock<()>,
     /// Directories watched at the last build (for tests and logs).
     watched: AtomicUsize,
+    /// Set while the thread reads events and records them: they are out of
+    /// the queue but not counted yet.
+    reading: AtomicBool,
+    /// The feed: which paths changed, and since when that is complete.
+    log: Mutex<Log>,
 }
 
 impl Changes {
-    /// Counts a change made through ctxfs itself.
+    /// Counts a change made through ctxfs itself (its events name its paths).
     pub fn bump(&self) {
+        let _log = self.log();
         self.count.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn log(&self) -> std::sync::MutexGuard<'_, Log> {
+        self.log.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts one batch of events: the paths they named, or, when `lost`,
+    /// that the feed cannot say what changed (readers of earlier counts walk).
+    fn record(&self, paths: impl IntoIterator<Item = PathBuf>, lost: bool) {
+        let mut log = self.log();
+        let now = self.count.fetch_add(1, Ordering::SeqCst) + 1;
+        if !lost {
+            for path in paths {
+                log.paths.insert(path, now);
+            }
+        }
+        if lost || log.paths.len() > MAX_DIRTY {
+            log.floor = now;
+            log.paths.clear();
+        }
+    }
+
+    /// Whether the count can be trusted now: `None` while events wait
+    /// unread or uncounted (the thread is about to count them), else whether
+    /// the watches cover the tree.
+    fn quiet(&self) -> Option<bool> {
+        // Events the thread has not read yet are changes it has not counted.
+        let Some(queue) = self.queue.get() else { return Some(false) };
+        if rustix::io::ioctl_fionread(&**queue).map_or(true, |waiting| waiting > 0) {
+            return None;
+        }
+        // Read after the queue: an event read from it since is being counted
+        // (`reading`) or is counted already.
+        if self.reading.load(Ordering::SeqCst) {
+            return None;
+        }
+        Some(self.ready.load(Ordering::SeqCst))
+    }
+
+    /// Whether the count can be trusted, waiting up to `SETTLE_WAIT` for
+    /// events the thread is about to count (a query right after an outside
+    /// change would otherwise walk).
+    fn settled(&self) -> bool {
+        let until = std::time::Instant::now() + SETTLE_WAIT;
+        loop {
+            if let Some(ready) = self.quiet() {
+                return ready;
+            }
+            if std::time::Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+    }
+
+    /// The count now and every path that changed since the count was
+    /// `since` (host paths, in no order), or `None` when that list cannot be
+    /// vouched for: the reader walks.
+    pub fn since(&self, since: u64) -> Option<(u64, Vec<PathBuf>)> {
+        if !self.settled() {
+            return None;
+        }
+        let log = self.log();
+        let now = self.count.load(Ordering::SeqCst);
+        if since < log.floor || since > now {
+            return None;
+        }
+        let paths = log.paths.iter().filter(|(_, at)| **at > since).map(|(path, _)| path.clone()).collect();
+        drop(log);
+        // Quiet still: nothing was read from the queue while the log was looked at.
+        (self.quiet() == Some(true)).then_some((now, paths))
     }
 
     /// The counter, or `None` while the watches do not cover the tree.
     /// The first call starts the watcher for `host_root` (presented as `vroot`).
     pub fn get(self: &Arc<Self>, host_root: &Path, vroot: &VPath) -> Option<u64> {
         self.started.get_or_init(|| start(Arc::downgrade(self), host_root.to_path_buf(), vroot.clone()));
-        // Events the thread has not read yet are changes it has not counted.
-        let queue = self.queue.get()?;
-        if rustix::io::ioctl_fionread(&**queue).map_or(true, |waiting| waiting > 0) {
-            return None;
-        }
-        // The count is read after `ready`: a change that lands between the two
+        // The count is read after `settled`: a change that lands between the two
         // reads moves the count, so the caller's next look differs.
-        self.ready.load(Ordering::SeqCst).then(|| self.count.load(Ordering::SeqCst))
+        self.settled().then(|| self.count.load(Ordering::SeqCst))
     }
 
     /// How many directories the last build watched.
@@ -200,6 +323,8 @@ fn run(changes: Weak<Changes>, host_root: PathBuf, vroot: VPath) {
     }
     let mut rebuild = true;
     let mut last_build: Option<std::time::Instant> = None;
+    // The watched directories by watch descriptor, from the last build.
+    let mut dirs: HashMap<i32, PathBuf> = HashMap::new();
     let mut buf = vec![MaybeUninit::<u8>::uninit(); 64 * 1024];
     loop {
         let Some(shared) = changes.upgrade() else { return };
@@ -213,11 +338,17 @@ fn run(changes: Weak<Changes>, host_root: PathBuf, vroot: VPath) {
         if rebuild && last_build.is_none_or(|at| at.elapsed() >= REBUILD_EVERY) {
             last_build = Some(std::time::Instant::now());
             match add_watches(&fd, &host_root, &vroot) {
-                Ok(n) => {
+                Ok(built) => {
+                    let n = built.len();
                     tracing::debug!(directories = n, root = %host_root.display(), "watching");
+                    // Watches of directories no longer in the tree (moved out) are let go.
+                    for wd in dirs.keys().filter(|wd| !built.contains_key(wd)) {
+                        let _ = inotify::remove_watch(&*fd, *wd);
+                    }
+                    dirs = built;
                     shared.watched.store(n, Ordering::SeqCst);
                     // Anything may have changed while the watches were missing.
-                    shared.bump();
+                    shared.record([], true);
                     shared.ready.store(true, Ordering::SeqCst);
                 }
                 Err(why) => return give_up(&shared, &why),
@@ -240,20 +371,61 @@ fn run(changes: Weak<Changes>, host_root: PathBuf, vroot: VPath) {
         // While events wait unread `get` says `None`; they are counted once
         // read, so a walk made before then is not reused.
         let Some(shared) = changes.upgrade() else { return };
+        // Set before the read: a reader that finds the queue empty then waits for the count.
+        shared.reading.store(true, Ordering::SeqCst);
         let mut reader = inotify::Reader::new(&*fd, &mut buf);
+        let mut paths = Vec::new();
+        let mut lost = false;
         loop {
             let event = match reader.next() {
                 Ok(event) => event,
                 Err(rustix::io::Errno::AGAIN) | Err(rustix::io::Errno::INTR) => break,
-                Err(e) => return give_up(&shared, &format!("reading events failed: {e}")),
+                Err(e) => {
+                    shared.reading.store(false, Ordering::SeqCst);
+                    return give_up(&shared, &format!("reading events failed: {e}"));
+                }
             };
-            rebuild |= needs_rebuild(event.events(), event.file_name().map(|n| n.to_bytes()));
+            let name = event.file_name().map(|n| n.to_bytes());
+            rebuild |= needs_rebuild(event.events(), name);
+            match named(&dirs, event.wd(), event.events(), name) {
+                Some(path) => paths.push(path),
+                None => lost = true,
+            }
             if reader.is_buffer_empty() {
                 break;
             }
         }
-        shared.bump();
+        shared.record(paths, lost);
+        shared.reading.store(false, Ordering::SeqCst);
     }
+}
+
+/// The path an event names, or `None` when the feed cannot say what a walk
+/// would find now: the watches are rebuilt (or the queue overflowed), the
+/// watch is unknown, the event names no file, or `untrusted` says so.
+fn named(dirs: &HashMap<i32, PathBuf>, wd: i32, mask: ReadFlags, name: Option<&[u8]>) -> Option<PathBuf> {
+    if needs_rebuild(mask, name) {
+        return None;
+    }
+    let (dir, name) = (dirs.get(&wd)?, name?);
+    (!untrusted(dir, name, mask)).then(|| dir.join(std::ffi::OsStr::from_bytes(name)))
+}
+
+/// Whether an event about the file `name` in the watched directory `dir`
+/// leaves the feed unable to say what a walk would find now: a link appeared
+/// (a walk follows file links, and one may lead anywhere), or it is in
+/// `.git/info` (`exclude` decides which files are visible).
+fn untrusted(dir: &Path, name: &[u8], mask: ReadFlags) -> bool {
+    if dir.ends_with(".git/info") || name == b".git" {
+        return true;
+    }
+    // A link appears by a name's creation or a rename onto it; writes go through to its target.
+    if mask.intersects(ReadFlags::CREATE | ReadFlags::MOVED_TO) {
+        let path = dir.join(std::ffi::OsStr::from_bytes(name));
+        // Gone since: its removal is another event, and a missing file is what the index drops.
+        return std::fs::symlink_metadata(path).is_ok_and(|meta| !meta.is_file());
+    }
+    false
 }
 
 /// Whether an event changes which directories exist or which are ignored.
@@ -265,13 +437,14 @@ fn needs_rebuild(mask: ReadFlags, name: Option<&[u8]>) -> bool {
         );
     let lost =
         mask.intersects(ReadFlags::QUEUE_OVERFLOW | ReadFlags::IGNORED | ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF);
-    let ignore_file = matches!(name, Some(b".gitignore" | b".ignore"));
+    let ignore_file = matches!(name, Some(b".gitignore" | b".ignore" | b".rgignore" | b".git"));
     dir_moved || lost || ignore_file
 }
 
 /// Watches the directory and every one below it but those inside `.git`
-/// (its `info/` is watched); answers how many, or why it cannot.
-fn add_watches(fd: &OwnedFd, host_root: &Path, vroot: &VPath) -> Result<usize, String> {
+/// (its `info/` is watched); answers the watched directories by watch
+/// descriptor, or why it cannot.
+fn add_watches(fd: &OwnedFd, host_root: &Path, vroot: &VPath) -> Result<HashMap<i32, PathBuf>, String> {
     let flags = WatchFlags::CREATE
         | WatchFlags::DELETE
         | WatchFlags::MODIFY
@@ -285,13 +458,17 @@ fn add_watches(fd: &OwnedFd, host_root: &Path, vroot: &VPath) -> Result<usize, S
         | WatchFlags::ONLYDIR;
     let count = AtomicUsize::new(0);
     let failed: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+    let dirs: Mutex<HashMap<i32, PathBuf>> = Mutex::new(HashMap::new());
     let watch = |host: &Path| {
         if count.fetch_add(1, Ordering::SeqCst) >= MAX_WATCHES {
             *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!("more than {MAX_WATCHES} directories"));
             return false;
         }
         match inotify::add_watch(fd, host, flags) {
-            Ok(_) => true,
+            Ok(wd) => {
+                dirs.lock().unwrap_or_else(|e| e.into_inner()).insert(wd, host.to_path_buf());
+                true
+            }
             // Gone or swapped for something else since it was listed: the
             // event that did it has moved the counter already.
             Err(rustix::io::Errno::NOENT) | Err(rustix::io::Errno::NOTDIR) | Err(rustix::io::Errno::ACCESS) => true,
@@ -328,7 +505,7 @@ fn add_watches(fd: &OwnedFd, host_root: &Path, vroot: &VPath) -> Result<usize, S
         return Err(why);
     }
     walked.map_err(|e| format!("cannot walk the boundary: {e}"))?;
-    Ok(count.load(Ordering::SeqCst))
+    Ok(dirs.into_inner().unwrap_or_else(|e| e.into_inner()))
 }
 
 #[cfg(test)]
@@ -392,6 +569,91 @@ mod tests {
             eventually(what, || changes.get(&root, &vroot).is_some_and(|now| now != before));
         }
         assert_eq!(changes.watched(), 4, "a/new is watched after the rebuild");
+    }
+
+    /// Waits until the count is known and stays put a moment; answers it.
+    fn settled(changes: &Arc<Changes>, root: &Path, vroot: &VPath) -> u64 {
+        eventually("the counter settles", || {
+            let a = changes.get(root, vroot);
+            std::thread::sleep(Duration::from_millis(30));
+            a.is_some() && a == changes.get(root, vroot)
+        });
+        changes.get(root, vroot).unwrap()
+    }
+
+    /// Issue 17: the feed names the files changed from outside, and answers
+    /// `None` (walk) after a change it cannot vouch for.
+    #[test]
+    fn the_feed_names_changed_files_and_gives_up_on_directories_links_and_ignore_files() {
+        let Some((_tmp, root)) = watchable_tempdir() else { return };
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        std::fs::write(root.join("a/b/f.txt"), "one").unwrap();
+        std::fs::write(root.join("g.txt"), "one").unwrap();
+        let vroot = VPath::parse("/ws").unwrap();
+        let changes = Arc::new(Changes::default());
+        eventually("the watches are built", || changes.get(&root, &vroot).is_some());
+        let sorted = |mut paths: Vec<PathBuf>| {
+            paths.sort();
+            paths
+        };
+        // An edit deep down, then a removal and a new file: each named, nothing else.
+        let start = settled(&changes, &root, &vroot);
+        assert_eq!(changes.since(start), Some((start, vec![])));
+        std::fs::write(root.join("a/b/f.txt"), "two").unwrap();
+        eventually("the edit is counted", || changes.get(&root, &vroot).is_some_and(|now| now != start));
+        let (now, paths) = changes.since(start).expect("an edit is named");
+        assert_eq!(paths, [root.join("a/b/f.txt")]);
+        std::fs::remove_file(root.join("g.txt")).unwrap();
+        std::fs::write(root.join("a/h.txt"), "new").unwrap();
+        eventually("both are counted", || changes.since(now).is_some_and(|(_, p)| p.len() == 2));
+        assert_eq!(sorted(changes.since(now).unwrap().1), [root.join("a/h.txt"), root.join("g.txt")]);
+        assert_eq!(sorted(changes.since(start).unwrap().1).len(), 3, "everything since the older count");
+        // Each of these leaves the feed unable to vouch for what changed before it.
+        type Step<'a> = (&'a str, Box<dyn Fn() + 'a>);
+        let steps: [Step<'_>; 4] = [
+            ("a directory appears", Box::new(|| std::fs::create_dir(root.join("a/new")).unwrap())),
+            ("a link appears", Box::new(|| std::os::unix::fs::symlink("g.txt", root.join("l.txt")).unwrap())),
+            ("an ignore file is written", Box::new(|| std::fs::write(root.join("a/.rgignore"), "*.txt\n").unwrap())),
+            ("a directory goes", Box::new(|| std::fs::remove_dir(root.join("a/new")).unwrap())),
+        ];
+        for (what, step) in steps {
+            let before = settled(&changes, &root, &vroot);
+            step();
+            eventually(what, || changes.get(&root, &vroot).is_some_and(|now| now != before));
+            assert_eq!(changes.since(before), None, "{what}: walk");
+            let after = settled(&changes, &root, &vroot);
+            assert_eq!(changes.since(after), Some((after, vec![])), "{what}: trusted again from then on");
+        }
+    }
+
+    /// A lost event queue (or one past `MAX_DIRTY` paths) means walk; so does
+    /// an event of a watch the feed does not know.
+    #[test]
+    fn an_overflowed_queue_or_too_many_paths_mean_walk() {
+        let dirs = HashMap::from([(1, PathBuf::from("/h/ws"))]);
+        let file = ReadFlags::MODIFY;
+        assert_eq!(named(&dirs, 1, file, Some(b"missing.txt")), Some(PathBuf::from("/h/ws/missing.txt")));
+        assert_eq!(named(&dirs, -1, ReadFlags::QUEUE_OVERFLOW, None), None);
+        assert_eq!(named(&dirs, 2, file, Some(b"f.txt")), None, "an unknown watch");
+        assert_eq!(named(&dirs, 1, ReadFlags::CREATE | ReadFlags::ISDIR, Some(b"d")), None);
+        assert_eq!(named(&dirs, 1, file, Some(b".gitignore")), None);
+        let changes = Changes::default();
+        changes.record([PathBuf::from("/h/ws/a")], false);
+        let start = changes.count.load(Ordering::SeqCst);
+        changes.record([PathBuf::from("/h/ws/b")], false);
+        let log = |since| {
+            let log = changes.log();
+            (since >= log.floor).then(|| log.paths.iter().filter(|(_, at)| **at > since).count())
+        };
+        assert_eq!((log(0), log(start)), (Some(2), Some(1)));
+        changes.record([], true);
+        assert_eq!((log(0), log(start)), (None, None), "lost: readers of earlier counts walk");
+        let now = changes.count.load(Ordering::SeqCst);
+        assert_eq!(log(now), Some(0));
+        changes.record((0..MAX_DIRTY).map(|i| PathBuf::from(format!("/h/ws/{i}"))), false);
+        assert_eq!(log(now), Some(MAX_DIRTY), "as many as it keeps");
+        changes.record([PathBuf::from("/h/ws/one-more")], false);
+        assert_eq!(log(now), None, "past the bound");
     }
 
     #[test]
