@@ -2057,6 +2057,7 @@ mod tests {
         let file = crate::access::ViewFile {
             grants: [("/w".to_string(), Level::Ro)].into_iter().collect(),
             floors: Default::default(),
+            mounts: Default::default(),
         };
         let access = Access::new(overlay, View::from_file(&file).unwrap(), VPath::root());
         let index = index(dir.path());
