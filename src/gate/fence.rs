@@ -238,6 +238,10 @@ impl Fs for Fence {
         self.inner.walk_in_view(real, options, visit, readable)
     }
 
+    fn source(&self, real: &VPath) -> u64 {
+        self.inner.source(real)
+    }
+
     fn mounts(&self) -> Vec<VPath> {
         self.inner.mounts()
     }

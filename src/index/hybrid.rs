@@ -194,6 +194,10 @@ struct Mirror {
     dims: usize,
     /// The count of refreshes, for `FileEntry::mark`.
     epoch: u32,
+    /// The `Fs::source` a refresh read each file from, where it is not the
+    /// shared tree's (0): a file of a mount is one session's working copy's,
+    /// and is taken as unchanged only by a walk of that same copy.
+    sources: HashMap<String, u64>,
 }
 
 /// The sign bits of a vector, 64 to a word.
@@ -214,6 +218,20 @@ impl Mirror {
 
     fn code_words(&self) -> usize {
         self.dims.div_ceil(64)
+    }
+
+    /// Whether the entry at `path` was read from `source` (see `sources`).
+    fn read_from(&self, path: &str, source: u64) -> bool {
+        self.sources.get(path).copied().unwrap_or(0) == source
+    }
+
+    /// Records where the entry at `path` was read from.
+    fn set_source(&mut self, path: &str, source: u64) {
+        if source == 0 {
+            self.sources.remove(path);
+        } else {
+            self.sources.insert(path.to_owned(), source);
+        }
     }
 
     /// Records a blob just stored; its chunks and codes are kept when the others' are.
@@ -299,7 +317,7 @@ enum Work {
     /// Unchanged since it was indexed.
     Same { shown: VPath, size: i64, blob: Sha, rowid: i64 },
     /// Read and hashed; chunked and embedded when its content was not indexed yet.
-    Read { real: VPath, shown: VPath, size: i64, mtime: i64, sha: Sha, chunks: Option<Vec<NewChunk>> },
+    Read { real: VPath, shown: VPath, size: i64, mtime: i64, sha: Sha, chunks: Option<Vec<NewChunk>>, origin: u64 },
     /// Binary, too large or unreadable.
     Skip { size: i64, why: SkipWhy },
     /// New or changed, left for later: the search's time to index ran out.
@@ -873,6 +891,7 @@ impl Index {
                 let mut mirror = self.mirror_mut();
                 let mark = AtomicU32::new(mirror.epoch);
                 mirror.files.insert(real.to_string(), FileEntry { rowid, blob: sha, size, mtime, mark });
+                mirror.set_source(real.as_str(), 0);
                 drop(mirror);
                 if let Some(old) = old.filter(|old| *old != sha) {
                     self.drop_if_orphan(&store, &old)?;
@@ -895,7 +914,9 @@ impl Index {
     /// What the walk does with one visible file (on the walk's threads):
     /// stat it, and when it is new or changed, read, hash, chunk and embed it.
     /// Past `deadline`, a new or changed file is left `Pending` (an indexed
-    /// earlier version stays as it was, and is not taken for gone).
+    /// earlier version stays as it was, and is not taken for gone). An entry
+    /// read from another `origin` (`Fs::source`: another session's working
+    /// copy of a mount) is neither unchanged nor an earlier version.
     fn prepare(
         &self,
         real: VPath,
@@ -903,6 +924,7 @@ impl Index {
         file: &Found<'_>,
         epoch: u32,
         deadline: Option<std::time::Instant>,
+        origin: u64,
     ) -> Work {
         let late = || deadline.is_some_and(|d| std::time::Instant::now() >= d);
         let pending = |size: i64| {
@@ -911,12 +933,18 @@ impl Index {
                 entry.mark.store(epoch, Ordering::Relaxed);
                 Seen { shown: shown.clone(), blob: entry.blob, rowid: entry.rowid }
             });
-            Work::Pending { size, stale: stale.filter(|s| mirror.is_current(&s.blob)) }
+            let own = mirror.read_from(real.as_str(), origin);
+            Work::Pending { size, stale: stale.filter(|s| own && mirror.is_current(&s.blob)) }
         };
         let unchanged = |size: i64, mtime: i64| -> Option<Work> {
             let mirror = self.mirror();
             let entry = mirror.files.get(real.as_str())?;
-            if entry.size == size && entry.mtime == mtime && mtime >= 0 && mirror.is_current(&entry.blob) {
+            if entry.size == size
+                && entry.mtime == mtime
+                && mtime >= 0
+                && mirror.is_current(&entry.blob)
+                && mirror.read_from(real.as_str(), origin)
+            {
                 entry.mark.store(epoch, Ordering::Relaxed);
                 return Some(Work::Same { shown: shown.clone(), size, blob: entry.blob, rowid: entry.rowid });
             }
@@ -951,7 +979,7 @@ impl Index {
                 None => return pending(size),
             },
         };
-        Work::Read { real, shown, size, mtime, sha, chunks }
+        Work::Read { real, shown, size, mtime, sha, chunks, origin }
     }
 
     /// The visible files under `root`, the index brought up to date: the last
@@ -974,7 +1002,9 @@ impl Index {
         let in_git = root.real.as_str().split('/').any(|name| name == ".git");
         // Read before the walk: a change during it moves the count, so the next query walks again.
         let changes = if in_git { None } else { access.fs().changes(&root.real) };
-        let key = format!("{:?}\n{:?}\n{:?}", access.view(), root.real, root.path);
+        // Counts of different sources never compare: each session's working copy of a mount has its own.
+        let source = access.fs().source(&root.real);
+        let key = format!("{:?}\n{:?}\n{:?}\n{source}", access.view(), root.real, root.path);
         self.sync_mirror(store, true)?;
         let version = self.mirror().version;
         if let Some(changes) = changes {
@@ -1133,7 +1163,9 @@ impl Index {
                             met.escaped.store(true, Ordering::Relaxed);
                         }
                     }
-                    match self.prepare(root_real.join_rel(rel), shown.clone(), file, epoch, deadline) {
+                    let real = root_real.join_rel(rel);
+                    let origin = access.fs().source(&real);
+                    match self.prepare(real, shown.clone(), file, epoch, deadline, origin) {
                         Work::Same { shown, size, blob, rowid } => {
                             counts.add(&counts.same, size);
                             if collect {
@@ -1185,7 +1217,7 @@ impl Index {
                         }
                         Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
                     };
-                    let Work::Read { real, shown, size, mtime, sha, chunks } = work else { continue };
+                    let Work::Read { real, shown, size, mtime, sha, chunks, origin } = work else { continue };
                     let made = match chunks {
                         Some(chunks) => self.ensure_blob(store, &sha, || chunks)?,
                         // Known when the walk looked, and nothing drops blobs before the walk ends.
@@ -1193,9 +1225,10 @@ impl Index {
                         None => continue,
                     };
                     let old = self.mirror().files.get(real.as_str()).map(|f| (f.rowid, f.blob, f.size, f.mtime));
+                    let same_origin = self.mirror().read_from(real.as_str(), origin);
                     let rowid = match old {
                         Some((rowid, blob, old_size, old_mtime))
-                            if blob == sha && old_size == size && old_mtime == mtime =>
+                            if blob == sha && old_size == size && old_mtime == mtime && same_origin =>
                         {
                             if let Some(f) = self.mirror().files.get(real.as_str()) {
                                 f.mark.store(epoch, Ordering::Relaxed);
@@ -1205,7 +1238,10 @@ impl Index {
                         _ => {
                             let rowid = store.put_file(real.as_str(), &sha, size, mtime, None)?;
                             let entry = FileEntry { rowid, blob: sha, size, mtime, mark: AtomicU32::new(epoch) };
-                            self.mirror_mut().files.insert(real.as_str().to_owned(), entry);
+                            let mut mirror = self.mirror_mut();
+                            mirror.files.insert(real.as_str().to_owned(), entry);
+                            mirror.set_source(real.as_str(), origin);
+                            drop(mirror);
                             files_since += 1;
                             rowid
                         }
@@ -1248,7 +1284,10 @@ impl Index {
                 };
                 for (path, blob) in gone {
                     store.remove_file(&path)?;
-                    self.mirror_mut().files.remove(&path);
+                    let mut mirror = self.mirror_mut();
+                    mirror.files.remove(&path);
+                    mirror.set_source(&path, 0);
+                    drop(mirror);
                     pending_orphans.push(blob);
                     state.removed += 1;
                 }

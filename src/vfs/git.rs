@@ -267,6 +267,8 @@ pub struct WorkingCopy {
     spec: MountSpec,
     /// `…/state.json`, `…/tree/` (the files), `…/trash/` (what rm took).
     dir: PathBuf,
+    /// Its `Fs::source`: a number of its own, from `dir`.
+    source: u64,
     files: OnceLock<OsFs>,
     state: Mutex<Option<State>>,
 }
@@ -279,7 +281,15 @@ impl WorkingCopy {
     /// The working copy of `spec` mounted at `mount`, kept in `dir`. Nothing
     /// is opened yet: a mount that cannot be used says so when it is used.
     pub fn new(mount: VPath, spec: MountSpec, dir: PathBuf) -> WorkingCopy {
-        WorkingCopy { mount, spec, dir, files: OnceLock::new(), state: Mutex::new(None) }
+        let sha = crate::hash::sha256(dir.as_os_str().as_encoded_bytes());
+        // Never 0, the shared tree's.
+        let source = u64::from_le_bytes(sha[..8].try_into().unwrap_or_default()) | 1;
+        WorkingCopy { mount, spec, dir, source, files: OnceLock::new(), state: Mutex::new(None) }
+    }
+
+    /// Its `Fs::source`: the same for this session's working copy of this mount, whichever handle has it.
+    pub fn source(&self) -> u64 {
+        self.source
     }
 
     pub fn mount(&self) -> &VPath {

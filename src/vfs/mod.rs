@@ -306,6 +306,15 @@ pub trait Fs: Send + Sync {
         None
     }
 
+    /// Which copy of the files a real path's bytes (and its `changes`) come
+    /// from: 0 for the shared tree, another number for each session's
+    /// working copy of a mount, and for a directory above mounts the shared
+    /// tree's and theirs together. Two sessions see the same files at a path
+    /// only when it is the same; numbers of different sources never compare.
+    fn source(&self, _real: &VPath) -> u64 {
+        0
+    }
+
     /// The mount points of mounted repositories (`mount::Mounted`); none
     /// elsewhere.
     fn mounts(&self) -> Vec<VPath> {

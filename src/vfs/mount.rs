@@ -250,6 +250,15 @@ impl Fs for Mounted {
         self.base.changed_since(under, since)
     }
 
+    fn source(&self, real: &VPath) -> u64 {
+        if let Some(mount) = self.route(real) {
+            return mount.source();
+        }
+        // Above mounts: the tree's and every mount's below, in their order.
+        let below = self.mounts.iter().filter(|m| m.mount().starts_with(real));
+        below.fold(self.base.source(real), |source, m| source.rotate_left(7) ^ m.source())
+    }
+
     fn mounts(&self) -> Vec<VPath> {
         self.mounts.iter().map(|m| m.mount().clone()).collect()
     }
