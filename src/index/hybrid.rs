@@ -19,8 +19,7 @@
 //! (`Units`: lengths, the chunk-to-passage map, and the sign bits side by
 //! side for one linear scan), made by the first search that needs them.
 //! Terms' postings are read from SQLite once and kept while the store does
-//! not change, and across this connection's own changes for the terms those
-//! changes cannot have touched (the store's `TermJournal`). A query then reads from SQLite only the `i8` vectors of the
+//! not change. A query then reads from SQLite only the `i8` vectors of the
 //! passages the meaning ranking scores exactly and the texts it answers.
 //! The mirror is dropped and read again when another connection (another
 //! process) committed to the store. When the file system can say which
