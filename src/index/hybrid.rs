@@ -37,7 +37,7 @@
 
 use super::embed::{EmbedError, Embedder};
 use super::rankings::{rank as rank_units, Meaning, Rankings};
-use super::store::{decode_vector, IndexStore, NewChunk, TermJournal};
+use super::store::{decode_vector, IndexStore, NewChunk};
 use super::terms::{query_terms, query_words, terms};
 use crate::access::walk::{visible_files, visible_files_among, Found, Only};
 use crate::access::{Access, Target};
@@ -361,50 +361,10 @@ struct PostingsCache {
     terms: HashMap<(Postings, String), PostingList>,
     /// Postings held, to bound the memory.
     held: usize,
-    /// The highest passage id removed since the kept lists were read (they may still hold it).
-    removed_max: Option<i64>,
 }
 
 /// The most postings kept in memory (16 bytes each); past that the cache starts over.
 const POSTINGS_KEPT: usize = 8 << 20;
-
-impl PostingsCache {
-    /// After this connection changed the word index as `journal` says, drops every term whose
-    /// postings may have changed and keeps the rest; false when it cannot tell (then drop all).
-    ///
-    /// A removed passage's id may stay in a kept list: ranking reads only ids of passages the
-    /// search's files hold, so it is never counted, unless SQLite gave the id again to a new
-    /// passage (it reuses the highest ids) — then nothing is kept. An added passage's terms are
-    /// found by looking for the term's text in its words, lower-cased: every token FTS5 made of
-    /// them is such a substring when they are ASCII (FTS5 folds ASCII case only, as here); words
-    /// with any other character keep nothing. Paths and tags change with the files' rows, which
-    /// no journal follows: their postings are always dropped.
-    fn keep_untouched(&mut self, journal: &TermJournal) -> bool {
-        if journal.overflowed || journal.added_words.iter().any(|w| !w.is_ascii()) {
-            return false;
-        }
-        // Every id removed since the kept lists were read may still be in them.
-        let removed = journal.removed_ids.iter().copied().chain(self.removed_max).max();
-        if let (Some(&added), Some(removed)) = (journal.added_ids.iter().min(), removed) {
-            if added <= removed {
-                self.removed_max = None;
-                return false;
-            }
-        }
-        self.removed_max = removed;
-        let added: Vec<String> = journal.added_words.iter().map(|w| w.to_ascii_lowercase()).collect();
-        let mut held = 0;
-        self.terms.retain(|(kind, term), list| {
-            let keep = *kind == Postings::Chunks && !added.iter().any(|words| words.contains(term.as_str()));
-            if keep {
-                held += list.len();
-            }
-            keep
-        });
-        self.held = held;
-        true
-    }
-}
 
 /// The visible files one walk found, and what they depended on.
 struct Walked {
@@ -677,19 +637,7 @@ impl Index {
     fn postings(&self, store: &IndexStore, kind: Postings, term: &str) -> anyhow::Result<Arc<Vec<(i64, u32)>>> {
         let key = (store.data_version()?, store.total_changes());
         let mut cache = self.postings.lock().unwrap_or_else(|e| e.into_inner());
-        if cache.key != Some(key) {
-            let journal = store.take_journal();
-            // Only this connection wrote since (another's commit moves `data_version`): keep
-            // the terms its changes could not have touched.
-            let own = cache.key.is_some_and(|(version, _)| version == key.0);
-            if !own || !cache.keep_untouched(&journal) {
-                cache.terms.clear();
-                cache.held = 0;
-                cache.removed_max = None;
-            }
-            cache.key = Some(key);
-        }
-        if cache.held > POSTINGS_KEPT {
+        if cache.key != Some(key) || cache.held > POSTINGS_KEPT {
             *cache = PostingsCache { key: Some(key), ..PostingsCache::default() };
         }
         if let Some(found) = cache.terms.get(&(kind, term.to_owned())) {
@@ -2038,51 +1986,6 @@ mod tests {
         fs.note_changed("/w/a.md");
         assert!(!same_as_a_walk("alpha").iter().any(|h| h.starts_with("/w/a.md:")));
         assert_eq!(index.walk_counts(), (1, 4));
-    }
-
-    /// Issue 17: a term's postings survive this connection's changes that do not touch it, and
-    /// every search still answers as a fresh index does, whatever the changes: edits, a new file, a
-    /// removed one, the newest file written again (SQLite gives its passages' ids again).
-    #[test]
-    fn postings_untouched_by_a_change_are_kept_and_answers_stay_exact() {
-        let dir = tempfile::tempdir().unwrap();
-        let words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa"];
-        let fs = Arc::new(MemFs::new(VPath::root()));
-        for (i, name) in ["a", "b", "c", "d"].iter().enumerate() {
-            fs.add_file(&format!("/w/{name}.md"), format!("{} {}\n", words[i], words[i + 1]));
-        }
-        fs.set_changes(Some(1));
-        let access = access(fs.clone(), &[("/w", Level::Ro)]);
-        let index = index(dir.path());
-        let queries = ["alpha", "beta gamma", "kappa", "zeta epsilon", "theta alpha"];
-        let mut kept = 0;
-        let mut seed = 7u64;
-        for step in 0..40 {
-            for query in queries {
-                let fresh_dir = tempfile::tempdir().unwrap();
-                let fresh = self::index(fresh_dir.path());
-                assert_eq!(hits_of(&index, &access, query), hits_of(&fresh, &access, query), "step {step}: {query}");
-            }
-            let before = index.postings.lock().unwrap().terms.len();
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            let pick = |n: u64, shift: u32| ((seed >> shift) % n) as usize;
-            let name = ["a", "b", "c", "d", "e"][pick(5, 33)];
-            let path = format!("/w/{name}.md");
-            match pick(4, 40) {
-                0 => {
-                    fs.remove(&path);
-                }
-                _ => fs.add_file(&path, format!("{} {} {}\n", words[pick(8, 45)], words[pick(8, 50)], step)),
-            }
-            fs.note_changed(&path);
-            // One search term that the change cannot have touched stays cached.
-            hits_of(&index, &access, "nothing-here");
-            let after = index.postings.lock().unwrap().terms.len();
-            if before > 0 && after > 1 {
-                kept += 1;
-            }
-        }
-        assert!(kept > 10, "the cache kept terms after only {kept} of 40 changes");
     }
 
     /// What the feed cannot vouch for makes the next search walk: an ignore

@@ -80,49 +80,6 @@ pub struct ChunkMeta {
 
 pub struct IndexStore {
     db: Connection,
-    /// What this connection did to the passages' word index since it was last taken, so a cache
-    /// of postings can keep the terms no change touched.
-    journal: std::cell::RefCell<TermJournal>,
-}
-
-/// The passages this connection added to and removed from the word index (`chunk_terms`).
-#[derive(Debug, Default)]
-pub struct TermJournal {
-    /// The word lists added, as indexed.
-    pub added_words: Vec<String>,
-    pub added_ids: Vec<i64>,
-    pub removed_ids: Vec<i64>,
-    /// Too much to keep: whoever takes it must assume every term changed.
-    pub overflowed: bool,
-    held: usize,
-}
-
-/// The most bytes of added words a journal keeps before it says it overflowed.
-const JOURNAL_BYTES: usize = 4 << 20;
-
-impl TermJournal {
-    fn add(&mut self, id: i64, words: &str) {
-        self.held += words.len() + 8;
-        if self.overflowed || self.held > JOURNAL_BYTES {
-            self.overflow();
-            return;
-        }
-        self.added_ids.push(id);
-        self.added_words.push(words.to_owned());
-    }
-
-    fn remove(&mut self, id: i64) {
-        self.held += 8;
-        if self.overflowed || self.held > JOURNAL_BYTES {
-            self.overflow();
-            return;
-        }
-        self.removed_ids.push(id);
-    }
-
-    fn overflow(&mut self) {
-        *self = TermJournal { overflowed: true, ..TermJournal::default() };
-    }
 }
 
 /// A vector quantised to `i8`: `value ≈ q × scale`, `scale = max |value| / 127`.
@@ -266,12 +223,7 @@ impl IndexStore {
         db.pragma_update(None, "cache_size", -16_384)?;
         db.set_prepared_statement_cache_capacity(64);
         create_schema_or_migrate(&db)?;
-        Ok(IndexStore { db, journal: Default::default() })
-    }
-
-    /// What this connection changed in the word index since the last call (see `TermJournal`).
-    pub fn take_journal(&self) -> TermJournal {
-        std::mem::take(&mut *self.journal.borrow_mut())
+        Ok(IndexStore { db })
     }
 
     pub fn begin(&self) -> anyhow::Result<()> {
@@ -467,11 +419,9 @@ impl IndexStore {
                     .prepare_cached("INSERT INTO chunk_vectors (id, vector) VALUES (?1, ?2)")?
                     .execute(params![id, vector_bytes(vector)])?;
             }
-            let words = chunk.words.join(" ");
             self.db
                 .prepare_cached("INSERT INTO chunk_terms (rowid, words) VALUES (?1, ?2)")?
-                .execute(params![id, words])?;
-            self.journal.borrow_mut().add(id, &words);
+                .execute(params![id, chunk.words.join(" ")])?;
             ids.push(id);
         }
         Ok(ids)
@@ -485,7 +435,6 @@ impl IndexStore {
             .collect::<Result<_, _>>()?;
         for id in ids {
             self.db.prepare_cached("DELETE FROM chunk_terms WHERE rowid = ?1")?.execute([id])?;
-            self.journal.borrow_mut().remove(id);
             self.db.prepare_cached("DELETE FROM chunk_vectors WHERE id = ?1")?.execute([id])?;
         }
         self.db.prepare_cached("DELETE FROM chunks WHERE blob = ?1")?.execute([sha])?;
