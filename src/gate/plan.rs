@@ -7,7 +7,7 @@ use super::Kind;
 use crate::paths::VPath;
 use crate::text;
 use crate::tools::spec::ChangeContext;
-use crate::tools::{Change, FileChange, Outcome};
+use crate::tools::{plural, Change, FileChange, Outcome};
 use crate::vfs::{Fs, Kind as NodeKind};
 use serde_json::Value;
 
@@ -177,14 +177,6 @@ fn counts(diff: &str) -> (usize, usize) {
     let added = diff.lines().filter(|l| l.starts_with('+')).count();
     let removed = diff.lines().filter(|l| l.starts_with('-')).count();
     (added, removed)
-}
-
-fn plural(n: usize, one: &str, many: &str) -> String {
-    if n == 1 {
-        format!("1 {one}")
-    } else {
-        format!("{n} {many}")
-    }
 }
 
 /// The content a dry run would have written to `path`'s real place.

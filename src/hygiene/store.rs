@@ -5,6 +5,7 @@
 //! also hands out result ids, so that no id is ever given twice in one data
 //! directory. Neither decides what the model sees.
 
+use rusqlite::OptionalExtension;
 use std::collections::BTreeMap;
 
 /// What an editor lists about a result, besides its text.
@@ -213,14 +214,6 @@ pub struct SqliteStore {
 /// Ids a session takes from the counter at a time.
 const ID_BLOCK: u64 = 64;
 
-fn optional<T>(result: rusqlite::Result<T>) -> rusqlite::Result<Option<T>> {
-    match result {
-        Ok(value) => Ok(Some(value)),
-        Err(rusqlite::Error::QueryReturnedNoRows) => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
 fn has_column(db: &rusqlite::Connection, table: &str, column: &str) -> rusqlite::Result<bool> {
     let mut stmt = db.prepare(&format!("PRAGMA table_info({table})"))?;
     let names: Vec<String> = stmt.query_map([], |row| row.get::<_, String>(1))?.collect::<Result<_, _>>()?;
@@ -228,10 +221,9 @@ fn has_column(db: &rusqlite::Connection, table: &str, column: &str) -> rusqlite:
 }
 
 fn has_table(db: &rusqlite::Connection, table: &str) -> rusqlite::Result<bool> {
-    let found: Option<i64> =
-        optional(
-            db.query_row("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1", [table], |row| row.get(0)),
-        )?;
+    let found: Option<i64> = db
+        .query_row("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1", [table], |row| row.get(0))
+        .optional()?;
     Ok(found.is_some())
 }
 
@@ -392,7 +384,7 @@ impl SqliteStore {
             return Ok(false);
         }
         let found: Option<i64> =
-            optional(db.query_row("SELECT 1 FROM sessions WHERE id = ?1", [session], |row| row.get(0)))?;
+            db.query_row("SELECT 1 FROM sessions WHERE id = ?1", [session], |row| row.get(0)).optional()?;
         Ok(found.is_some())
     }
 
@@ -400,7 +392,7 @@ impl SqliteStore {
         let Some(sha) = sha else { return Ok(None) };
         let mut stmt = self.db.prepare_cached("SELECT text, packed FROM blobs WHERE sha = ?1")?;
         let found: Option<(String, Option<Vec<u8>>)> =
-            optional(stmt.query_row([sha], |row| Ok((row.get(0)?, row.get(1)?))))?;
+            stmt.query_row([sha], |row| Ok((row.get(0)?, row.get(1)?))).optional()?;
         found.map(|(text, packed)| unpack(text, packed)).transpose()
     }
 }
@@ -464,8 +456,9 @@ impl ResultStore for SqliteStore {
 
     fn get(&self, id: u64) -> anyhow::Result<Option<String>> {
         let mut stmt = self.db.prepare_cached("SELECT text, packed FROM results WHERE session = ?1 AND id = ?2")?;
-        let found: Option<(String, Option<Vec<u8>>)> =
-            optional(stmt.query_row(rusqlite::params![self.session, id as i64], |row| Ok((row.get(0)?, row.get(1)?))))?;
+        let found: Option<(String, Option<Vec<u8>>)> = stmt
+            .query_row(rusqlite::params![self.session, id as i64], |row| Ok((row.get(0)?, row.get(1)?)))
+            .optional()?;
         found.map(|(text, packed)| unpack(text, packed)).transpose()
     }
 
@@ -557,9 +550,9 @@ impl ResultStore for SqliteStore {
         let mut stmt = self.db.prepare_cached(
             "SELECT before_sha, after_sha FROM changes WHERE session = ?1 AND id = ?2 AND path = ?3 ORDER BY seq LIMIT 1",
         )?;
-        let shas: Option<(Option<String>, Option<String>)> = optional(
-            stmt.query_row(rusqlite::params![self.session, id as i64, path], |row| Ok((row.get(0)?, row.get(1)?))),
-        )?;
+        let shas: Option<(Option<String>, Option<String>)> = stmt
+            .query_row(rusqlite::params![self.session, id as i64, path], |row| Ok((row.get(0)?, row.get(1)?)))
+            .optional()?;
         match shas {
             None => Ok(None),
             Some((before, after)) => Ok(Some((self.blob(before)?, self.blob(after)?))),
@@ -710,7 +703,7 @@ pub fn prune_daily(path: &std::path::Path, retention: Retention) -> anyhow::Resu
     let db = crate::sqlite::open_shared(path)?;
     prepare(&db)?;
     let last: Option<String> =
-        optional(db.query_row("SELECT value FROM settings WHERE key = 'pruned_at'", [], |row| row.get(0)))?;
+        db.query_row("SELECT value FROM settings WHERE key = 'pruned_at'", [], |row| row.get(0)).optional()?;
     let now = now_secs();
     if last.and_then(|l| l.parse::<i64>().ok()).is_some_and(|l| now - l < 86_400) {
         return Ok(None);

@@ -202,7 +202,7 @@ pub(crate) fn best_per_file(unit_scores: &[f64], starts: &[u32]) -> Vec<f64> {
 }
 
 /// Reciprocal rank fusion of weighted rankings of indices, with the constant `k`.
-fn rrf(rankings: &[(f64, Vec<u32>)], k: f64) -> HashMap<u32, f64> {
+pub(crate) fn rrf(rankings: &[(f64, Vec<u32>)], k: f64) -> HashMap<u32, f64> {
     let mut fused: HashMap<u32, f64> = HashMap::new();
     for (weight, ranking) in rankings {
         for (rank, i) in ranking.iter().enumerate() {

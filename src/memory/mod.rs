@@ -14,8 +14,9 @@
 //! (the gate), where the database lives (the engine says).
 
 use crate::index::embed::Embedder;
-use crate::index::rank::{bm25_scores, top, Bag};
+use crate::index::rank::{bm25_scores, rrf, top, Bag, Weights};
 use anyhow::Context;
+use rusqlite::OptionalExtension;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -193,10 +194,11 @@ impl Memory {
     /// The record `id`, if it is in this project's or the user's memory.
     pub fn get(&self, id: u64) -> anyhow::Result<Option<Record>> {
         self.with_db(|db| {
-            let row: Option<(String, String)> =
-                optional(db.query_row("SELECT scope, text FROM records WHERE id = ?1", [id as i64], |row| {
+            let row: Option<(String, String)> = db
+                .query_row("SELECT scope, text FROM records WHERE id = ?1", [id as i64], |row| {
                     Ok((row.get(0)?, row.get(1)?))
-                }))?;
+                })
+                .optional()?;
             Ok(row.and_then(|(key, text)| self.scope_of(&key).map(|scope| Record { id, scope, text })))
         })
     }
@@ -375,14 +377,6 @@ fn now() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
 }
 
-fn optional<T>(result: rusqlite::Result<T>) -> rusqlite::Result<Option<T>> {
-    match result {
-        Ok(value) => Ok(Some(value)),
-        Err(rusqlite::Error::QueryReturnedNoRows) => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
 fn read_scope(db: &rusqlite::Connection, key: &str, scope: Scope) -> anyhow::Result<Listing> {
     let mut stmt = db.prepare_cached("SELECT id, text FROM records WHERE scope = ?1 ORDER BY id")?;
     let records: Vec<Record> = stmt
@@ -411,27 +405,19 @@ fn open(path: &Path) -> anyhow::Result<rusqlite::Connection> {
     Ok(db)
 }
 
-/// Reciprocal rank fusion's constant, as the index's (`index::rank::Weights::DEFAULT.k`).
-const RRF_K: f64 = 30.0;
-
 /// Records ranked for a query: by words, and by meaning when a vectorizer is given (see `search`).
 fn rank(records: Vec<Record>, query: &str, limit: usize, vectorizer: Option<&dyn Embedder>) -> Vec<Record> {
     let terms = crate::index::terms::query_terms(query);
     let bags: Vec<Bag> = records.iter().map(|r| Bag::of(&r.text)).collect();
     let scores = bm25_scores(&bags.iter().collect::<Vec<_>>(), &terms);
     let by_id = |a: usize, b: usize| records[a].id.cmp(&records[b].id);
-    let words = top(&scores, records.len(), &|a, b| by_id(a as usize, b as usize));
-    let mut fused: Vec<(usize, f64)> =
-        words.iter().enumerate().map(|(rank, i)| (*i as usize, 1.0 / (RRF_K + rank as f64 + 1.0))).collect();
+    let mut rankings = vec![(1.0, top(&scores, records.len(), &|a, b| by_id(a as usize, b as usize)))];
     if let Some(meaning) = vectorizer.and_then(|v| by_meaning(&records, query, v)) {
-        for (rank, i) in meaning.into_iter().enumerate() {
-            let vote = 1.0 / (RRF_K + rank as f64 + 1.0);
-            match fused.iter_mut().find(|(j, _)| *j == i) {
-                Some((_, score)) => *score += vote,
-                None => fused.push((i, vote)),
-            }
-        }
+        rankings.push((1.0, meaning.into_iter().map(|i| i as u32).collect()));
     }
+    // Fused as the index fuses its rankings, with its constant.
+    let mut fused: Vec<(usize, f64)> =
+        rrf(&rankings, Weights::DEFAULT.k).into_iter().map(|(i, score)| (i as usize, score)).collect();
     fused.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| by_id(a.0, b.0)));
     let mut records: Vec<Option<Record>> = records.into_iter().map(Some).collect();
     fused.into_iter().take(limit).filter_map(|(i, _)| records[i].take()).collect()

@@ -171,3 +171,12 @@ impl Outcome {
 }
 
 pub type ToolResult = Result<Outcome, ToolError>;
+
+/// `1 file`, `2 files`: a count with its noun, for the sentences tools and approvals answer.
+pub(crate) fn plural(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}

@@ -8,7 +8,7 @@
 
 use super::params::{BranchAction, BranchParams, CommitParams, GitTagParams, MergeParams, PrParams, ReleaseParams};
 use super::spec::{Action, Tool, Traits};
-use super::{Ctx, Outcome, ToolResult};
+use super::{plural, Ctx, Outcome, ToolResult};
 use crate::access::ToolError;
 use crate::paths::VPath;
 use crate::vfs::git::{FileChangeKind, RepoAction, RepoAnswer, RepoError};
@@ -18,14 +18,6 @@ fn act(ctx: &mut Ctx<'_>, path: &str, action: RepoAction) -> ToolResult {
     let (target, mount) = ctx.access.repo_target(path)?;
     let answer = ctx.access.fs().repo(&mount, &action, false).map_err(|e| refusal(e, &target.path, &mount))?;
     Ok(Outcome::Text { body: words(&answer, &mount), path: Some(mount) })
-}
-
-fn plural(n: usize, one: &str, many: &str) -> String {
-    if n == 1 {
-        format!("1 {one}")
-    } else {
-        format!("{n} {many}")
-    }
 }
 
 /// What a repository action did, for the model.
