@@ -220,6 +220,12 @@ impl Memory {
         Ok(Ok(Some(Change::Add { scope, text })))
     }
 
+    /// The record of `scope` that already says `text` (as `plan_add` compares them), if one does.
+    pub fn kept(&self, scope: Scope, text: &str) -> anyhow::Result<Option<Record>> {
+        let text = clean(text);
+        Ok(self.list(scope)?.records.into_iter().find(|r| r.text == text))
+    }
+
     pub fn plan_replace(&self, id: u64, text: &str) -> anyhow::Result<Result<Change, Refused>> {
         let Some(record) = self.get(id)? else { return Ok(Err(unknown(id))) };
         let text = clean(text);

@@ -128,10 +128,8 @@ pub fn run(ctx: &mut Ctx<'_>, params: MemoryParams) -> ToolResult {
             let Some(change) = plan(ctx, &params)? else {
                 // An add of a fact the scope already holds.
                 let scope = params.scope.map_or(Scope::Project, MemoryScope::scope);
-                let text = params.text.as_deref().unwrap_or_default().trim();
-                let listing = memory.list(scope).map_err(failed)?;
-                let same = listing.records.iter().find(|r| r.text == text.replace("\r\n", "\n"));
-                return Ok(Outcome::text(match same {
+                let text = params.text.as_deref().unwrap_or_default();
+                return Ok(Outcome::text(match memory.kept(scope, text).map_err(failed)? {
                     Some(record) => {
                         format!("Already remembered as {} in {}; nothing changed.\n", record.name(), scope.title())
                     }
