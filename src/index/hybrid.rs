@@ -17,9 +17,11 @@
 //! files are kept while the file system's change count and the store stay
 //! the same (`Walked`), and with them their passages laid out for ranking
 //! (`Units`: lengths, the chunk-to-passage map, and the sign bits side by
-//! side for one linear scan), made by the first search that needs them.
-//! Terms' postings are read from SQLite once and kept while the store does
-//! not change. A query then reads from SQLite only the `i8` vectors of the
+//! side for one linear scan, shared between threads on a large tree and
+//! counted with the CPU's `popcnt`), made by the first search that needs
+//! them. Terms' postings are read from SQLite once and kept while the store
+//! does not change; the words a query needs that memory lacks are read half
+//! on a second connection, on another thread. A query then reads from SQLite only the `i8` vectors of the
 //! passages the meaning ranking scores exactly and the texts it answers.
 //! The mirror is dropped and read again when another connection (another
 //! process) committed to the store. When the file system can say which
@@ -335,6 +337,10 @@ pub struct Index {
     walks: Mutex<Vec<Walked>>,
     /// Terms' postings read from the store, kept while it does not change.
     postings: Mutex<PostingsCache>,
+    /// The store's file, and a second connection to it that reads some of a
+    /// query's postings on another thread (opened when first needed).
+    path: std::path::PathBuf,
+    reader: Mutex<Option<IndexStore>>,
     /// How long a search indexes new or changed files before it answers (`SEARCH_INDEX_BUDGET`).
     index_budget: std::time::Duration,
     /// Whole walks made for searches, and kept walks brought up to date from
@@ -542,15 +548,78 @@ impl Codes {
     }
 
     /// How many sign bits each unit shares with `query` (`u16::MAX`: no vector).
+    /// From `SCAN_SPLIT_FROM` units on the scan is shared between threads,
+    /// each writing its own slice, so the answer is the same either way.
     pub(super) fn agreement(&self, query: &[u64]) -> Vec<u16> {
-        if self.words == 0 {
-            return vec![u16::MAX; self.has.len()];
+        let mut out = vec![u16::MAX; self.has.len()];
+        let words = self.words;
+        if words == 0 || out.is_empty() || query.len() != words {
+            return out;
         }
-        self.bits
-            .chunks_exact(self.words)
-            .zip(&self.has)
-            .map(|(code, has)| if *has { agreement(code, query, self.dims) as u16 } else { u16::MAX })
-            .collect()
+        let dims = self.dims;
+        let threads = if out.len() >= SCAN_SPLIT_FROM {
+            std::thread::available_parallelism().map_or(1, |n| n.get()).min(SCAN_THREADS)
+        } else {
+            1
+        };
+        if threads == 1 {
+            scan_agreement(&self.bits, &self.has, words, query, dims, &mut out);
+            return out;
+        }
+        let per = out.len().div_ceil(threads);
+        std::thread::scope(|scope| {
+            for ((out, has), bits) in out.chunks_mut(per).zip(self.has.chunks(per)).zip(self.bits.chunks(per * words)) {
+                scope.spawn(move || scan_agreement(bits, has, words, query, dims, out));
+            }
+        });
+        out
+    }
+}
+
+/// From how many units the sign-bit scan is shared between threads (below, a
+/// thread's start costs more than the scan it would save).
+const SCAN_SPLIT_FROM: usize = 1 << 16;
+
+/// The most threads a sign-bit scan uses (it is bound by memory beyond a few).
+const SCAN_THREADS: usize = 4;
+
+/// Fills `out[u]` with the sign bits unit `u` shares with `query` (left as is
+/// where `has[u]` is false), using the CPU's population count when it has one:
+/// the portable build's `count_ones` is a dozen instructions a word instead of one.
+fn scan_agreement(bits: &[u64], has: &[bool], words: usize, query: &[u64], dims: usize, out: &mut [u16]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("popcnt") {
+        // SAFETY: `scan_agreement_popcnt` only differs from the portable scan
+        // by using the `popcnt` instruction, which the CPU was just found to have.
+        unsafe { scan_agreement_popcnt(bits, has, words, query, dims, out) };
+        return;
+    }
+    scan_agreement_portable(bits, has, words, query, dims, out);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "popcnt")]
+fn scan_agreement_popcnt(bits: &[u64], has: &[bool], words: usize, query: &[u64], dims: usize, out: &mut [u16]) {
+    scan_agreement_portable(bits, has, words, query, dims, out);
+}
+
+/// The scan itself; 384 dimensions (six words, every embedder ctxfs ships) get
+/// a loop the compiler unrolls.
+#[inline(always)]
+fn scan_agreement_portable(bits: &[u64], has: &[bool], words: usize, query: &[u64], dims: usize, out: &mut [u16]) {
+    if let Ok(q) = <&[u64; 6]>::try_from(query) {
+        for ((code, has), out) in bits.chunks_exact(6).zip(has).zip(out.iter_mut()) {
+            if *has {
+                let differ: u32 = code.iter().zip(q).map(|(x, y)| (x ^ y).count_ones()).sum();
+                *out = (dims as u32 - differ) as u16;
+            }
+        }
+        return;
+    }
+    for ((code, has), out) in bits.chunks_exact(words).zip(has).zip(out.iter_mut()) {
+        if *has {
+            *out = agreement(code, query, dims) as u16;
+        }
     }
 }
 
@@ -614,6 +683,8 @@ impl Index {
             mirror: RwLock::new(Mirror::default()),
             walks: Mutex::new(Vec::new()),
             postings: Mutex::new(PostingsCache::default()),
+            path: path.to_path_buf(),
+            reader: Mutex::new(None),
             index_budget: SEARCH_INDEX_BUDGET,
             walks_made: AtomicUsize::new(0),
             feeds_used: AtomicUsize::new(0),
@@ -650,6 +721,80 @@ impl Index {
         cache.held += read.len();
         cache.terms.insert((kind, term.to_owned()), read.clone());
         Ok(read)
+    }
+
+    /// Reads the postings a query will ask for that memory does not hold yet,
+    /// half of them on another thread through a second connection (SQLite
+    /// reads a term's list one occurrence at a time, so a query of several
+    /// common words waits mostly here). Does nothing with fewer than two to
+    /// read or when the second connection cannot be opened: `postings` then
+    /// reads them one by one as before. Both connections read the latest
+    /// commit; a commit from another process in between is caught by the
+    /// cache's key at the next query, as for a single connection.
+    fn prefetch_postings(&self, store: &IndexStore, wanted: &[(Postings, String)]) -> anyhow::Result<()> {
+        let key = (store.data_version()?, store.total_changes());
+        let missing: Vec<&(Postings, String)> = {
+            let mut cache = self.postings.lock().unwrap_or_else(|e| e.into_inner());
+            if cache.key != Some(key) || cache.held > POSTINGS_KEPT {
+                *cache = PostingsCache { key: Some(key), ..PostingsCache::default() };
+            }
+            let mut once = std::collections::HashSet::new();
+            wanted.iter().filter(|w| !cache.terms.contains_key(*w) && once.insert(*w)).collect()
+        };
+        if missing.len() < 2 {
+            return Ok(());
+        }
+        let mut reader = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        if reader.is_none() {
+            match IndexStore::open(&self.path) {
+                Ok(opened) => *reader = Some(opened),
+                Err(e) => {
+                    tracing::debug!(error = %e, "no second connection to the index; postings are read one by one");
+                    return Ok(());
+                }
+            }
+        }
+        let Some(second) = reader.take() else { return Ok(()) };
+        let read = |store: &IndexStore, which: &[&(Postings, String)]| -> anyhow::Result<Vec<Vec<(i64, u32)>>> {
+            which
+                .iter()
+                .map(|(kind, term)| match kind {
+                    Postings::Chunks => store.chunk_postings(term),
+                    Postings::Meta => store.meta_postings(term),
+                })
+                .collect()
+        };
+        // Alternate terms between the two, so each gets a share of the common and the rare.
+        let (mine, theirs): (Vec<_>, Vec<_>) = missing.iter().enumerate().partition(|(i, _)| i % 2 == 0);
+        let mine: Vec<&(Postings, String)> = mine.into_iter().map(|(_, w)| *w).collect();
+        let theirs: Vec<&(Postings, String)> = theirs.into_iter().map(|(_, w)| *w).collect();
+        let (got_mine, got_theirs) = std::thread::scope(|scope| {
+            // A connection is used by one thread at a time: it goes to the other thread and comes back.
+            let other = scope.spawn(|| {
+                let got = read(&second, &theirs);
+                (second, got)
+            });
+            let here = read(store, &mine);
+            let there = match other.join() {
+                Ok((second, got)) => {
+                    *reader = Some(second);
+                    got
+                }
+                Err(_) => Err(anyhow::anyhow!("the postings reader stopped")),
+            };
+            (here, there)
+        });
+        let mut cache = self.postings.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.key != Some(key) {
+            return Ok(());
+        }
+        for (which, got) in [(mine, got_mine?), (theirs, got_theirs?)] {
+            for (w, list) in which.into_iter().zip(got) {
+                cache.held += list.len();
+                cache.terms.insert(w.clone(), Arc::new(list));
+            }
+        }
+        Ok(())
     }
 
     /// Sets how long a search indexes new or changed files before it answers from what is indexed.
@@ -1405,6 +1550,15 @@ impl Index {
             None
         };
         let terms = if rankings.unjoined { query_words(query) } else { query_terms(query) };
+        let mut wanted: Vec<(Postings, String)> = Vec::new();
+        if (rankings.words || rankings.files) && units.len() > 0 {
+            wanted.extend(terms.iter().map(|t| (Postings::Chunks, t.clone())));
+        }
+        if rankings.paths && !seen.is_empty() {
+            wanted.extend(terms.iter().map(|t| (Postings::Meta, t.clone())));
+        }
+        self.prefetch_postings(&store, &wanted)?;
+        lap("postings");
         let postings = |kind: Postings, term: &str| self.postings(&store, kind, term);
         let chosen = rank_units(seen, units, &terms, limit, rankings, &postings, meaning, &mut lap)?;
         let mut hits = Vec::new();
@@ -1556,6 +1710,35 @@ impl Chunker for TokenChunker {
 mod tests {
     use super::super::terms::words;
     use super::*;
+
+    /// The sign-bit scan answers what a plain count of agreeing bits says,
+    /// alone or shared between threads, for six words a code and others.
+    #[test]
+    fn sign_bit_scan_agrees_with_a_plain_count() {
+        let mut state = 11u64;
+        let mut next = || {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            state
+        };
+        for (words, units) in [(6, 1000), (6, SCAN_SPLIT_FROM + 7), (2, 300), (2, SCAN_SPLIT_FROM * 2 + 1)] {
+            let dims = words * 64;
+            let bits: Vec<u64> = (0..units * words).map(|_| next()).collect();
+            let has: Vec<bool> = (0..units).map(|_| next() % 7 != 0).collect();
+            let query: Vec<u64> = (0..words).map(|_| next()).collect();
+            let codes = Codes { dims, words, bits: bits.clone(), has: has.clone() };
+            let got = codes.agreement(&query);
+            assert_eq!(got.len(), units);
+            for u in 0..units {
+                let want = if has[u] {
+                    let differ: u32 = (0..words).map(|w| (bits[u * words + w] ^ query[w]).count_ones()).sum();
+                    (dims as u32 - differ) as u16
+                } else {
+                    u16::MAX
+                };
+                assert_eq!(got[u], want, "unit {u} of {units}, {words} words");
+            }
+        }
+    }
     use crate::access::{Level, Need, View};
     use crate::vfs::mem::MemFs;
 
@@ -1590,6 +1773,39 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(a[0].path.as_str(), "/pub/upload.rs");
         assert_eq!(a.len(), 2);
+    }
+
+    /// A query of several words reads their postings on two connections at
+    /// once; memory then holds each word's list (passages and paths), the
+    /// same as one connection reads, and the answer is what it was.
+    #[test]
+    fn postings_read_on_two_connections_are_those_one_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        fs.add_file("/pub/upload.rs", "fn retry_failed_upload() { retry(); }\n".repeat(3));
+        fs.add_file("/pub/other.rs", "fn unrelated() {}\n// retry once, upload twice\n");
+        fs.add_file("/pub/retry/mod.rs", "// nothing\n");
+        let access = access(fs, &[("/pub", Level::Ro)]);
+        let root = access.target("/pub", Need::Look).unwrap();
+        let index = index(dir.path());
+        let found = index.search(&access, &root, "retry failed upload", 10).unwrap();
+        assert_eq!(found[0].path.as_str(), "/pub/upload.rs");
+        assert!(index.reader.lock().unwrap().is_some(), "the second connection was not used");
+        let cache = index.postings.lock().unwrap();
+        let store = index.store();
+        for term in query_terms("retry failed upload") {
+            for kind in [Postings::Chunks, Postings::Meta] {
+                let held = cache.terms.get(&(kind, term.clone())).unwrap_or_else(|| panic!("{kind:?} {term} not read"));
+                let one = match kind {
+                    Postings::Chunks => store.chunk_postings(&term).unwrap(),
+                    Postings::Meta => store.meta_postings(&term).unwrap(),
+                };
+                assert_eq!(**held, one, "{kind:?} {term}");
+            }
+        }
+        assert!(!cache.terms[&(Postings::Meta, "retry".to_owned())].is_empty());
+        drop((cache, store));
+        assert_eq!(index.search(&access, &root, "retry failed upload", 10).unwrap(), found);
     }
 
     /// A toy vectorizer: one dimension per topic word.

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Query latency of two ctxfs binaries over one index, alternated in one run (before/after a change).
+
+Both binaries must read the same index format: the index is built once (with --index, by binary A) and
+each trial then runs search_speed.py's query set in a fresh `ctxfs replay` process of A, then of B (the
+order flips every trial, so a machine that gets busier or quieter does not favour one). A process first
+asks `--warm` queries that are not timed (the first loads the index into memory; the file watcher's first
+build over a large tree runs meanwhile), then times every query of the set `--rounds` times.
+
+Reported per binary: p50 and p95 over all its trials' queries, each trial's p50, p50 and p95 of each
+process's first round (its words' postings not yet in memory), the mean time of each
+stage from the index's debug log, and whether both binaries answered every query with the same passages
+(they must, unless the change was meant to change results).
+
+Usage: python3 bench/search_ab.py --a OLD --b NEW --root TREE --data DIR [--index] [--trials 3]
+       [--rounds 2] [--warm 3] [--rankings fused] [--json FILE]
+Stdlib Python 3 only.
+"""
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import log  # noqa: E402
+from search_speed import PASSAGE, QUERIES, Replay, index_tree, pct  # noqa: E402
+
+
+def trial(binary, root, data, rankings, rounds, warm):
+    r = Replay(binary, root, data, rankings)
+    for n in range(warm):
+        r.call("search", {"query": f"warm up the index {n}", "limit": 10})
+    times, lists = [], {}
+    first_round = []
+    for n in range(rounds):
+        for q in QUERIES:
+            t, answer = r.call("search", {"query": q, "limit": 10})
+            if answer["is_error"]:
+                sys.exit(answer["text"])
+            times.append(t)
+            if n == 0:
+                first_round.append(t)
+            lists.setdefault(q, [m.group(0) for m in PASSAGE.finditer(answer["text"])])
+    r.close()
+    return times, first_round, lists, r.stages()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--a", required=True, help="the binary before the change")
+    ap.add_argument("--b", required=True, help="the binary after the change")
+    ap.add_argument("--root", required=True)
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--index", action="store_true", help="index the tree with A first")
+    ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--warm", type=int, default=3)
+    ap.add_argument("--rankings", default="fused")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    if args.index:
+        log("indexing with A")
+        log(index_tree(args.a, args.root, args.data)["summary"])
+    runs = {"a": [], "b": []}
+    firsts = {"a": [], "b": []}
+    lists = {"a": {}, "b": {}}
+    stages = {"a": [], "b": []}
+    for t in range(args.trials):
+        for side in (["a", "b"] if t % 2 == 0 else ["b", "a"]):
+            times, first, got, st = trial(getattr(args, side), args.root, args.data, args.rankings, args.rounds, args.warm)
+            runs[side].append(times)
+            firsts[side].extend(first)
+            lists[side].update(got)
+            stages[side].append(st)
+            log(f"trial {t + 1} {side.upper()}: p50 {pct(times, 0.5):.1f} ms, p95 {pct(times, 0.95):.1f} ms, "
+                f"stages {', '.join(f'{k} {v:.1f}' for k, v in st.items())}, load {os.getloadavg()[0]:.2f}")
+    res = {"load_at_end": os.getloadavg(), "same_passages": lists["a"] == lists["b"]}
+    for side in ("a", "b"):
+        every = [x for times in runs[side] for x in times]
+        names = sorted({k for st in stages[side] for k in st})
+        res[side] = {
+            "binary": getattr(args, side),
+            "p50_ms": pct(every, 0.5),
+            "p95_ms": pct(every, 0.95),
+            "trial_p50_ms": [pct(times, 0.5) for times in runs[side]],
+            "first_round_p50_ms": pct(firsts[side], 0.5),
+            "first_round_p95_ms": pct(firsts[side], 0.95),
+            "stages_ms": {k: sum(st.get(k, 0.0) for st in stages[side]) / len(stages[side]) for k in names},
+        }
+    if not res["same_passages"]:
+        differ = [q for q in QUERIES if lists["a"].get(q) != lists["b"].get(q)]
+        res["queries_answered_differently"] = differ
+    out = json.dumps(res, indent=1)
+    if args.json:
+        Path(args.json).write_text(out)
+    print(out)
+
+
+if __name__ == "__main__":
+    main()
