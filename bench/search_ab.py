@@ -25,24 +25,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import log  # noqa: E402
-from search_speed import PASSAGE, QUERIES, Replay, index_tree, pct  # noqa: E402
+from search_speed import QUERIES, Replay, index_tree, pct, timed_rounds  # noqa: E402
 
 
 def trial(binary, root, data, rankings, rounds, warm):
     r = Replay(binary, root, data, rankings)
     for n in range(warm):
         r.call("search", {"query": f"warm up the index {n}", "limit": 10})
-    times, lists = [], {}
-    first_round = []
-    for n in range(rounds):
-        for q in QUERIES:
-            t, answer = r.call("search", {"query": q, "limit": 10})
-            if answer["is_error"]:
-                sys.exit(answer["text"])
-            times.append(t)
-            if n == 0:
-                first_round.append(t)
-            lists.setdefault(q, [m.group(0) for m in PASSAGE.finditer(answer["text"])])
+    times, first_round, lists = timed_rounds(r, rounds)
     r.close()
     return times, first_round, lists, r.stages()
 

@@ -211,18 +211,27 @@ def pct(xs, p):
 PASSAGE = re.compile(r"^(/[^\n]*):(\d+)-(\d+)$", re.M)
 
 
-def latency(binary, root, data, rankings, rounds=3, lists=None, walk_always=False):
-    r = Replay(binary, root, data, rankings, walk_always)
-    first, _ = r.call("search", {"query": "warm up the index", "limit": 10})
-    times = []
+def timed_rounds(r, rounds):
+    """Asks every query `rounds` times: all times, the first round's, and each query's passages (first round)."""
+    times, first_round, lists = [], [], {}
     for n in range(rounds):
         for q in QUERIES:
             t, answer = r.call("search", {"query": q, "limit": 10})
             if answer["is_error"]:
                 sys.exit(answer["text"])
             times.append(t)
-            if n == 0 and lists is not None:
+            if n == 0:
+                first_round.append(t)
                 lists[q] = [m.group(0) for m in PASSAGE.finditer(answer["text"])]
+    return times, first_round, lists
+
+
+def latency(binary, root, data, rankings, rounds=3, lists=None, walk_always=False):
+    r = Replay(binary, root, data, rankings, walk_always)
+    first, _ = r.call("search", {"query": "warm up the index", "limit": 10})
+    times, _first_round, got = timed_rounds(r, rounds)
+    if lists is not None:
+        lists.update(got)
     rss, hwm = r.rss_mb()
     r.close()
     stages = r.stages()
