@@ -38,7 +38,7 @@
 //! files are left.
 
 use super::embed::{EmbedError, Embedder};
-use super::rankings::{rank as rank_units, Meaning, Rankings};
+use super::rankings::{rank as rank_units, Meaning, Quantised, Rankings};
 use super::store::{decode_vector, IndexStore, NewChunk};
 use super::terms::{query_terms, query_words, terms};
 use crate::access::walk::{visible_files, visible_files_among, Found, Only};
@@ -744,18 +744,7 @@ impl Index {
         if missing.len() < 2 {
             return Ok(());
         }
-        let mut reader = self.reader.lock().unwrap_or_else(|e| e.into_inner());
-        if reader.is_none() {
-            match IndexStore::open(&self.path) {
-                Ok(opened) => *reader = Some(opened),
-                Err(e) => {
-                    tracing::debug!(error = %e, "no second connection to the index; postings are read one by one");
-                    return Ok(());
-                }
-            }
-        }
-        let Some(second) = reader.take() else { return Ok(()) };
-        let read = |store: &IndexStore, which: &[&(Postings, String)]| -> anyhow::Result<Vec<Vec<(i64, u32)>>> {
+        let lists = self.on_two_connections(store, &missing, |store, which| {
             which
                 .iter()
                 .map(|(kind, term)| match kind {
@@ -763,38 +752,75 @@ impl Index {
                     Postings::Meta => store.meta_postings(term),
                 })
                 .collect()
-        };
-        // Alternate terms between the two, so each gets a share of the common and the rare.
-        let (mine, theirs): (Vec<_>, Vec<_>) = missing.iter().enumerate().partition(|(i, _)| i % 2 == 0);
-        let mine: Vec<&(Postings, String)> = mine.into_iter().map(|(_, w)| *w).collect();
-        let theirs: Vec<&(Postings, String)> = theirs.into_iter().map(|(_, w)| *w).collect();
-        let (got_mine, got_theirs) = std::thread::scope(|scope| {
-            // A connection is used by one thread at a time: it goes to the other thread and comes back.
-            let other = scope.spawn(|| {
-                let got = read(&second, &theirs);
-                (second, got)
-            });
-            let here = read(store, &mine);
-            let there = match other.join() {
-                Ok((second, got)) => {
-                    *reader = Some(second);
-                    got
-                }
-                Err(_) => Err(anyhow::anyhow!("the postings reader stopped")),
-            };
-            (here, there)
-        });
+        })?;
         let mut cache = self.postings.lock().unwrap_or_else(|e| e.into_inner());
         if cache.key != Some(key) {
             return Ok(());
         }
-        for (which, got) in [(mine, got_mine?), (theirs, got_theirs?)] {
-            for (w, list) in which.into_iter().zip(got) {
-                cache.held += list.len();
-                cache.terms.insert(w.clone(), Arc::new(list));
-            }
+        for (w, list) in missing.into_iter().zip(lists) {
+            cache.held += list.len();
+            cache.terms.insert(w.clone(), Arc::new(list));
         }
         Ok(())
+    }
+
+    /// `work` over `items`, the first half here on `store` and the second on
+    /// the second connection on another thread; the answers in `items`' order.
+    /// With fewer than two items, or when the second connection cannot be
+    /// opened, all of it runs here.
+    fn on_two_connections<T: Sync, R: Send>(
+        &self,
+        store: &IndexStore,
+        items: &[T],
+        work: impl Fn(&IndexStore, &[T]) -> anyhow::Result<Vec<R>> + Sync,
+    ) -> anyhow::Result<Vec<R>> {
+        if items.len() < 2 {
+            return work(store, items);
+        }
+        let mut reader = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        if reader.is_none() {
+            match IndexStore::open(&self.path) {
+                Ok(opened) => *reader = Some(opened),
+                Err(e) => {
+                    tracing::debug!(error = %e, "no second connection to the index; it is read on one");
+                    return work(store, items);
+                }
+            }
+        }
+        let Some(second) = reader.take() else { return work(store, items) };
+        let (here, there) = items.split_at(items.len().div_ceil(2));
+        let (got, theirs) = std::thread::scope(|scope| {
+            // A connection is used by one thread at a time: it goes to the other thread and comes back.
+            let other = scope.spawn(|| {
+                let got = work(&second, there);
+                (second, got)
+            });
+            let got = work(store, here);
+            let theirs = match other.join() {
+                Ok((second, theirs)) => {
+                    *reader = Some(second);
+                    theirs
+                }
+                Err(_) => Err(anyhow::anyhow!("the second connection's thread stopped")),
+            };
+            (got, theirs)
+        });
+        let mut got = got?;
+        got.extend(theirs?);
+        Ok(got)
+    }
+
+    /// The stored `i8` vectors (with their scales) of the chunks `ids`, in
+    /// their order, read on two connections.
+    fn stored_vectors(&self, store: &IndexStore, ids: &[i64]) -> anyhow::Result<Vec<Quantised>> {
+        self.on_two_connections(store, ids, |store, ids| {
+            ids.iter()
+                .map(|id| {
+                    let mut row = Vec::new();
+                    Ok(store.vector(*id, &mut row)?.map(|scale| (row, scale)))
+                })
+                .collect()
+        })
     }
 
     /// Sets how long a search indexes new or changed files before it answers from what is indexed.
@@ -1533,7 +1559,7 @@ impl Index {
         let seen = &visible.seen;
         let units = visible.units.get_or_init(|| Units::build(&mirror, seen));
         lap("units");
-        let vector = |id: i64, row: &mut Vec<i8>| store.vector(id, row);
+        let vector = |ids: &[i64]| self.stored_vectors(&store, ids);
         let meaning = if want_meaning && units.len() > 0 {
             let dims = mirror.dims;
             self.vectorizer
@@ -1878,6 +1904,42 @@ mod tests {
         // A new process reads the vectors back from the store.
         let again = index_with(dir.path(), true).search_with(&access, &root, "retry upload", 3, meaning).unwrap();
         assert_eq!(first, again);
+    }
+
+    /// The meaning ranking's vectors read on two connections are those one
+    /// reads, in the order asked, a missing chunk answered with none.
+    #[test]
+    fn vectors_read_on_two_connections_are_those_one_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        for (i, text) in
+            ["fn push_blob() { transfer(); }\n", "fn colour() { paint(); }\n", "fn store_file() { disk(); }\n"]
+                .iter()
+                .enumerate()
+        {
+            fs.add_file(&format!("/w/{i}.rs"), *text);
+        }
+        let access = access(fs, &[("/w", Level::Ro)]);
+        let root = access.target("/w", Need::Look).unwrap();
+        let index = index_with(dir.path(), true);
+        index.search(&access, &root, "send upload", 3).unwrap();
+        let mut ids = Vec::new();
+        index.store().all_vectors(|id, _| ids.push(id)).unwrap();
+        assert!(ids.len() >= 3, "{ids:?}");
+        ids.reverse();
+        ids.insert(1, i64::MAX);
+        let store = index.store();
+        let got = index.stored_vectors(&store, &ids).unwrap();
+        assert!(index.reader.lock().unwrap().is_some(), "the second connection was not used");
+        let one: Vec<Quantised> = ids
+            .iter()
+            .map(|id| {
+                let mut row = Vec::new();
+                store.vector(*id, &mut row).unwrap().map(|scale| (row, scale))
+            })
+            .collect();
+        assert_eq!(got, one);
+        assert!(got[1].is_none() && got.iter().filter(|v| v.is_some()).count() == ids.len() - 1);
     }
 
     /// `Topics`, refusing a text of more words than it holds for its length, as an embedder with a small context does.

@@ -141,8 +141,11 @@ pub(super) struct Meaning<'a> {
     pub vector: &'a StoredVector<'a>,
 }
 
-/// A passage's stored `i8` vector by chunk id, into the buffer; answers its scale (`None`: it has none).
-pub(super) type StoredVector<'a> = dyn Fn(i64, &mut Vec<i8>) -> anyhow::Result<Option<f32>> + 'a;
+/// Passages' stored `i8` vectors with their scales by chunk id, in the order asked.
+pub(super) type StoredVector<'a> = dyn Fn(&[i64]) -> anyhow::Result<Vec<Quantised>> + 'a;
+
+/// A stored `i8` vector and its scale (`None`: the passage has none).
+pub(super) type Quantised = Option<(Vec<i8>, f32)>;
 
 /// The units to show for `terms`, best first, at most `limit`: each chosen
 /// ranking over `units` (the passages of `seen`, the visible files), fused.
@@ -263,26 +266,27 @@ pub(super) fn rank(
         };
         lap("codes");
         let (q, q_scale) = quantize(&query);
-        let mut exact: HashMap<i64, f64> = HashMap::with_capacity(candidates.len());
-        let mut row = Vec::with_capacity(dims);
+        // Each chunk read once, in id order (the store's order), whatever units share it.
+        let mut ids: Vec<i64> = candidates.iter().map(|unit| units.id[*unit as usize]).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let exact: HashMap<i64, f64> = ids
+            .iter()
+            .copied()
+            .zip(vector(&ids)?)
+            .map(|(id, stored)| {
+                let score = match stored {
+                    Some((row, scale)) if row.len() == dims => {
+                        f64::from(dot_i8(&row, &q)) * f64::from(scale) * f64::from(q_scale)
+                    }
+                    _ => 0.0,
+                };
+                (id, score)
+            })
+            .collect();
         let mut scores = vec![0f64; units.len()];
         for unit in &candidates {
-            let id = units.id[*unit as usize];
-            let score = match exact.get(&id) {
-                Some(score) => *score,
-                None => {
-                    row.clear();
-                    let score = match vector(id, &mut row)? {
-                        Some(scale) if row.len() == dims => {
-                            f64::from(dot_i8(&row, &q)) * f64::from(scale) * f64::from(q_scale)
-                        }
-                        _ => 0.0,
-                    };
-                    exact.insert(id, score);
-                    score
-                }
-            };
-            scores[*unit as usize] = score;
+            scores[*unit as usize] = exact.get(&units.id[*unit as usize]).copied().unwrap_or(0.0);
         }
         passage_rankings.push((weights.meaning, rank::top(&scores, RANK_DEPTH, &order)));
         let best = rank::best_per_file(&scores, starts);
