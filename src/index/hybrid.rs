@@ -22,7 +22,8 @@
 //! them. Terms' postings are read from SQLite once and kept while the store
 //! does not change; the words a query needs that memory lacks are read half
 //! on a second connection, on another thread. A query then reads from SQLite only the `i8` vectors of the
-//! passages the meaning ranking scores exactly and the texts it answers.
+//! passages the meaning ranking scores exactly (half of them on the second
+//! connection too) and the texts it answers.
 //! The mirror is dropped and read again when another connection (another
 //! process) committed to the store. When the file system can say which
 //! paths changed since a kept walk (`Fs::changed_since`: files only, no
