@@ -338,8 +338,8 @@ pub struct Index {
     walks: Mutex<Vec<Walked>>,
     /// Terms' postings read from the store, kept while it does not change.
     postings: Mutex<PostingsCache>,
-    /// The store's file, and a second connection to it that reads some of a
-    /// query's postings on another thread (opened when first needed).
+    /// The store's file, and a second connection to it that reads half of a
+    /// query's postings and exact vectors on another thread (opened when first needed).
     path: std::path::PathBuf,
     reader: Mutex<Option<IndexStore>>,
     /// How long a search indexes new or changed files before it answers (`SEARCH_INDEX_BUDGET`).
@@ -372,6 +372,30 @@ struct PostingsCache {
 
 /// The most postings kept in memory (16 bytes each); past that the cache starts over.
 const POSTINGS_KEPT: usize = 8 << 20;
+
+impl PostingsCache {
+    /// Starts over unless what it holds was read at `key` and within `POSTINGS_KEPT`.
+    fn keep_for(&mut self, key: (i64, u64)) {
+        if self.key != Some(key) || self.held > POSTINGS_KEPT {
+            *self = PostingsCache { key: Some(key), ..PostingsCache::default() };
+        }
+    }
+
+    fn insert(&mut self, which: (Postings, String), list: PostingList) {
+        self.held += list.len();
+        self.terms.insert(which, list);
+    }
+}
+
+impl Postings {
+    /// This term's list of this kind, read from the store.
+    fn read(self, store: &IndexStore, term: &str) -> anyhow::Result<Vec<(i64, u32)>> {
+        match self {
+            Postings::Chunks => store.chunk_postings(term),
+            Postings::Meta => store.meta_postings(term),
+        }
+    }
+}
 
 /// The visible files one walk found, and what they depended on.
 struct Walked {
@@ -709,18 +733,12 @@ impl Index {
     fn postings(&self, store: &IndexStore, kind: Postings, term: &str) -> anyhow::Result<Arc<Vec<(i64, u32)>>> {
         let key = (store.data_version()?, store.total_changes());
         let mut cache = self.postings.lock().unwrap_or_else(|e| e.into_inner());
-        if cache.key != Some(key) || cache.held > POSTINGS_KEPT {
-            *cache = PostingsCache { key: Some(key), ..PostingsCache::default() };
-        }
+        cache.keep_for(key);
         if let Some(found) = cache.terms.get(&(kind, term.to_owned())) {
             return Ok(found.clone());
         }
-        let read = Arc::new(match kind {
-            Postings::Chunks => store.chunk_postings(term)?,
-            Postings::Meta => store.meta_postings(term)?,
-        });
-        cache.held += read.len();
-        cache.terms.insert((kind, term.to_owned()), read.clone());
+        let read = Arc::new(kind.read(store, term)?);
+        cache.insert((kind, term.to_owned()), read.clone());
         Ok(read)
     }
 
@@ -728,39 +746,30 @@ impl Index {
     /// half of them on another thread through a second connection (SQLite
     /// reads a term's list one occurrence at a time, so a query of several
     /// common words waits mostly here). Does nothing with fewer than two to
-    /// read or when the second connection cannot be opened: `postings` then
-    /// reads them one by one as before. Both connections read the latest
+    /// read (`postings` reads it when asked); all are read here when the
+    /// second connection cannot be opened. Both connections read the latest
     /// commit; a commit from another process in between is caught by the
     /// cache's key at the next query, as for a single connection.
     fn prefetch_postings(&self, store: &IndexStore, wanted: &[(Postings, String)]) -> anyhow::Result<()> {
         let key = (store.data_version()?, store.total_changes());
         let missing: Vec<&(Postings, String)> = {
             let mut cache = self.postings.lock().unwrap_or_else(|e| e.into_inner());
-            if cache.key != Some(key) || cache.held > POSTINGS_KEPT {
-                *cache = PostingsCache { key: Some(key), ..PostingsCache::default() };
-            }
-            let mut once = std::collections::HashSet::new();
+            cache.keep_for(key);
+            let mut once = HashSet::new();
             wanted.iter().filter(|w| !cache.terms.contains_key(*w) && once.insert(*w)).collect()
         };
         if missing.len() < 2 {
             return Ok(());
         }
         let lists = self.on_two_connections(store, &missing, |store, which| {
-            which
-                .iter()
-                .map(|(kind, term)| match kind {
-                    Postings::Chunks => store.chunk_postings(term),
-                    Postings::Meta => store.meta_postings(term),
-                })
-                .collect()
+            which.iter().map(|(kind, term)| kind.read(store, term)).collect()
         })?;
         let mut cache = self.postings.lock().unwrap_or_else(|e| e.into_inner());
         if cache.key != Some(key) {
             return Ok(());
         }
-        for (w, list) in missing.into_iter().zip(lists) {
-            cache.held += list.len();
-            cache.terms.insert(w.clone(), Arc::new(list));
+        for (which, list) in missing.into_iter().zip(lists) {
+            cache.insert(which.clone(), Arc::new(list));
         }
         Ok(())
     }
@@ -1823,10 +1832,7 @@ mod tests {
         for term in query_terms("retry failed upload") {
             for kind in [Postings::Chunks, Postings::Meta] {
                 let held = cache.terms.get(&(kind, term.clone())).unwrap_or_else(|| panic!("{kind:?} {term} not read"));
-                let one = match kind {
-                    Postings::Chunks => store.chunk_postings(&term).unwrap(),
-                    Postings::Meta => store.meta_postings(&term).unwrap(),
-                };
+                let one = kind.read(&store, &term).unwrap();
                 assert_eq!(**held, one, "{kind:?} {term}");
             }
         }
