@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
 """Query latency of two ctxfs binaries over one index, alternated in one run (before/after a change).
 
-Both binaries must read the same index format: the index is built once (with --index, by binary A) and
-each trial then runs search_speed.py's query set in a fresh `ctxfs replay` process of A, then of B (the
-order flips every trial, so a machine that gets busier or quieter does not favour one). A process first
+The binaries read one index, built once (with --index, by binary A), or, when a change moves the index's
+format, each its own: `--data-b` names B's, and --index then builds both, reporting each build's time,
+CPU, peak memory and size on disk (the first-index figures of the change). Each trial then runs
+search_speed.py's query set in a fresh `ctxfs replay` process of A, then of B (the order flips every trial, so a machine that gets busier or quieter does not favour one). A process first
 asks `--warm` queries that are not timed (the first loads the index into memory; the file watcher's first
 build over a large tree runs meanwhile), then times every query of the set `--rounds` times.
 
 Reported per binary: p50 and p95 over all its trials' queries, each trial's p50, p50 and p95 of each
-process's first round (its words' postings not yet in memory), the mean time of each
-stage from the index's debug log, and whether both binaries answered every query with the same passages
-(they must, unless the change was meant to change results).
+process's first round (its words' postings not yet in memory), the mean time of each stage over the
+timed queries from the index's debug log, the process's memory after them (resident, anonymous,
+file-backed, peak), and whether both binaries answered every query with the same passages (they must,
+unless the change was meant to change results).
 
-Usage: python3 bench/search_ab.py --a OLD --b NEW --root TREE --data DIR [--index] [--trials 3]
+Usage: python3 bench/search_ab.py --a OLD --b NEW --root TREE --data DIR [--data-b DIR] [--index] [--trials 3]
        [--rounds 2] [--warm 3] [--rankings fused] [--json FILE]
 Stdlib Python 3 only.
 """
@@ -25,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import log  # noqa: E402
-from search_speed import QUERIES, Replay, index_tree, pct, timed_rounds  # noqa: E402
+from search_speed import QUERIES, Replay, index_tree, pct, rss_kb, timed_rounds  # noqa: E402
 
 
 def trial(binary, root, data, rankings, rounds, warm):
@@ -33,8 +35,10 @@ def trial(binary, root, data, rankings, rounds, warm):
     for n in range(warm):
         r.call("search", {"query": f"warm up the index {n}", "limit": 10})
     times, first_round, lists = timed_rounds(r, rounds)
+    memory = {field: (rss_kb(r.p.pid, field) or 0) / 1024 for field in ("VmRSS", "RssAnon", "RssFile", "VmHWM")}
     r.close()
-    return times, first_round, lists, r.stages()
+    # Stages of the timed queries alone (the warm-up ones walk the tree and load the index).
+    return times, first_round, lists, r.stages(skip=warm), memory
 
 
 def main():
@@ -43,6 +47,7 @@ def main():
     ap.add_argument("--b", required=True, help="the binary after the change")
     ap.add_argument("--root", required=True)
     ap.add_argument("--data", required=True)
+    ap.add_argument("--data-b", help="B's own index, when the change moves the index's format (default: --data)")
     ap.add_argument("--index", action="store_true", help="index the tree with A first")
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=2)
@@ -50,23 +55,33 @@ def main():
     ap.add_argument("--rankings", default="fused")
     ap.add_argument("--json")
     args = ap.parse_args()
+    data = {"a": args.data, "b": args.data_b or args.data}
+    builds = {}
     if args.index:
-        log("indexing with A")
-        log(index_tree(args.a, args.root, args.data)["summary"])
+        for side in ("a", "b") if args.data_b else ("a",):
+            log(f"indexing with {side.upper()}")
+            built = index_tree(getattr(args, side), args.root, data[side])
+            built["index_mb"] = sum(f.stat().st_size for f in Path(data[side]).glob("index.db*")) / 1e6
+            built.pop("rss_samples", None)
+            builds[side] = built
+            log(f"{built['summary']} ({built['wall_s']:.0f} s, {built['cpu_s']:.0f} s CPU, "
+                f"peak {built['peak_rss_mb']:.0f} MB, index {built['index_mb']:.0f} MB)")
     runs = {"a": [], "b": []}
     firsts = {"a": [], "b": []}
     lists = {"a": {}, "b": {}}
     stages = {"a": [], "b": []}
+    memories = {"a": [], "b": []}
     for t in range(args.trials):
         for side in (["a", "b"] if t % 2 == 0 else ["b", "a"]):
-            times, first, got, st = trial(getattr(args, side), args.root, args.data, args.rankings, args.rounds, args.warm)
+            times, first, got, st, memory = trial(getattr(args, side), args.root, data[side], args.rankings, args.rounds, args.warm)
             runs[side].append(times)
             firsts[side].extend(first)
             lists[side].update(got)
             stages[side].append(st)
+            memories[side].append(memory)
             log(f"trial {t + 1} {side.upper()}: p50 {pct(times, 0.5):.1f} ms, p95 {pct(times, 0.95):.1f} ms, "
                 f"stages {', '.join(f'{k} {v:.1f}' for k, v in st.items())}, load {os.getloadavg()[0]:.2f}")
-    res = {"load_at_end": os.getloadavg(), "same_passages": lists["a"] == lists["b"]}
+    res = {"load_at_end": os.getloadavg(), "same_passages": lists["a"] == lists["b"], "builds": builds}
     for side in ("a", "b"):
         every = [x for times in runs[side] for x in times]
         names = sorted({k for st in stages[side] for k in st})
@@ -78,6 +93,9 @@ def main():
             "first_round_p50_ms": pct(firsts[side], 0.5),
             "first_round_p95_ms": pct(firsts[side], 0.95),
             "stages_ms": {k: sum(st.get(k, 0.0) for st in stages[side]) / len(stages[side]) for k in names},
+            # MiB after the timed queries, the largest of the trials: resident, of it anonymous (the
+            # process's own) and file-backed (the index's pages mapped, shared with the OS's cache), peak.
+            "memory_mib": {k: max(m[k] for m in memories[side]) for k in memories[side][0]},
         }
     if not res["same_passages"]:
         differ = [q for q in QUERIES if lists["a"].get(q) != lists["b"].get(q)]

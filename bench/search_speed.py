@@ -188,12 +188,12 @@ class Replay:
         self.p.wait()
         self.err.close()
 
-    def stages(self):
-        """Mean time per stage of the searches logged so far but the first (ms), from the index's debug lines."""
+    def stages(self, skip=1):
+        """Mean time per stage of the searches logged so far but the first `skip` (ms), from the index's debug lines."""
         sums, n = {}, 0
         lines = [l for l in self.err_path.read_text(errors="replace").splitlines() if "times=" in l]
         # The first search loads what the others find in memory: it is reported apart.
-        for line in lines[1:]:
+        for line in lines[skip:]:
             n += 1
             prev = 0.0
             for name, value, unit in STAGE.findall(line):

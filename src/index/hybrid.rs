@@ -743,9 +743,9 @@ impl Index {
     }
 
     /// Reads the postings a query will ask for that memory does not hold yet,
-    /// half of them on another thread through a second connection (SQLite
-    /// reads a term's list one occurrence at a time, so a query of several
-    /// common words waits mostly here). Does nothing with fewer than two to
+    /// half of them on another thread through a second connection (a common
+    /// word's list is read and decoded from its segments, the paths' from
+    /// FTS5 one occurrence at a time). Does nothing with fewer than two to
     /// read (`postings` reads it when asked); all are read here when the
     /// second connection cannot be opened. Both connections read the latest
     /// commit; a commit from another process in between is caught by the
@@ -777,13 +777,15 @@ impl Index {
     /// `work` over `items`, the first half here on `store` and the second on
     /// the second connection on another thread; the answers in `items`' order.
     /// With fewer than two items, or when the second connection cannot be
-    /// opened, all of it runs here.
+    /// opened, all of it runs here. Each connection does its part in one read
+    /// transaction (`IndexStore::in_one_read`).
     fn on_two_connections<T: Sync, R: Send>(
         &self,
         store: &IndexStore,
         items: &[T],
         work: impl Fn(&IndexStore, &[T]) -> anyhow::Result<Vec<R>> + Sync,
     ) -> anyhow::Result<Vec<R>> {
+        let work = |store: &IndexStore, items: &[T]| store.in_one_read(|| work(store, items));
         if items.len() < 2 {
             return work(store, items);
         }
@@ -1597,16 +1599,19 @@ impl Index {
         lap("postings");
         let postings = |kind: Postings, term: &str| self.postings(&store, kind, term);
         let chosen = rank_units(seen, units, &terms, limit, rankings, &postings, meaning, &mut lap)?;
-        let mut hits = Vec::new();
-        for unit in chosen {
-            let u = unit as usize;
-            hits.push(Hit {
-                path: seen[units.file[u] as usize].shown.clone(),
-                first_line: units.first_line[u] as usize,
-                last_line: units.last_line[u] as usize,
-                text: store.chunk_text(units.id[u])?,
-            });
-        }
+        let hits = store.in_one_read(|| {
+            let mut hits = Vec::with_capacity(chosen.len());
+            for unit in chosen {
+                let u = unit as usize;
+                hits.push(Hit {
+                    path: seen[units.file[u] as usize].shown.clone(),
+                    first_line: units.first_line[u] as usize,
+                    last_line: units.last_line[u] as usize,
+                    text: store.chunk_text(units.id[u])?,
+                });
+            }
+            Ok(hits)
+        })?;
         lap("fused");
         tracing::debug!(files = seen.len(), units = units.len(), terms = terms.len(), ?times, "search");
         Ok(Searched { hits, pending: coverage.pending, pending_bytes: coverage.pending_bytes })
@@ -2111,6 +2116,52 @@ mod tests {
         index.note_written(&VPath::parse("/w/a.md").unwrap(), b"the omega protocol replaced it\n", None).unwrap();
         assert_eq!(texts("omega"), vec!["the omega protocol replaced it\n"]);
         assert!(texts("alpha").is_empty());
+    }
+
+    /// A file written over and over, and files removed while their passages
+    /// were the newest, leave postings behind until merges drop them; a search
+    /// sees none of them: after 1,200 versions (past the purge of removed
+    /// chunks) it answers as a fresh index does.
+    #[test]
+    fn old_versions_of_a_file_change_no_answer() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        fs.add_file("/w/b.md", "alpha beta gamma\n");
+        fs.add_file("/w/c.md", "beta beta\nalpha\n");
+        let access = access(fs.clone(), &[("/w", Level::Ro)]);
+        let root = access.target("/w", Need::Look).unwrap();
+        let churned = index_with(&dir.path().join("churned"), false);
+        assert_eq!(churned.search(&access, &root, "alpha", 10).unwrap().len(), 2);
+        for version in 0..1200 {
+            // A file whose passages are the newest, removed before the next write.
+            if version % 50 == 0 {
+                let temp = format!("alpha alpha beta temp {version}\n");
+                fs.add_file("/w/t.md", temp.clone());
+                churned.note_written(&VPath::parse("/w/t.md").unwrap(), temp.as_bytes(), None).unwrap();
+                fs.remove("/w/t.md");
+                churned.search(&access, &root, "temp", 10).unwrap();
+            }
+            let text = format!("alpha version {version}\nbeta {}\n", "alpha ".repeat(version % 5));
+            fs.add_file("/w/a.md", text.clone());
+            churned.note_written(&VPath::parse("/w/a.md").unwrap(), text.as_bytes(), None).unwrap();
+        }
+        // The last file removed held the newest passage; a new file comes after it.
+        fs.add_file("/w/t.md", "temp alpha\n");
+        churned.note_written(&VPath::parse("/w/t.md").unwrap(), b"temp alpha\n", None).unwrap();
+        fs.remove("/w/t.md");
+        assert_eq!(churned.search(&access, &root, "temp", 10).unwrap().len(), 0);
+        fs.add_file("/w/d.md", "delta\n");
+        churned.note_written(&VPath::parse("/w/d.md").unwrap(), b"delta\n", None).unwrap();
+        assert_eq!(churned.search(&access, &root, "temp", 10).unwrap(), vec![], "a removed passage's words");
+        let fresh = index_with(&dir.path().join("fresh"), false);
+        for query in ["alpha", "beta", "version 1199", "version 7", "gamma beta", "delta"] {
+            let got = churned.search(&access, &root, query, 10).unwrap();
+            assert_eq!(got, fresh.search(&access, &root, query, 10).unwrap(), "{query}");
+        }
+        assert!(churned.search(&access, &root, "version 7", 10).unwrap().iter().all(|h| h.text.contains("1199")));
+        let store = churned.store();
+        let dead: i64 = store.db().query_row("SELECT count(*) FROM dead_chunks", [], |r| r.get(0)).unwrap();
+        assert!(dead < 1024, "{dead} removed chunks are still waiting: the purge did not run");
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod embed;
 pub mod http;
 pub mod hybrid;
 pub mod models;
+mod postings;
 pub(crate) mod rank;
 pub(crate) mod rankings;
 pub mod store;

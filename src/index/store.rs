@@ -1,10 +1,12 @@
-//! The index's database: files, content blobs, chunks, full-text terms and
+//! The index's database: files, content blobs, chunks, their terms and
 //! vectors, in SQLite (WAL) under the data directory.
 //!
 //! Content is keyed by its SHA-256, so a file in many places or unchanged
-//! across a move is chunked and embedded once. Terms live in FTS5 tables
-//! (contentless), read back per term through `fts5vocab` so the caller can
-//! compute BM25 with statistics of its own choosing. Vectors are stored
+//! across a move is chunked and embedded once. The passages' terms live in
+//! an inverted index of our own (`postings`: one segment a commit, merged by
+//! size), the files' paths and tags in an FTS5 table (contentless) read back
+//! through `fts5vocab`; both are read per term, so the caller can compute
+//! BM25 with statistics of its own choosing. Vectors are stored
 //! quantised to `i8` (one scale per vector) in a table of their own, so
 //! loading them all reads nothing else; chunk metadata is covered by an
 //! index, so loading it reads neither texts nor vectors. This module stores
@@ -14,11 +16,12 @@
 //! older schema is dropped and made again on the next refresh, except the
 //! files' tags and creators, which are kept (their content is read again).
 
+use super::postings;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
 
 /// The schema's version; an older index is rebuilt (see the module header).
-const SCHEMA_VERSION: i64 = 3;
+const SCHEMA_VERSION: i64 = 4;
 
 /// A file's row: where it is and what it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,6 +83,8 @@ pub struct ChunkMeta {
 
 pub struct IndexStore {
     db: Connection,
+    /// The terms of the chunks added in the open transaction, written at its commit.
+    pending: std::cell::RefCell<postings::Pending>,
 }
 
 /// A vector quantised to `i8`: `value ≈ q × scale`, `scale = max |value| / 127`.
@@ -109,6 +114,7 @@ pub fn decode_vector(bytes: &[u8], out: &mut Vec<i8>) -> Option<f32> {
 }
 
 fn create_schema(db: &Connection) -> rusqlite::Result<()> {
+    db.execute_batch(postings::SCHEMA)?;
     db.execute_batch(
         "CREATE TABLE IF NOT EXISTS files (
              path TEXT PRIMARY KEY,
@@ -125,7 +131,7 @@ fn create_schema(db: &Connection) -> rusqlite::Result<()> {
              embedder TEXT
          ) WITHOUT ROWID;
          CREATE TABLE IF NOT EXISTS chunks (
-             id INTEGER PRIMARY KEY,
+             id INTEGER PRIMARY KEY AUTOINCREMENT,
              blob BLOB NOT NULL,
              first_line INTEGER NOT NULL,
              last_line INTEGER NOT NULL,
@@ -137,9 +143,6 @@ fn create_schema(db: &Connection) -> rusqlite::Result<()> {
              id INTEGER PRIMARY KEY,
              vector BLOB NOT NULL
          );
-         CREATE VIRTUAL TABLE IF NOT EXISTS chunk_terms USING fts5(
-             words, content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 0');
-         CREATE VIRTUAL TABLE IF NOT EXISTS chunk_vocab USING fts5vocab(chunk_terms, 'instance');
          CREATE VIRTUAL TABLE IF NOT EXISTS meta_terms USING fts5(
              words, content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 0');
          CREATE VIRTUAL TABLE IF NOT EXISTS meta_vocab USING fts5vocab(meta_terms, 'instance');",
@@ -173,6 +176,9 @@ fn migrate(db: &Connection) -> anyhow::Result<()> {
              DROP TABLE IF EXISTS chunks;
              DROP TABLE IF EXISTS blobs;",
         )?;
+        for table in postings::TABLES {
+            db.execute_batch(&format!("DROP TABLE IF EXISTS {table}"))?;
+        }
         create_schema(db)?;
         if has_files {
             // Read every file again on its next refresh; its blob is gone.
@@ -223,21 +229,44 @@ impl IndexStore {
         db.pragma_update(None, "cache_size", -16_384)?;
         db.set_prepared_statement_cache_capacity(64);
         create_schema_or_migrate(&db)?;
-        Ok(IndexStore { db })
+        Ok(IndexStore { db, pending: Default::default() })
     }
 
     pub fn begin(&self) -> anyhow::Result<()> {
+        self.pending.borrow_mut().clear();
         self.db.execute_batch("BEGIN")?;
         Ok(())
     }
 
+    /// Writes the new chunks' terms, then commits; rolls back if either fails.
     pub fn commit(&self) -> anyhow::Result<()> {
-        self.db.execute_batch("COMMIT")?;
-        Ok(())
+        let written = postings::flush(&self.db, &mut self.pending.borrow_mut());
+        match written.and_then(|()| Ok(self.db.execute_batch("COMMIT")?)) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.rollback();
+                Err(e)
+            }
+        }
+    }
+
+    /// Runs `reads` in one read transaction (unless one is open already):
+    /// many small reads then share one snapshot and one lock, where each
+    /// statement on its own takes and drops SQLite's shared lock (a query's
+    /// 2,000 vectors spent most of their time there).
+    pub fn in_one_read<T>(&self, reads: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<T> {
+        if !self.db.is_autocommit() {
+            return reads();
+        }
+        let snapshot = self.db.unchecked_transaction()?;
+        let out = reads()?;
+        snapshot.commit()?;
+        Ok(out)
     }
 
     /// Rolls back the open transaction, if there is one.
     pub fn rollback(&self) {
+        self.pending.borrow_mut().clear();
         if !self.db.is_autocommit() {
             let _ = self.db.execute_batch("ROLLBACK");
         }
@@ -394,8 +423,20 @@ impl IndexStore {
         Ok(())
     }
 
-    /// Stores a blob's chunks (replacing any earlier ones); answers their ids in order.
+    /// Stores a blob's chunks (replacing any earlier ones); answers their ids
+    /// in order. Outside a transaction it makes one of its own (the terms are
+    /// written when a transaction commits).
     pub fn put_blob(&self, sha: &[u8], embedder: Option<&str>, chunks: &[NewChunk]) -> anyhow::Result<Vec<i64>> {
+        if self.db.is_autocommit() {
+            self.begin()?;
+            return match self.put_blob(sha, embedder, chunks) {
+                Ok(ids) => self.commit().map(|()| ids),
+                Err(e) => {
+                    self.rollback();
+                    Err(e)
+                }
+            };
+        }
         self.drop_chunks(sha)?;
         self.db
             .prepare_cached("INSERT OR REPLACE INTO blobs (sha, embedder) VALUES (?1, ?2)")?
@@ -419,9 +460,7 @@ impl IndexStore {
                     .prepare_cached("INSERT INTO chunk_vectors (id, vector) VALUES (?1, ?2)")?
                     .execute(params![id, vector_bytes(vector)])?;
             }
-            self.db
-                .prepare_cached("INSERT INTO chunk_terms (rowid, words) VALUES (?1, ?2)")?
-                .execute(params![id, chunk.words.join(" ")])?;
+            self.pending.borrow_mut().add(id, &chunk.words);
             ids.push(id);
         }
         Ok(ids)
@@ -434,7 +473,7 @@ impl IndexStore {
             .query_map([sha], |r| r.get(0))?
             .collect::<Result<_, _>>()?;
         for id in ids {
-            self.db.prepare_cached("DELETE FROM chunk_terms WHERE rowid = ?1")?.execute([id])?;
+            postings::forget(&self.db, id)?;
             self.db.prepare_cached("DELETE FROM chunk_vectors WHERE id = ?1")?.execute([id])?;
         }
         self.db.prepare_cached("DELETE FROM chunks WHERE blob = ?1")?.execute([sha])?;
@@ -518,9 +557,17 @@ impl IndexStore {
         Ok(())
     }
 
-    /// How often `term` occurs in each chunk that holds it, by chunk id ascending.
+    /// The connection, for tests that look at tables directly.
+    #[cfg(test)]
+    pub(crate) fn db(&self) -> &Connection {
+        &self.db
+    }
+
+    /// How often `term` occurs in each chunk that holds it, by chunk id
+    /// ascending. It may name chunks removed since (ids are never given again):
+    /// callers keep the chunks they hold.
     pub fn chunk_postings(&self, term: &str) -> anyhow::Result<Vec<(i64, u32)>> {
-        self.postings("SELECT doc FROM chunk_vocab WHERE term = ?1", term)
+        postings::read(&self.db, term)
     }
 
     /// How often `term` occurs in each file's path and tags (keyed by file rowid).
@@ -624,10 +671,15 @@ mod tests {
         assert!(!store.drop_blob_if_orphan(&sha).unwrap());
         store.remove_file("/a/y.rs").unwrap();
         assert_eq!(store.collect_garbage().unwrap(), 1);
-        assert!(store.chunk_postings("retry").unwrap().is_empty());
-        let mut vectors = 0;
-        store.all_vectors(|_, _| vectors += 1).unwrap();
-        assert_eq!(vectors, 0);
+        // The removed chunks' postings may stay until a merge; their ids are never given again.
+        assert!(store.chunks_of(&sha).unwrap().is_empty());
+        let again = store.put_blob(&[8u8; 32], None, &[chunk("retry later")]).unwrap();
+        assert!(again[0] > *ids.iter().max().unwrap(), "{again:?} after {ids:?}");
+        let retry = store.chunk_postings("retry").unwrap();
+        assert_eq!(retry.last(), Some(&(again[0], 1)));
+        let mut vectors = Vec::new();
+        store.all_vectors(|id, _| vectors.push(id)).unwrap();
+        assert_eq!(vectors, again, "the removed chunks' vectors are gone");
     }
 
     #[test]

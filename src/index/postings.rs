@@ -1,0 +1,438 @@
+//! The passages' inverted index, in SQLite tables of our own: each commit's new postings become one segment (per term, a list of chunk ids and counts, delta- and varint-encoded in one blob), segments of like size are merged, and a term's list is read back as a few blobs; not the chunks, the vectors, the paths' terms or the ranking.
+//!
+//! Why not FTS5 (which held these terms until schema 4): its vocabulary
+//! table hands a term's list back one occurrence per row, which cost a
+//! query of common words 40 ms at a million passages (bench/README.md);
+//! here a term is one blob per segment.
+//!
+//! What holds, and what relies on it:
+//!
+//! * A chunk id is never given twice (`chunks.id` is `AUTOINCREMENT`). So a
+//!   removed chunk's postings can stay in their segment until a merge drops
+//!   them: `read` may name chunks that are gone, never a chunk it does not
+//!   belong to, and callers keep the ids of chunks they hold. Removed ids
+//!   wait in `dead_chunks` until a merge of every segment.
+//! * One writer at a time, and a commit's chunks get ids above every earlier
+//!   commit's: a segment made by one commit covers ids no other segment
+//!   holds, so a term's lists read in segment order are in id order. A merge
+//!   of like-sized segments may span smaller ones made between them; `read`
+//!   then sorts what it read (correct, only slower).
+//! * Sizes by tiers of `FANOUT`: a segment's level grows with its chunks,
+//!   and `FANOUT` segments of one level are merged into one. A term is read
+//!   from at most a few segments a level, and each posting is written again
+//!   about once a level (write amplification logarithmic in the index).
+
+use anyhow::Context;
+use integer_encoding::VarInt;
+use rusqlite::{params, Connection, OptionalExtension};
+use std::collections::{HashMap, HashSet};
+
+/// The tables (created with the rest of the schema).
+pub(super) const SCHEMA: &str = "
+    CREATE TABLE IF NOT EXISTS postings_segments (
+        id INTEGER PRIMARY KEY,
+        level INTEGER NOT NULL,
+        first_id INTEGER NOT NULL,
+        last_id INTEGER NOT NULL,
+        chunks INTEGER NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS chunk_postings (
+        segment INTEGER NOT NULL,
+        term TEXT NOT NULL,
+        list BLOB NOT NULL,
+        PRIMARY KEY (segment, term)
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS dead_chunks (id INTEGER PRIMARY KEY);";
+
+/// The tables, for a migration to drop.
+pub(super) const TABLES: [&str; 3] = ["chunk_postings", "postings_segments", "dead_chunks"];
+
+/// How many segments of one level are merged into one.
+const FANOUT: usize = 4;
+/// The most chunks a segment of level 0 holds; each level above holds `FANOUT` times more.
+const LEVEL0_CHUNKS: i64 = 256;
+/// How many removed chunks wait before they may prompt a merge of every segment
+/// (which happens once they are also half of the chunks written).
+const DEAD_BEFORE_PURGE: i64 = 1024;
+
+/// The postings of the chunks added in the open transaction, written as one segment at its commit.
+#[derive(Default)]
+pub(super) struct Pending {
+    terms: HashMap<String, Vec<(i64, u32)>>,
+    ids: Option<(i64, i64)>,
+    chunks: i64,
+}
+
+impl Pending {
+    /// Counts a new chunk's words (`terms::terms`, repeats included). Ids come in ascending order.
+    pub(super) fn add(&mut self, id: i64, words: &[String]) {
+        let mut counts: HashMap<&str, u32> = HashMap::new();
+        for word in words {
+            *counts.entry(word.as_str()).or_default() += 1;
+        }
+        for (word, n) in counts {
+            self.terms.entry(word.to_owned()).or_default().push((id, n));
+        }
+        self.ids = Some(match self.ids {
+            Some((first, last)) => (first.min(id), last.max(id)),
+            None => (id, id),
+        });
+        self.chunks += 1;
+    }
+
+    pub(super) fn clear(&mut self) {
+        *self = Pending::default();
+    }
+}
+
+/// A segment's row.
+#[derive(Debug, Clone, Copy)]
+struct Segment {
+    id: i64,
+    first_id: i64,
+    last_id: i64,
+    chunks: i64,
+}
+
+/// Writes what `pending` holds as a new segment, then merges where a level
+/// is full (or removed chunks have become many). Runs inside the caller's
+/// transaction; `pending` is empty afterwards.
+pub(super) fn flush(db: &Connection, pending: &mut Pending) -> anyhow::Result<()> {
+    let Some((first_id, last_id)) = pending.ids else { return Ok(()) };
+    let segment = new_segment(db, first_id, last_id, pending.chunks)?;
+    let mut terms: Vec<(String, Vec<(i64, u32)>)> = std::mem::take(&mut pending.terms).into_iter().collect();
+    terms.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let mut insert = db.prepare_cached("INSERT INTO chunk_postings (segment, term, list) VALUES (?1, ?2, ?3)")?;
+    let mut bytes = Vec::new();
+    for (term, list) in &terms {
+        bytes.clear();
+        encode(list, &mut bytes);
+        insert.execute(params![segment, term, bytes])?;
+    }
+    pending.clear();
+    settle(db)
+}
+
+/// Records chunks as removed: their postings are dropped by a later merge.
+pub(super) fn forget(db: &Connection, id: i64) -> anyhow::Result<()> {
+    db.prepare_cached("INSERT OR IGNORE INTO dead_chunks (id) VALUES (?1)")?.execute([id])?;
+    Ok(())
+}
+
+/// A term's lists, one row a segment that holds it, in segment order. The
+/// `CROSS JOIN` keeps the segments the outer loop (SQLite otherwise may scan
+/// every posting for the term): a few key lookups, whatever the index's size.
+const READ: &str = "SELECT p.list FROM postings_segments s CROSS JOIN chunk_postings p
+                    ON p.segment = s.id AND p.term = ?1 ORDER BY s.first_id";
+
+/// How often `term` occurs in each chunk that holds it, by chunk id
+/// ascending. May name chunks removed since (see the module header).
+pub(super) fn read(db: &Connection, term: &str) -> anyhow::Result<Vec<(i64, u32)>> {
+    let mut stmt = db.prepare_cached(READ)?;
+    let mut rows = stmt.query([term])?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        decode(row.get_ref(0)?.as_blob()?, &mut out)?;
+    }
+    if out.windows(2).any(|w| w[0].0 >= w[1].0) {
+        // Segments whose id ranges interleave (see the module header).
+        out.sort_unstable();
+        out.dedup_by_key(|p| p.0);
+    }
+    Ok(out)
+}
+
+/// The level of a segment of `chunks` chunks.
+fn level_of(chunks: i64) -> i64 {
+    let (mut level, mut most) = (0, LEVEL0_CHUNKS);
+    while chunks > most {
+        most = most.saturating_mul(FANOUT as i64);
+        level += 1;
+    }
+    level
+}
+
+fn new_segment(db: &Connection, first_id: i64, last_id: i64, chunks: i64) -> anyhow::Result<i64> {
+    db.prepare_cached("INSERT INTO postings_segments (level, first_id, last_id, chunks) VALUES (?1, ?2, ?3, ?4)")?
+        .execute(params![level_of(chunks), first_id, last_id, chunks])?;
+    Ok(db.last_insert_rowid())
+}
+
+/// Merges while a level holds `FANOUT` segments; then, when removed chunks
+/// are many and half of what was written, every segment into one.
+fn settle(db: &Connection) -> anyhow::Result<()> {
+    loop {
+        let crowded: Option<i64> = db
+            .prepare_cached(
+                "SELECT level FROM postings_segments GROUP BY level HAVING count(*) >= ?1 ORDER BY level LIMIT 1",
+            )?
+            .query_row([FANOUT as i64], |r| r.get(0))
+            .optional()?;
+        let Some(level) = crowded else { break };
+        let segments = segments(db, Some(level))?;
+        merge(db, &segments, false)?;
+    }
+    let written: i64 =
+        db.prepare_cached("SELECT coalesce(sum(chunks), 0) FROM postings_segments")?.query_row([], |r| r.get(0))?;
+    let dead: i64 = db.prepare_cached("SELECT count(*) FROM dead_chunks")?.query_row([], |r| r.get(0))?;
+    if dead >= DEAD_BEFORE_PURGE && dead * 2 > written {
+        let all = segments(db, None)?;
+        merge(db, &all, true)?;
+    }
+    Ok(())
+}
+
+/// The segments of `level` (all of them with `None`), in id order.
+fn segments(db: &Connection, level: Option<i64>) -> anyhow::Result<Vec<Segment>> {
+    let mut stmt = db.prepare_cached(
+        "SELECT id, first_id, last_id, chunks FROM postings_segments WHERE ?1 IS NULL OR level = ?1 ORDER BY first_id",
+    )?;
+    let rows = stmt.query_map([level], |r| {
+        Ok(Segment { id: r.get(0)?, first_id: r.get(1)?, last_id: r.get(2)?, chunks: r.get(3)? })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Merges `inputs` into one new segment, term by term (each input is read
+/// in term order, so memory holds one term's lists at a time), leaving out
+/// removed chunks. With `all` (every segment is an input) the removed
+/// chunks are forgotten too: no segment holds them any more.
+fn merge(db: &Connection, inputs: &[Segment], all: bool) -> anyhow::Result<()> {
+    if inputs.is_empty() {
+        return Ok(());
+    }
+    let mut dead: HashSet<i64> = HashSet::new();
+    {
+        let mut stmt = db.prepare_cached("SELECT id FROM dead_chunks WHERE id BETWEEN ?1 AND ?2")?;
+        for input in inputs {
+            for id in stmt.query_map([input.first_id, input.last_id], |r| r.get::<_, i64>(0))? {
+                dead.insert(id?);
+            }
+        }
+    }
+    let first_id = inputs.iter().map(|s| s.first_id).min().unwrap_or(0);
+    let last_id = inputs.iter().map(|s| s.last_id).max().unwrap_or(0);
+    let chunks = inputs.iter().map(|s| s.chunks).sum::<i64>().saturating_sub(dead.len() as i64).max(0);
+    let segment = new_segment(db, first_id, last_id, chunks)?;
+
+    // One cursor per input, each in term order; the inputs stay in id order.
+    let mut statements = Vec::with_capacity(inputs.len());
+    for _ in inputs {
+        statements.push(db.prepare("SELECT term, list FROM chunk_postings WHERE segment = ?1 ORDER BY term")?);
+    }
+    let mut cursors = Vec::with_capacity(inputs.len());
+    for (stmt, input) in statements.iter_mut().zip(inputs) {
+        cursors.push(stmt.query([input.id])?);
+    }
+    let mut heads: Vec<Option<(String, Vec<u8>)>> = Vec::with_capacity(cursors.len());
+    for cursor in &mut cursors {
+        heads.push(next_row(cursor)?);
+    }
+    let mut insert = db.prepare_cached("INSERT INTO chunk_postings (segment, term, list) VALUES (?1, ?2, ?3)")?;
+    let (mut list, mut bytes) = (Vec::new(), Vec::new());
+    while let Some(term) = heads.iter().flatten().map(|(t, _)| t).min().cloned() {
+        list.clear();
+        for (head, cursor) in heads.iter_mut().zip(cursors.iter_mut()) {
+            if head.as_ref().is_some_and(|(t, _)| *t == term) {
+                if let Some((_, blob)) = head.take() {
+                    decode(&blob, &mut list)?;
+                }
+                *head = next_row(cursor)?;
+            }
+        }
+        list.retain(|(id, _)| !dead.contains(id));
+        if list.windows(2).any(|w| w[0].0 >= w[1].0) {
+            list.sort_unstable();
+            list.dedup_by_key(|p| p.0);
+        }
+        if !list.is_empty() {
+            bytes.clear();
+            encode(&list, &mut bytes);
+            insert.execute(params![segment, term, bytes])?;
+        }
+    }
+    drop(cursors);
+    let mut drop_rows = db.prepare_cached("DELETE FROM chunk_postings WHERE segment = ?1")?;
+    let mut drop_segment = db.prepare_cached("DELETE FROM postings_segments WHERE id = ?1")?;
+    for input in inputs {
+        drop_rows.execute([input.id])?;
+        drop_segment.execute([input.id])?;
+    }
+    if all {
+        db.execute("DELETE FROM dead_chunks", [])?;
+    }
+    Ok(())
+}
+
+fn next_row(rows: &mut rusqlite::Rows<'_>) -> anyhow::Result<Option<(String, Vec<u8>)>> {
+    Ok(match rows.next()? {
+        Some(row) => Some((row.get(0)?, row.get(1)?)),
+        None => None,
+    })
+}
+
+/// A list (ids ascending) as varints: each id's distance from the one before (the first's from 0), then its count.
+fn encode(list: &[(i64, u32)], out: &mut Vec<u8>) {
+    let mut buf = [0u8; 10];
+    let mut last = 0i64;
+    for &(id, n) in list {
+        let gap = (id - last) as u64;
+        last = id;
+        let len = gap.encode_var(&mut buf);
+        out.extend_from_slice(&buf[..len]);
+        let len = n.encode_var(&mut buf);
+        out.extend_from_slice(&buf[..len]);
+    }
+}
+
+/// Appends the list `encode` wrote to `out`.
+fn decode(mut bytes: &[u8], out: &mut Vec<(i64, u32)>) -> anyhow::Result<()> {
+    let mut last = 0i64;
+    while !bytes.is_empty() {
+        let (gap, used) = u64::decode_var(bytes).context("a postings list in the index is damaged")?;
+        bytes = &bytes[used..];
+        let (n, used) = u32::decode_var(bytes).context("a postings list in the index is damaged")?;
+        bytes = &bytes[used..];
+        last += gap as i64;
+        out.push((last, n));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn db() -> Connection {
+        let db = Connection::open_in_memory().unwrap();
+        db.execute_batch(SCHEMA).unwrap();
+        db
+    }
+
+    fn words(text: &str) -> Vec<String> {
+        text.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn lists_round_trip_through_their_encoding() {
+        let list = vec![(1, 1), (2, 300), (1_000_000, 2), (i64::from(u32::MAX) * 4, 1)];
+        let mut bytes = Vec::new();
+        encode(&list, &mut bytes);
+        let mut back = Vec::new();
+        decode(&bytes, &mut back).unwrap();
+        assert_eq!(back, list);
+        assert!(decode(&[0x80], &mut back).is_err(), "a varint cut short is refused");
+    }
+
+    #[test]
+    fn levels_grow_by_the_fanout() {
+        assert_eq!([1, 256, 257, 1024, 1025, 4096, 4097].map(level_of), [0, 0, 1, 1, 2, 2, 3]);
+    }
+
+    /// Many small commits, merged as they go, read back as one list per term
+    /// in id order; removed chunks leave every list once all is merged.
+    #[test]
+    fn segments_merge_and_read_back_what_was_written() {
+        let db = db();
+        let mut pending = Pending::default();
+        let mut expected: HashMap<&str, Vec<(i64, u32)>> = HashMap::new();
+        let mut id = 0;
+        for commit in 0..40 {
+            for _ in 0..(1 + commit % 7) {
+                id += 1;
+                let text = if id % 3 == 0 { "retry upload retry" } else { "upload once" };
+                pending.add(id, &words(text));
+                expected.entry("upload").or_default().push((id, 1));
+                if id % 3 == 0 {
+                    expected.entry("retry").or_default().push((id, 2));
+                } else {
+                    expected.entry("once").or_default().push((id, 1));
+                }
+            }
+            flush(&db, &mut pending).unwrap();
+        }
+        let count: i64 = db.query_row("SELECT count(*) FROM postings_segments", [], |r| r.get(0)).unwrap();
+        assert!(count < 10, "{count} segments after 40 commits: merges keep them few");
+        for (term, list) in &expected {
+            assert_eq!(&read(&db, term).unwrap(), list, "{term}");
+        }
+        assert!(read(&db, "missing").unwrap().is_empty());
+
+        // Every other chunk removed: read may still name them until a merge of everything.
+        let removed: Vec<i64> = (1..=id).filter(|i| i % 2 == 0).collect();
+        for i in &removed {
+            forget(&db, *i).unwrap();
+        }
+        let all = segments(&db, None).unwrap();
+        merge(&db, &all, true).unwrap();
+        let live = |list: &Vec<(i64, u32)>| list.iter().filter(|p| p.0 % 2 == 1).copied().collect::<Vec<_>>();
+        for (term, list) in &expected {
+            assert_eq!(read(&db, term).unwrap(), live(list), "{term}");
+        }
+        let dead: i64 = db.query_row("SELECT count(*) FROM dead_chunks", [], |r| r.get(0)).unwrap();
+        assert_eq!(dead, 0);
+    }
+
+    /// A merge of like-sized segments that spans a smaller one made between
+    /// them still reads in id order.
+    #[test]
+    fn interleaved_segments_read_in_id_order() {
+        let db = db();
+        let mut pending = Pending::default();
+        let mut id = 0;
+        let mut commit = |n: i64, pending: &mut Pending| {
+            for _ in 0..n {
+                id += 1;
+                pending.add(id, &words("alpha"));
+            }
+            flush(&db, pending).unwrap();
+        };
+        // Three big segments, a small one, then a fourth big one: the big ones merge around the small one.
+        for _ in 0..3 {
+            commit(300, &mut pending);
+        }
+        commit(2, &mut pending);
+        commit(300, &mut pending);
+        let list = read(&db, "alpha").unwrap();
+        assert_eq!(list.len(), 1202);
+        assert!(list.windows(2).all(|w| w[0].0 < w[1].0));
+        assert_eq!(list.last().unwrap().0, 1202);
+    }
+
+    /// A read looks a term up in each segment by key; it never scans the
+    /// postings (which cost a query 300 ms at a million passages).
+    #[test]
+    fn a_read_looks_up_each_segment_by_key() {
+        let db = db();
+        let plan: Vec<String> = db
+            .prepare(&format!("EXPLAIN QUERY PLAN {READ}"))
+            .unwrap()
+            .query_map(["retry"], |r| r.get::<_, String>(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(plan.iter().any(|step| step.starts_with("SCAN s")), "{plan:?}");
+        assert!(plan.iter().any(|step| step.contains("SEARCH p USING PRIMARY KEY (segment=? AND term=?)")), "{plan:?}");
+        assert!(!plan.iter().any(|step| step.starts_with("SCAN p")), "{plan:?}");
+    }
+
+    /// Removed chunks past the threshold, and half of all written, prompt a merge of everything.
+    #[test]
+    fn many_removed_chunks_are_purged() {
+        let db = db();
+        let mut pending = Pending::default();
+        for id in 1..=3000 {
+            pending.add(id, &words("gamma delta"));
+        }
+        flush(&db, &mut pending).unwrap();
+        for id in 1..=2000 {
+            forget(&db, id).unwrap();
+        }
+        pending.add(3001, &words("gamma"));
+        flush(&db, &mut pending).unwrap();
+        let dead: i64 = db.query_row("SELECT count(*) FROM dead_chunks", [], |r| r.get(0)).unwrap();
+        assert_eq!(dead, 0, "the purge forgot the removed chunks");
+        assert_eq!(read(&db, "gamma").unwrap().len(), 1001);
+        assert_eq!(read(&db, "delta").unwrap().len(), 1000);
+    }
+}
