@@ -15,7 +15,7 @@ file-backed, peak), and whether both binaries answered every query with the same
 unless the change was meant to change results).
 
 Usage: python3 bench/search_ab.py --a OLD --b NEW --root TREE --data DIR [--data-b DIR] [--index] [--trials 3]
-       [--rounds 2] [--warm 3] [--rankings fused] [--json FILE]
+       [--rounds 2] [--warm 3] [--rankings fused] [--rg rg] [--json FILE]
 Stdlib Python 3 only.
 """
 
@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import log  # noqa: E402
-from search_speed import QUERIES, Replay, index_tree, pct, rss_kb, timed_rounds  # noqa: E402
+from search_speed import QUERIES, Replay, index_tree, pct, rg_latency, rss_kb, timed_rounds  # noqa: E402
 
 
 def trial(binary, root, data, rankings, rounds, warm):
@@ -54,6 +54,7 @@ def main():
     ap.add_argument("--warm", type=int, default=3)
     ap.add_argument("--rankings", default="fused")
     ap.add_argument("--json")
+    ap.add_argument("--rg", help="also time this ripgrep over the tree, the peer (rg -i -c per query word)")
     args = ap.parse_args()
     data = {"a": args.data, "b": args.data_b or args.data}
     builds = {}
@@ -97,6 +98,9 @@ def main():
             # process's own) and file-backed (the index's pages mapped, shared with the OS's cache), peak.
             "memory_mib": {k: max(m[k] for m in memories[side]) for k in memories[side][0]},
         }
+    if args.rg:
+        res["rg_i_c"] = rg_latency(args.rg, args.root)
+        log(f"peer rg -i -c: p50 {res['rg_i_c']['p50_ms']:.1f} ms, p95 {res['rg_i_c']['p95_ms']:.1f} ms")
     if not res["same_passages"]:
         differ = [q for q in QUERIES if lists["a"].get(q) != lists["b"].get(q)]
         res["queries_answered_differently"] = differ
