@@ -122,7 +122,7 @@ pub(super) fn flush(db: &Connection, pending: &mut Pending) -> anyhow::Result<()
     settle(db)
 }
 
-/// Records chunks as removed: their postings are dropped by a later merge.
+/// Records a chunk as removed: its postings are dropped by a later merge.
 pub(super) fn forget(db: &Connection, id: i64) -> anyhow::Result<()> {
     db.prepare_cached("INSERT OR IGNORE INTO dead_chunks (id) VALUES (?1)")?.execute([id])?;
     Ok(())
