@@ -153,15 +153,37 @@ pub(crate) fn bm25_scores(bags: &[&Bag], query: &[String]) -> Vec<f64> {
 /// comparison, where collecting every positive score and selecting among
 /// them cost a words ranking of common words most of its time.
 pub(crate) fn top(scores: &[f64], depth: usize, order: &dyn Fn(u32, u32) -> Ordering) -> Vec<u32> {
+    top_of(0..scores.len() as u32, scores, depth, order)
+}
+
+/// `top` when only `candidates` (each once) may score above zero: the same
+/// answer, without a pass over every index (a ranking of a million
+/// passages where a few thousand scored).
+pub(crate) fn top_among(
+    candidates: &[u32],
+    scores: &[f64],
+    depth: usize,
+    order: &dyn Fn(u32, u32) -> Ordering,
+) -> Vec<u32> {
+    top_of(candidates.iter().copied(), scores, depth, order)
+}
+
+fn top_of(
+    indices: impl ExactSizeIterator<Item = u32>,
+    scores: &[f64],
+    depth: usize,
+    order: &dyn Fn(u32, u32) -> Ordering,
+) -> Vec<u32> {
     if depth == 0 {
         return Vec::new();
     }
-    let mut kept: BinaryHeap<Ranked<'_>> = BinaryHeap::with_capacity(depth.min(scores.len()) + 1);
-    for (i, score) in scores.iter().enumerate() {
-        if *score <= 0.0 {
+    let mut kept: BinaryHeap<Ranked<'_>> = BinaryHeap::with_capacity(depth.min(indices.len()) + 1);
+    for i in indices {
+        let score = scores[i as usize];
+        if score <= 0.0 {
             continue;
         }
-        let entry = Ranked { score: *score, index: i as u32, order };
+        let entry = Ranked { score, index: i, order };
         if kept.len() < depth {
             kept.push(entry);
         } else if kept.peek().is_some_and(|worst| entry < *worst) {
@@ -244,9 +266,26 @@ pub(crate) fn select_most(agree: &[u16], dims: usize, n: usize, order: &dyn Fn(u
     out
 }
 
-/// Each file's best score among its units (files own the units `starts[f]..starts[f + 1]`).
+/// Each file's best score among its units (files own the units
+/// `starts[f]..starts[f + 1]`): the plain form `best_per_file_among` is checked against.
+#[cfg(test)]
 pub(crate) fn best_per_file(unit_scores: &[f64], starts: &[u32]) -> Vec<f64> {
     starts.windows(2).map(|w| unit_scores[w[0] as usize..w[1] as usize].iter().copied().fold(0.0, f64::max)).collect()
+}
+
+/// `best_per_file` when only `candidates` may score above zero (`unit_file`: each unit's file).
+pub(crate) fn best_per_file_among(
+    candidates: &[u32],
+    unit_scores: &[f64],
+    unit_file: &[u32],
+    files: usize,
+) -> Vec<f64> {
+    let mut best = vec![0.0; files];
+    for unit in candidates {
+        let file = unit_file[*unit as usize] as usize;
+        best[file] = f64::max(best[file], unit_scores[*unit as usize]);
+    }
+    best
 }
 
 /// Reciprocal rank fusion of weighted rankings of indices, with the constant `k`.
@@ -417,7 +456,18 @@ mod tests {
             let mut expected: Vec<u32> = (0..scores.len() as u32).filter(|i| scores[*i as usize] > 0.0).collect();
             expected.sort_by(|a, b| scores[*b as usize].total_cmp(&scores[*a as usize]).then_with(|| order(*a, *b)));
             expected.truncate(depth);
-            proptest::prop_assert_eq!(top(&scores, depth, &order), expected);
+            proptest::prop_assert_eq!(top(&scores, depth, &order), expected.clone());
+            // Among candidates in any order (here reversed), with every scored index among them: the same.
+            let candidates: Vec<u32> = (0..scores.len() as u32).rev().filter(|i| picks[*i as usize] != 0).collect();
+            proptest::prop_assert_eq!(top_among(&candidates, &scores, depth, &order), expected);
+            // Files of three units each: the best per file is the same counted either way.
+            let unit_file: Vec<u32> = (0..scores.len() as u32).map(|u| u / 3).collect();
+            let files = scores.len().div_ceil(3);
+            let starts: Vec<u32> = (0..=files as u32).map(|f| (f * 3).min(scores.len() as u32)).collect();
+            proptest::prop_assert_eq!(
+                best_per_file_among(&candidates, &scores, &unit_file, files),
+                best_per_file(&scores, &starts)
+            );
         }
     }
 

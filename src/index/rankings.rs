@@ -187,6 +187,8 @@ pub(super) fn rank(
         let mut file_scores = vec![0f64; seen.len()];
         let mut file_tf = vec![0u32; seen.len()];
         let mut touched: Vec<u32> = Vec::new();
+        // Every unit with a score (BM25 adds only positive amounts), so what follows passes over these alone.
+        let mut scored: Vec<u32> = Vec::new();
         let mut hits: Vec<(u32, u32)> = Vec::new();
         for term in terms {
             hits.clear();
@@ -196,6 +198,9 @@ pub(super) fn rank(
             let idf = rank::idf(n, hits.len() as f64);
             for &(unit, tf) in &hits {
                 let len = f64::from(units.words[unit as usize]);
+                if scores[unit as usize] == 0.0 {
+                    scored.push(unit);
+                }
                 scores[unit as usize] += rank::bm25(idf, f64::from(tf), len, units.avg);
                 let file = units.file[unit as usize] as usize;
                 if file_tf[file] == 0 {
@@ -212,8 +217,8 @@ pub(super) fn rank(
             }
         }
         if rankings.words {
-            passage_rankings.push((weights.words, rank::top(&scores, RANK_DEPTH, &order)));
-            let best = rank::best_per_file(&scores, starts);
+            passage_rankings.push((weights.words, rank::top_among(&scored, &scores, RANK_DEPTH, &order)));
+            let best = rank::best_per_file_among(&scored, &scores, &units.file, seen.len());
             file_rankings.push((weights.file_words, rank::top(&best, RANK_DEPTH, &file_order)));
         }
         if rankings.files {
@@ -288,8 +293,8 @@ pub(super) fn rank(
         for unit in &candidates {
             scores[*unit as usize] = exact.get(&units.id[*unit as usize]).copied().unwrap_or(0.0);
         }
-        passage_rankings.push((weights.meaning, rank::top(&scores, RANK_DEPTH, &order)));
-        let best = rank::best_per_file(&scores, starts);
+        passage_rankings.push((weights.meaning, rank::top_among(&candidates, &scores, RANK_DEPTH, &order)));
+        let best = rank::best_per_file_among(&candidates, &scores, &units.file, seen.len());
         file_rankings.push((weights.file_meaning, rank::top(&best, RANK_DEPTH, &file_order)));
         meaning_scores = scores;
         lap("meaning");
