@@ -1031,21 +1031,11 @@ impl Index {
         Ok(())
     }
 
-    /// Runs `f` in a transaction of its own; on error the transaction is
-    /// rolled back and the mirror read again next time.
+    /// Runs `f` in a transaction of its own; when `f` or the commit fails the
+    /// transaction is rolled back and the mirror, which `f` may have moved
+    /// ahead of the store, read again next time.
     fn write<T>(&self, store: &IndexStore, f: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<T> {
-        store.begin()?;
-        match f() {
-            Ok(v) => {
-                store.commit()?;
-                Ok(v)
-            }
-            Err(e) => {
-                store.rollback();
-                self.mirror_mut().version = None;
-                Err(e)
-            }
-        }
+        store.in_transaction(f).inspect_err(|_| self.mirror_mut().version = None)
     }
 
     /// Records a file written through ctxfs: its content is indexed now, and
@@ -1492,13 +1482,11 @@ impl Index {
             }
             outcome
         });
-        match written {
-            Ok(()) => store.commit()?,
-            Err(e) => {
-                store.rollback();
-                self.mirror_mut().version = None;
-                return Err(e);
-            }
+        // A failed commit rolls back too (`IndexStore::commit`): the mirror is read again either way.
+        if let Err(e) = written.and_then(|()| store.commit()) {
+            store.rollback();
+            self.mirror_mut().version = None;
+            return Err(e);
         }
         walk_result.map_err(|e| anyhow::anyhow!("{e}"))?;
         counts.fill(&mut state);

@@ -143,12 +143,18 @@ pub(super) fn read(db: &Connection, term: &str) -> anyhow::Result<Vec<(i64, u32)
     while let Some(row) = rows.next()? {
         decode(row.get_ref(0)?.as_blob()?, &mut out)?;
     }
-    if out.windows(2).any(|w| w[0].0 >= w[1].0) {
-        // Segments whose id ranges interleave (see the module header).
-        out.sort_unstable();
-        out.dedup_by_key(|p| p.0);
-    }
+    // Segments whose id ranges interleave (see the module header).
+    in_id_order(&mut out);
     Ok(out)
+}
+
+/// Sorts lists read from segments whose id ranges interleave (each id is in
+/// one segment, so nothing is merged); already in order, it is left as it is.
+fn in_id_order(list: &mut Vec<(i64, u32)>) {
+    if list.windows(2).any(|w| w[0].0 >= w[1].0) {
+        list.sort_unstable();
+        list.dedup_by_key(|p| p.0);
+    }
 }
 
 /// The level of a segment of `chunks` chunks.
@@ -250,10 +256,7 @@ fn merge(db: &Connection, inputs: &[Segment], all: bool) -> anyhow::Result<()> {
             }
         }
         list.retain(|(id, _)| !dead.contains(id));
-        if list.windows(2).any(|w| w[0].0 >= w[1].0) {
-            list.sort_unstable();
-            list.dedup_by_key(|p| p.0);
-        }
+        in_id_order(&mut list);
         if !list.is_empty() {
             bytes.clear();
             encode(&list, &mut bytes);

@@ -250,6 +250,19 @@ impl IndexStore {
         }
     }
 
+    /// Runs `f` in a transaction: committed when it succeeds, rolled back
+    /// when it or the commit fails.
+    pub fn in_transaction<T>(&self, f: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<T> {
+        self.begin()?;
+        match f() {
+            Ok(v) => self.commit().map(|()| v),
+            Err(e) => {
+                self.rollback();
+                Err(e)
+            }
+        }
+    }
+
     /// Runs `reads` in one read transaction (unless one is open already):
     /// many small reads then share one snapshot and one lock, where each
     /// statement on its own takes and drops SQLite's shared lock (a query's
@@ -428,14 +441,7 @@ impl IndexStore {
     /// written when a transaction commits).
     pub fn put_blob(&self, sha: &[u8], embedder: Option<&str>, chunks: &[NewChunk]) -> anyhow::Result<Vec<i64>> {
         if self.db.is_autocommit() {
-            self.begin()?;
-            return match self.put_blob(sha, embedder, chunks) {
-                Ok(ids) => self.commit().map(|()| ids),
-                Err(e) => {
-                    self.rollback();
-                    Err(e)
-                }
-            };
+            return self.in_transaction(|| self.put_blob(sha, embedder, chunks));
         }
         self.drop_chunks(sha)?;
         self.db
