@@ -15,7 +15,7 @@ file-backed, peak), and whether both binaries answered every query with the same
 unless the change was meant to change results).
 
 Usage: python3 bench/search_ab.py --a OLD --b NEW --root TREE --data DIR [--data-b DIR] [--index] [--trials 3]
-       [--rounds 2] [--warm 3] [--rankings fused] [--rg rg] [--json FILE]
+       [--rounds 2] [--warm 3] [--rankings fused] [--rankings-b KNOB] [--rg rg] [--json FILE]
 Stdlib Python 3 only.
 """
 
@@ -53,10 +53,13 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--warm", type=int, default=3)
     ap.add_argument("--rankings", default="fused")
+    ap.add_argument("--rankings-b", help="B's CTXFS_SEARCH_RANKINGS, to compare one binary with itself under "
+                    "another knob (for example `fused+together` against `fused`; default: --rankings)")
     ap.add_argument("--json")
     ap.add_argument("--rg", help="also time this ripgrep over the tree, the peer (rg -i -c per query word)")
     args = ap.parse_args()
     data = {"a": args.data, "b": args.data_b or args.data}
+    knob = {"a": args.rankings, "b": args.rankings_b or args.rankings}
     builds = {}
     if args.index:
         for side in ("a", "b") if args.data_b else ("a",):
@@ -74,7 +77,7 @@ def main():
     memories = {"a": [], "b": []}
     for t in range(args.trials):
         for side in (["a", "b"] if t % 2 == 0 else ["b", "a"]):
-            times, first, got, st, memory = trial(getattr(args, side), args.root, data[side], args.rankings, args.rounds, args.warm)
+            times, first, got, st, memory = trial(getattr(args, side), args.root, data[side], knob[side], args.rounds, args.warm)
             runs[side].append(times)
             firsts[side].extend(first)
             lists[side].update(got)
@@ -88,6 +91,7 @@ def main():
         names = sorted({k for st in stages[side] for k in st})
         res[side] = {
             "binary": getattr(args, side),
+            "rankings": knob[side],
             "p50_ms": pct(every, 0.5),
             "p95_ms": pct(every, 0.95),
             "trial_p50_ms": [pct(times, 0.5) for times in runs[side]],

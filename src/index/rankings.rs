@@ -23,9 +23,10 @@
 //! rankings take part: `words`, `meaning`, `paths`, `files`, joined by `+`
 //! or `,`; unset, `fused` or `all` is all four; `exact` scores every
 //! passage's vector instead of those the sign bits pick; `blend` and
-//! `grouped` choose the other fusions `rank` keeps for measuring. It is a
-//! knob for measuring, not a setting for users; `Index::search_with` takes
-//! the same choice per call.
+//! `grouped` choose the other fusions `rank` keeps for measuring; `apart`
+//! and `together` compute the word and meaning rankings on two threads or on
+//! one whatever the tree's size. It is a knob for measuring, not a setting
+//! for users; `Index::search_with` takes the same choice per call.
 
 use super::hybrid::{sign_code, Codes, PostingList, Postings, Seen, Units};
 use super::rank;
@@ -67,6 +68,20 @@ pub struct Rankings {
     /// Score every passage's vector exactly instead of the `RERANK` its sign bits pick
     /// (for measuring what that costs; `exact` in `CTXFS_SEARCH_RANKINGS`).
     pub exact_meaning: bool,
+    /// Whether the word and meaning rankings run side by side on two threads
+    /// (by default from `SIDE_BY_SIDE_FROM` units on; `together` or `apart` to measure or test either).
+    pub side_by_side: SideBySide,
+}
+
+/// Whether a search computes its word and meaning rankings on two threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SideBySide {
+    /// From `SIDE_BY_SIDE_FROM` units on (the default).
+    BySize,
+    /// Always on two threads (`apart`).
+    Always,
+    /// Always one after the other on one thread (`together`).
+    Never,
 }
 
 impl Rankings {
@@ -78,6 +93,7 @@ impl Rankings {
         fusion: Fusion::Opening,
         unjoined: false,
         exact_meaning: false,
+        side_by_side: SideBySide::BySize,
     };
     pub const NONE: Rankings = Rankings {
         words: false,
@@ -87,11 +103,13 @@ impl Rankings {
         fusion: Fusion::Opening,
         unjoined: false,
         exact_meaning: false,
+        side_by_side: SideBySide::BySize,
     };
 
     /// `words`, `meaning`, `paths`, `files`, joined by `+` or `,`; `fused`,
     /// `all` or nothing is all four; `exact` adds `exact_meaning`; `blend`
-    /// and `grouped` choose those fusions; `unjoined` matches split words only.
+    /// and `grouped` choose those fusions; `unjoined` matches split words only;
+    /// `apart` and `together` choose two threads or one whatever the size.
     pub fn parse(text: &str) -> Result<Rankings, String> {
         let mut out = Rankings::NONE;
         for part in text.split(['+', ',']).map(str::trim).filter(|p| !p.is_empty()) {
@@ -106,9 +124,11 @@ impl Rankings {
                 "blend" => out.fusion = Fusion::Blend,
                 "grouped" => out.fusion = Fusion::Grouped,
                 "unjoined" => out.unjoined = true,
+                "apart" => out.side_by_side = SideBySide::Always,
+                "together" => out.side_by_side = SideBySide::Never,
                 other => {
                     return Err(format!(
-                        "{other:?} is not a ranking (words, meaning, paths, files, fused, exact, opening, blend, grouped, unjoined)"
+                        "{other:?} is not a ranking (words, meaning, paths, files, fused, exact, opening, blend, grouped, unjoined, apart, together)"
                     ))
                 }
             }
@@ -150,6 +170,13 @@ pub(super) type Quantised = Option<(Vec<i8>, f32)>;
 /// The units to show for `terms`, best first, at most `limit`: each chosen
 /// ranking over `units` (the passages of `seen`, the visible files), fused.
 /// `postings` answers a term's postings; `lap` hears when each step is done.
+///
+/// From `SIDE_BY_SIDE_FROM` units on (or as `rankings.side_by_side` says),
+/// the word rankings (passages, whole files, paths) are computed on a thread
+/// of their own while this one does the meaning ranking (whose stored vectors
+/// are read through the store this thread holds). Neither reads what the
+/// other writes, so the rankings are the same either way; the `words` lap is
+/// then when this thread had them.
 #[allow(clippy::too_many_arguments)] // Each is one input of the search; a struct would only rename them.
 pub(super) fn rank(
     seen: &[Seen],
@@ -157,7 +184,7 @@ pub(super) fn rank(
     terms: &[String],
     limit: usize,
     rankings: Rankings,
-    postings: &dyn Fn(Postings, &str) -> anyhow::Result<PostingList>,
+    postings: &PostingsOf<'_>,
     meaning: Option<Meaning<'_>>,
     lap: &mut dyn FnMut(&'static str),
 ) -> anyhow::Result<Vec<u32>> {
@@ -172,132 +199,37 @@ pub(super) fn rank(
     let file_order = |a: u32, b: u32| seen[a as usize].shown.cmp(&seen[b as usize].shown);
     let starts = &units.starts;
     let weights = rank::Weights::from_env();
-    let mut passage_rankings: Vec<(f64, Vec<u32>)> = Vec::new();
-    let mut file_rankings: Vec<(f64, Vec<u32>)> = Vec::new();
-    // The file rankings that are not made of passages (whole files, paths): they vote for a passage of their file.
-    let mut own_file_rankings: Vec<(f64, Vec<u32>)> = Vec::new();
-    let mut words_scores: Vec<f64> = Vec::new();
-    let mut meaning_scores: Vec<f64> = Vec::new();
-
-    // Words: BM25 with statistics over the visible units only, by passage
-    // and by whole file (a file's words are its passages' words).
-    if (rankings.words || rankings.files) && units.len() > 0 && !terms.is_empty() {
-        let n = units.len() as f64;
-        let mut scores = vec![0f64; units.len()];
-        let mut file_scores = vec![0f64; seen.len()];
-        let mut file_tf = vec![0u32; seen.len()];
-        let mut touched: Vec<u32> = Vec::new();
-        // Every unit with a score (BM25 adds only positive amounts), so what follows passes over these alone.
-        let mut scored: Vec<u32> = Vec::new();
-        let mut hits: Vec<(u32, u32)> = Vec::new();
-        for term in terms {
-            hits.clear();
-            for &(doc, tf) in postings(Postings::Chunks, term)?.iter() {
-                units.of_chunk(doc, |unit| hits.push((unit, tf)));
-            }
-            let idf = rank::idf(n, hits.len() as f64);
-            for &(unit, tf) in &hits {
-                let len = f64::from(units.words[unit as usize]);
-                if scores[unit as usize] == 0.0 {
-                    scored.push(unit);
-                }
-                scores[unit as usize] += rank::bm25(idf, f64::from(tf), len, units.avg);
-                let file = units.file[unit as usize] as usize;
-                if file_tf[file] == 0 {
-                    touched.push(file as u32);
-                }
-                file_tf[file] += tf;
-            }
-            let file_idf = rank::idf(units.files_n, touched.len() as f64);
-            for file in touched.drain(..) {
-                let file = file as usize;
-                let (tf, len) = (f64::from(file_tf[file]), units.file_len[file]);
-                file_scores[file] += rank::bm25(file_idf, tf, len, units.file_avg);
-                file_tf[file] = 0;
-            }
-        }
-        if rankings.words {
-            passage_rankings.push((weights.words, rank::top_among(&scored, &scores, RANK_DEPTH, &order)));
-            let best = rank::best_per_file_among(&scored, &scores, &units.file, seen.len());
-            file_rankings.push((weights.file_words, rank::top(&best, RANK_DEPTH, &file_order)));
-        }
-        if rankings.files {
-            let ranking = (weights.files, rank::top(&file_scores, RANK_DEPTH, &file_order));
-            own_file_rankings.push(ranking.clone());
-            file_rankings.push(ranking);
-        }
-        words_scores = scores;
-        lap("words");
-    }
-
-    // Paths and tags: BM25 over each visible file's path and tags.
-    if rankings.paths && !seen.is_empty() && !terms.is_empty() {
-        let by_rowid = &units.by_rowid;
-        let n = seen.len() as f64;
-        let mut scores = vec![0f64; seen.len()];
-        for term in terms {
-            let postings = postings(Postings::Meta, term)?;
-            let hits: Vec<(usize, u32)> = postings
-                .iter()
-                .filter_map(|(rowid, tf)| {
-                    by_rowid.get(rowid).map(|files| files.iter().map(move |f| (*f as usize, *tf)))
-                })
-                .flatten()
-                .collect();
-            let idf = rank::idf(n, hits.len() as f64);
-            for (file, tf) in hits {
-                if starts[file] < starts[file + 1] {
-                    scores[file] += idf * f64::from(tf);
-                }
-            }
-        }
-        let ranking = (weights.paths, rank::top(&scores, RANK_DEPTH, &file_order));
-        own_file_rankings.push(ranking.clone());
-        file_rankings.push(ranking);
-        lap("paths");
-    }
-
-    // Meaning: cosine similarity to the query's vector. The sign bits of
-    // every visible passage's vector pick the `RERANK` most alike; their
-    // `i8` vectors, read from the store, give the exact scores.
-    if let Some(Meaning { query, dims, codes, vector }) = meaning {
-        let mut q_code = Vec::with_capacity(codes.words);
-        sign_code(query.iter().map(|v| *v > 0.0), &mut q_code, dims);
-        let agree = codes.agreement(&q_code);
-        let candidates = if rankings.exact_meaning {
-            rank::select_all(&agree)
-        } else {
-            rank::select_most(&agree, dims, RERANK, &order)
-        };
-        lap("codes");
-        let (q, q_scale) = quantize(&query);
-        // Each chunk read once, in id order (the store's order), whatever units share it.
-        let mut ids: Vec<i64> = candidates.iter().map(|unit| units.id[*unit as usize]).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        let exact: HashMap<i64, f64> = ids
-            .iter()
-            .copied()
-            .zip(vector(&ids)?)
-            .map(|(id, stored)| {
-                let score = match stored {
-                    Some((row, scale)) if row.len() == dims => {
-                        f64::from(dot_i8(&row, &q)) * f64::from(scale) * f64::from(q_scale)
-                    }
-                    _ => 0.0,
-                };
-                (id, score)
+    let by_words = || word_rankings(seen, units, terms, rankings, postings, &weights, &order, &file_order);
+    let (words, by_meaning) = match meaning {
+        Some(meaning)
+            if match rankings.side_by_side {
+                SideBySide::BySize => units.len() >= SIDE_BY_SIDE_FROM,
+                SideBySide::Always => true,
+                SideBySide::Never => false,
+            } =>
+        {
+            std::thread::scope(|scope| {
+                let words = scope.spawn(by_words);
+                let by_meaning =
+                    meaning_ranking(meaning, units, seen.len(), rankings, &weights, &order, &file_order, lap);
+                let words = words.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the word rankings' thread stopped")));
+                (words, Some(by_meaning))
             })
-            .collect();
-        let mut scores = vec![0f64; units.len()];
-        for unit in &candidates {
-            scores[*unit as usize] = exact.get(&units.id[*unit as usize]).copied().unwrap_or(0.0);
         }
-        passage_rankings.push((weights.meaning, rank::top_among(&candidates, &scores, RANK_DEPTH, &order)));
-        let best = rank::best_per_file_among(&candidates, &scores, &units.file, seen.len());
-        file_rankings.push((weights.file_meaning, rank::top(&best, RANK_DEPTH, &file_order)));
+        Some(meaning) => {
+            let words = by_words();
+            let by_meaning = meaning_ranking(meaning, units, seen.len(), rankings, &weights, &order, &file_order, lap);
+            (words, Some(by_meaning))
+        }
+        None => (by_words(), None),
+    };
+    let Evidence { mut passage_rankings, mut file_rankings, own_file_rankings, scores: words_scores } = words?;
+    lap("words");
+    let mut meaning_scores = Vec::new();
+    if let Some(Evidence { passage_rankings: passages, file_rankings: files, scores, .. }) = by_meaning.transpose()? {
+        passage_rankings.extend(passages);
+        file_rankings.extend(files);
         meaning_scores = scores;
-        lap("meaning");
     }
 
     // The passage shown for a file no passage ranking reached: its best by words, else by meaning, else its first.
@@ -336,6 +268,168 @@ pub(super) fn rank(
     Ok(chosen)
 }
 
+/// From how many units the word and meaning rankings are computed side by
+/// side (below, a thread's start costs about what it would save).
+const SIDE_BY_SIDE_FROM: usize = 1 << 16;
+
+/// A term's postings of one kind, from any thread.
+pub(super) type PostingsOf<'a> = dyn Fn(Postings, &str) -> anyhow::Result<PostingList> + Sync + 'a;
+
+/// What one side of a search found: its passage rankings, its file rankings
+/// (all of them, and those not made of passages, which vote for a passage of
+/// their file), and its score for every unit (empty when it scored none).
+#[derive(Default)]
+struct Evidence {
+    passage_rankings: Vec<(f64, Vec<u32>)>,
+    file_rankings: Vec<(f64, Vec<u32>)>,
+    own_file_rankings: Vec<(f64, Vec<u32>)>,
+    scores: Vec<f64>,
+}
+
+/// The rankings made of words: BM25 by passage and by whole file (a file's
+/// words are its passages' words), then BM25 over paths and tags, each with
+/// statistics over the visible units or files only.
+#[allow(clippy::too_many_arguments)] // The search's inputs and its two orders.
+fn word_rankings(
+    seen: &[Seen],
+    units: &Units,
+    terms: &[String],
+    rankings: Rankings,
+    postings: &PostingsOf<'_>,
+    weights: &rank::Weights,
+    order: &(dyn Fn(u32, u32) -> std::cmp::Ordering + Sync),
+    file_order: &(dyn Fn(u32, u32) -> std::cmp::Ordering + Sync),
+) -> anyhow::Result<Evidence> {
+    let mut out = Evidence::default();
+    if (rankings.words || rankings.files) && units.len() > 0 && !terms.is_empty() {
+        let n = units.len() as f64;
+        let mut scores = vec![0f64; units.len()];
+        let mut file_scores = vec![0f64; seen.len()];
+        let mut file_tf = vec![0u32; seen.len()];
+        let mut touched: Vec<u32> = Vec::new();
+        // Every unit with a score (BM25 adds only positive amounts), so what follows passes over these alone.
+        let mut scored: Vec<u32> = Vec::new();
+        let mut hits: Vec<(u32, u32)> = Vec::new();
+        for term in terms {
+            hits.clear();
+            for &(doc, tf) in postings(Postings::Chunks, term)?.iter() {
+                units.of_chunk(doc, |unit| hits.push((unit, tf)));
+            }
+            let idf = rank::idf(n, hits.len() as f64);
+            for &(unit, tf) in &hits {
+                let len = f64::from(units.words[unit as usize]);
+                if scores[unit as usize] == 0.0 {
+                    scored.push(unit);
+                }
+                scores[unit as usize] += rank::bm25(idf, f64::from(tf), len, units.avg);
+                let file = units.file[unit as usize] as usize;
+                if file_tf[file] == 0 {
+                    touched.push(file as u32);
+                }
+                file_tf[file] += tf;
+            }
+            let file_idf = rank::idf(units.files_n, touched.len() as f64);
+            for file in touched.drain(..) {
+                let file = file as usize;
+                let (tf, len) = (f64::from(file_tf[file]), units.file_len[file]);
+                file_scores[file] += rank::bm25(file_idf, tf, len, units.file_avg);
+                file_tf[file] = 0;
+            }
+        }
+        if rankings.words {
+            out.passage_rankings.push((weights.words, rank::top_among(&scored, &scores, RANK_DEPTH, order)));
+            let best = rank::best_per_file_among(&scored, &scores, &units.file, seen.len());
+            out.file_rankings.push((weights.file_words, rank::top(&best, RANK_DEPTH, file_order)));
+        }
+        if rankings.files {
+            let ranking = (weights.files, rank::top(&file_scores, RANK_DEPTH, file_order));
+            out.own_file_rankings.push(ranking.clone());
+            out.file_rankings.push(ranking);
+        }
+        out.scores = scores;
+    }
+    if rankings.paths && !seen.is_empty() && !terms.is_empty() {
+        let (starts, by_rowid) = (&units.starts, &units.by_rowid);
+        let n = seen.len() as f64;
+        let mut scores = vec![0f64; seen.len()];
+        for term in terms {
+            let postings = postings(Postings::Meta, term)?;
+            let hits: Vec<(usize, u32)> = postings
+                .iter()
+                .filter_map(|(rowid, tf)| {
+                    by_rowid.get(rowid).map(|files| files.iter().map(move |f| (*f as usize, *tf)))
+                })
+                .flatten()
+                .collect();
+            let idf = rank::idf(n, hits.len() as f64);
+            for (file, tf) in hits {
+                if starts[file] < starts[file + 1] {
+                    scores[file] += idf * f64::from(tf);
+                }
+            }
+        }
+        let ranking = (weights.paths, rank::top(&scores, RANK_DEPTH, file_order));
+        out.own_file_rankings.push(ranking.clone());
+        out.file_rankings.push(ranking);
+    }
+    Ok(out)
+}
+
+/// The meaning ranking: cosine similarity to the query's vector. The sign
+/// bits of every visible passage's vector pick the `RERANK` most alike (all
+/// of them with `exact_meaning`); their `i8` vectors, read from the store,
+/// give the exact scores. Passages, and files by their best passage.
+#[allow(clippy::too_many_arguments)] // The search's inputs and its two orders.
+fn meaning_ranking(
+    meaning: Meaning<'_>,
+    units: &Units,
+    files: usize,
+    rankings: Rankings,
+    weights: &rank::Weights,
+    order: &dyn Fn(u32, u32) -> std::cmp::Ordering,
+    file_order: &dyn Fn(u32, u32) -> std::cmp::Ordering,
+    lap: &mut dyn FnMut(&'static str),
+) -> anyhow::Result<Evidence> {
+    let Meaning { query, dims, codes, vector } = meaning;
+    let mut q_code = Vec::with_capacity(codes.words);
+    sign_code(query.iter().map(|v| *v > 0.0), &mut q_code, dims);
+    let agree = codes.agreement(&q_code);
+    let candidates =
+        if rankings.exact_meaning { rank::select_all(&agree) } else { rank::select_most(&agree, dims, RERANK, order) };
+    lap("codes");
+    let (q, q_scale) = quantize(&query);
+    // Each chunk read once, in id order (the store's order), whatever units share it.
+    let mut ids: Vec<i64> = candidates.iter().map(|unit| units.id[*unit as usize]).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let exact: HashMap<i64, f64> = ids
+        .iter()
+        .copied()
+        .zip(vector(&ids)?)
+        .map(|(id, stored)| {
+            let score = match stored {
+                Some((row, scale)) if row.len() == dims => {
+                    f64::from(dot_i8(&row, &q)) * f64::from(scale) * f64::from(q_scale)
+                }
+                _ => 0.0,
+            };
+            (id, score)
+        })
+        .collect();
+    let mut scores = vec![0f64; units.len()];
+    for unit in &candidates {
+        scores[*unit as usize] = exact.get(&units.id[*unit as usize]).copied().unwrap_or(0.0);
+    }
+    let best = rank::best_per_file_among(&candidates, &scores, &units.file, files);
+    lap("meaning");
+    Ok(Evidence {
+        passage_rankings: vec![(weights.meaning, rank::top_among(&candidates, &scores, RANK_DEPTH, order))],
+        file_rankings: vec![(weights.file_meaning, rank::top(&best, RANK_DEPTH, file_order))],
+        own_file_rankings: Vec::new(),
+        scores,
+    })
+}
+
 /// The dot product of two quantised vectors (exact, so the same on every run).
 fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
     a.iter().zip(b).map(|(x, y)| i32::from(*x) * i32::from(*y)).sum()
@@ -359,6 +453,11 @@ mod tests {
             Rankings { meaning: true, exact_meaning: true, ..Rankings::NONE }
         );
         assert_eq!(Rankings::parse("exact").unwrap(), Rankings { exact_meaning: true, ..Rankings::ALL });
+        assert_eq!(Rankings::parse("apart").unwrap(), Rankings { side_by_side: SideBySide::Always, ..Rankings::ALL });
+        assert_eq!(
+            Rankings::parse("words+together").unwrap(),
+            Rankings { words: true, side_by_side: SideBySide::Never, ..Rankings::NONE }
+        );
         assert!(Rankings::parse("vibes").is_err());
     }
 }
