@@ -15,7 +15,7 @@ file-backed, peak), and whether both binaries answered every query with the same
 unless the change was meant to change results).
 
 Usage: python3 bench/search_ab.py --a OLD --b NEW --root TREE --data DIR [--data-b DIR] [--index] [--trials 3]
-       [--rounds 2] [--warm 3] [--rankings fused] [--rankings-b KNOB] [--rg rg] [--json FILE]
+       [--rounds 2] [--warm 3] [--rankings fused] [--rankings-b KNOB] [--questions N] [--rg rg] [--json FILE]
 Stdlib Python 3 only.
 """
 
@@ -27,7 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import log  # noqa: E402
+import search_speed  # noqa: E402
 from search_speed import QUERIES, Replay, index_tree, pct, rg_latency, rss_kb, timed_rounds  # noqa: E402
+from search_candidates import questions  # noqa: E402
 
 
 def trial(binary, root, data, rankings, rounds, warm):
@@ -55,10 +57,16 @@ def main():
     ap.add_argument("--rankings", default="fused")
     ap.add_argument("--rankings-b", help="B's CTXFS_SEARCH_RANKINGS, to compare one binary with itself under "
                     "another knob (for example `fused+together` against `fused`; default: --rankings)")
+    ap.add_argument("--questions", type=int, default=0,
+                    help="ask search_candidates.py's first N questions (the ten, then the held-out sets') "
+                    "instead of the ten")
     ap.add_argument("--json")
     ap.add_argument("--rg", help="also time this ripgrep over the tree, the peer (rg -i -c per query word)")
     args = ap.parse_args()
     data = {"a": args.data, "b": args.data_b or args.data}
+    asked = questions(args.questions) if args.questions else QUERIES
+    # timed_rounds asks search_speed's list: it asks these instead.
+    search_speed.QUERIES[:] = asked
     knob = {"a": args.rankings, "b": args.rankings_b or args.rankings}
     builds = {}
     if args.index:
@@ -106,7 +114,7 @@ def main():
         res["rg_i_c"] = rg_latency(args.rg, args.root)
         log(f"peer rg -i -c: p50 {res['rg_i_c']['p50_ms']:.1f} ms, p95 {res['rg_i_c']['p95_ms']:.1f} ms")
     if not res["same_passages"]:
-        differ = [q for q in QUERIES if lists["a"].get(q) != lists["b"].get(q)]
+        differ = [q for q in asked if lists["a"].get(q) != lists["b"].get(q)]
         res["queries_answered_differently"] = differ
     out = json.dumps(res, indent=1)
     if args.json:

@@ -594,14 +594,17 @@ impl Codes {
         Codes { dims, words, bits, has }
     }
 
-    /// How many sign bits each unit shares with `query` (`u16::MAX`: no vector).
-    /// From `SCAN_SPLIT_FROM` units on the scan is shared between threads,
-    /// each writing its own slice, so the answer is the same either way.
-    pub(super) fn agreement(&self, query: &[u64]) -> Vec<u16> {
+    /// How many sign bits each unit shares with `query` (`u16::MAX`: no
+    /// vector), and how many units share each count (`dims + 1` counts), taken
+    /// in the same pass. From `SCAN_SPLIT_FROM` units on the scan is shared
+    /// between threads, each writing its own slice and counting into its own
+    /// histogram, so the answer is the same either way.
+    pub(super) fn agreement(&self, query: &[u64]) -> (Vec<u16>, Vec<usize>) {
         let mut out = vec![u16::MAX; self.has.len()];
+        let mut histogram = vec![0usize; self.dims + 1];
         let words = self.words;
         if words == 0 || out.is_empty() || query.len() != words {
-            return out;
+            return (out, histogram);
         }
         let dims = self.dims;
         let threads = if out.len() >= SCAN_SPLIT_FROM {
@@ -610,16 +613,29 @@ impl Codes {
             1
         };
         if threads == 1 {
-            scan_agreement(&self.bits, &self.has, words, query, dims, &mut out);
-            return out;
+            scan_agreement(&self.bits, &self.has, words, query, dims, &mut out, &mut histogram);
+            return (out, histogram);
         }
         let per = out.len().div_ceil(threads);
-        std::thread::scope(|scope| {
-            for ((out, has), bits) in out.chunks_mut(per).zip(self.has.chunks(per)).zip(self.bits.chunks(per * words)) {
-                scope.spawn(move || scan_agreement(bits, has, words, query, dims, out));
-            }
+        let parts: Vec<Vec<usize>> = std::thread::scope(|scope| {
+            let scans: Vec<_> = out
+                .chunks_mut(per)
+                .zip(self.has.chunks(per))
+                .zip(self.bits.chunks(per * words))
+                .map(|((out, has), bits)| {
+                    scope.spawn(move || {
+                        let mut histogram = vec![0usize; dims + 1];
+                        scan_agreement(bits, has, words, query, dims, out, &mut histogram);
+                        histogram
+                    })
+                })
+                .collect();
+            scans.into_iter().map(|scan| scan.join().expect("a sign-bit scan's thread stopped")).collect()
         });
-        out
+        for part in parts {
+            histogram.iter_mut().zip(part).for_each(|(all, one)| *all += one);
+        }
+        (out, histogram)
     }
 }
 
@@ -631,41 +647,74 @@ const SCAN_SPLIT_FROM: usize = 1 << 16;
 const SCAN_THREADS: usize = 4;
 
 /// Fills `out[u]` with the sign bits unit `u` shares with `query` (left as is
-/// where `has[u]` is false), using the CPU's population count when it has one:
-/// the portable build's `count_ones` is a dozen instructions a word instead of one.
-fn scan_agreement(bits: &[u64], has: &[bool], words: usize, query: &[u64], dims: usize, out: &mut [u16]) {
+/// where `has[u]` is false) and counts each in `histogram` (`dims + 1` long),
+/// using the CPU's population count when it has one: the portable build's
+/// `count_ones` is a dozen instructions a word instead of one.
+fn scan_agreement(
+    bits: &[u64],
+    has: &[bool],
+    words: usize,
+    query: &[u64],
+    dims: usize,
+    out: &mut [u16],
+    histogram: &mut [usize],
+) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("popcnt") {
         // SAFETY: `scan_agreement_popcnt` only differs from the portable scan
         // by using the `popcnt` instruction, which the CPU was just found to have.
-        unsafe { scan_agreement_popcnt(bits, has, words, query, dims, out) };
+        unsafe { scan_agreement_popcnt(bits, has, words, query, dims, out, histogram) };
         return;
     }
-    scan_agreement_portable(bits, has, words, query, dims, out);
+    scan_agreement_portable(bits, has, words, query, dims, out, histogram);
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "popcnt")]
-fn scan_agreement_popcnt(bits: &[u64], has: &[bool], words: usize, query: &[u64], dims: usize, out: &mut [u16]) {
-    scan_agreement_portable(bits, has, words, query, dims, out);
+fn scan_agreement_popcnt(
+    bits: &[u64],
+    has: &[bool],
+    words: usize,
+    query: &[u64],
+    dims: usize,
+    out: &mut [u16],
+    histogram: &mut [usize],
+) {
+    scan_agreement_portable(bits, has, words, query, dims, out, histogram);
 }
 
 /// The scan itself; 384 dimensions (six words, every embedder ctxfs ships) get
 /// a loop the compiler unrolls.
 #[inline(always)]
-fn scan_agreement_portable(bits: &[u64], has: &[bool], words: usize, query: &[u64], dims: usize, out: &mut [u16]) {
-    if let Ok(q) = <&[u64; 6]>::try_from(query) {
+fn scan_agreement_portable(
+    bits: &[u64],
+    has: &[bool],
+    words: usize,
+    query: &[u64],
+    dims: usize,
+    out: &mut [u16],
+    histogram: &mut [usize],
+) {
+    if let (Ok(q), 385..) = (<&[u64; 6]>::try_from(query), histogram.len()) {
         for ((code, has), out) in bits.chunks_exact(6).zip(has).zip(out.iter_mut()) {
             if *has {
                 let differ: u32 = code.iter().zip(q).map(|(x, y)| (x ^ y).count_ones()).sum();
-                *out = (dims as u32 - differ) as u16;
+                let agree = (dims as u32).saturating_sub(differ) as u16;
+                *out = agree;
+                // At most 384: within the histogram, whose length was just checked.
+                histogram[usize::from(agree).min(384)] += 1;
             }
         }
         return;
     }
+    let last = histogram.len().saturating_sub(1);
     for ((code, has), out) in bits.chunks_exact(words).zip(has).zip(out.iter_mut()) {
         if *has {
-            *out = agreement(code, query, dims) as u16;
+            let agree = agreement(code, query, dims) as u16;
+            *out = agree;
+            if let Some(count) = histogram.get_mut(usize::from(agree).min(last)) {
+                *count += 1;
+            }
         }
     }
 }
@@ -1798,8 +1847,9 @@ mod tests {
             let has: Vec<bool> = (0..units).map(|_| next() % 7 != 0).collect();
             let query: Vec<u64> = (0..words).map(|_| next()).collect();
             let codes = Codes { dims, words, bits: bits.clone(), has: has.clone() };
-            let got = codes.agreement(&query);
+            let (got, histogram) = codes.agreement(&query);
             assert_eq!(got.len(), units);
+            assert_eq!(histogram, super::super::rank::histogram(&got, dims), "{units} units, {words} words");
             for u in 0..units {
                 let want = if has[u] {
                     let differ: u32 = (0..words).map(|w| (bits[u * words + w] ^ query[w]).count_ones()).sum();

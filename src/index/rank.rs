@@ -226,15 +226,28 @@ pub(crate) fn select_all(agree: &[u16]) -> Vec<u32> {
     (0..agree.len() as u32).filter(|i| agree[*i as usize] != u16::MAX).collect()
 }
 
-/// The `n` units whose codes agree most with the query's; ties at the
-/// threshold go by `order` (path, line, place), so the choice depends on the
-/// visible units alone. A histogram of the agreements finds the threshold in
-/// one pass, without sorting a million units.
-pub(crate) fn select_most(agree: &[u16], dims: usize, n: usize, order: &dyn Fn(u32, u32) -> Ordering) -> Vec<u32> {
+/// How many units agree with the query in each count of bits, `0..=dims`
+/// (`u16::MAX`: no vector, not counted): what the sign-bit scan counts as it goes.
+#[cfg(test)]
+pub(crate) fn histogram(agree: &[u16], dims: usize) -> Vec<usize> {
     let mut histogram = vec![0usize; dims + 1];
     for a in agree.iter().filter(|a| **a != u16::MAX) {
         histogram[(*a as usize).min(dims)] += 1;
     }
+    histogram
+}
+
+/// The `n` units whose codes agree most with the query's; ties at the
+/// threshold go by `order` (path, line, place), so the choice depends on the
+/// visible units alone. The agreements' histogram (`histogram`, counted by
+/// the scan) gives the threshold without sorting a million units.
+pub(crate) fn select_most(
+    agree: &[u16],
+    histogram: &[usize],
+    n: usize,
+    order: &dyn Fn(u32, u32) -> Ordering,
+) -> Vec<u32> {
+    let dims = histogram.len().saturating_sub(1);
     if histogram.iter().sum::<usize>() <= n {
         return select_all(agree);
     }
@@ -493,7 +506,7 @@ mod tests {
             expected.sort_by(|a, b| agree[*b as usize].cmp(&agree[*a as usize]).then_with(|| order(*a, *b)));
             expected.truncate(n);
             expected.sort();
-            let mut got = select_most(&agree, 39, n, &order);
+            let mut got = select_most(&agree, &histogram(&agree, 39), n, &order);
             got.sort();
             assert_eq!(got, expected, "n = {n}");
         }

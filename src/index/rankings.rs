@@ -25,7 +25,8 @@
 //! passage's vector instead of those the sign bits pick; `blend` and
 //! `grouped` choose the other fusions `rank` keeps for measuring; `apart`
 //! and `together` compute the word and meaning rankings on two threads or on
-//! one whatever the tree's size. It is a knob for measuring, not a setting
+//! one whatever the tree's size; `candidates=N` has the sign bits pick N
+//! passages to score exactly. It is a knob for measuring, not a setting
 //! for users; `Index::search_with` takes the same choice per call.
 
 use super::hybrid::{sign_code, Codes, PostingList, Postings, Seen, Units};
@@ -71,6 +72,9 @@ pub struct Rankings {
     /// Whether the word and meaning rankings run side by side on two threads
     /// (by default from `SIDE_BY_SIDE_FROM` units on; `together` or `apart` to measure or test either).
     pub side_by_side: SideBySide,
+    /// How many passages the sign bits pick for the meaning ranking to score
+    /// exactly (`RERANK` by default; `candidates=N` to measure another count).
+    pub candidates: usize,
 }
 
 /// Whether a search computes its word and meaning rankings on two threads.
@@ -94,6 +98,7 @@ impl Rankings {
         unjoined: false,
         exact_meaning: false,
         side_by_side: SideBySide::BySize,
+        candidates: RERANK,
     };
     pub const NONE: Rankings = Rankings {
         words: false,
@@ -104,12 +109,14 @@ impl Rankings {
         unjoined: false,
         exact_meaning: false,
         side_by_side: SideBySide::BySize,
+        candidates: RERANK,
     };
 
     /// `words`, `meaning`, `paths`, `files`, joined by `+` or `,`; `fused`,
     /// `all` or nothing is all four; `exact` adds `exact_meaning`; `blend`
     /// and `grouped` choose those fusions; `unjoined` matches split words only;
-    /// `apart` and `together` choose two threads or one whatever the size.
+    /// `apart` and `together` choose two threads or one whatever the size;
+    /// `candidates=N` has the sign bits pick N passages for exact scoring.
     pub fn parse(text: &str) -> Result<Rankings, String> {
         let mut out = Rankings::NONE;
         for part in text.split(['+', ',']).map(str::trim).filter(|p| !p.is_empty()) {
@@ -126,9 +133,15 @@ impl Rankings {
                 "unjoined" => out.unjoined = true,
                 "apart" => out.side_by_side = SideBySide::Always,
                 "together" => out.side_by_side = SideBySide::Never,
+                count if count.starts_with("candidates=") => {
+                    out.candidates = match count["candidates=".len()..].parse() {
+                        Ok(n) if n > 0 => n,
+                        _ => return Err(format!("{count:?}: the count of candidates is a number above 0")),
+                    }
+                }
                 other => {
                     return Err(format!(
-                        "{other:?} is not a ranking (words, meaning, paths, files, fused, exact, opening, blend, grouped, unjoined, apart, together)"
+                        "{other:?} is not a ranking (words, meaning, paths, files, fused, exact, opening, blend, grouped, unjoined, apart, together, candidates=N)"
                     ))
                 }
             }
@@ -376,7 +389,7 @@ fn word_rankings(
 }
 
 /// The meaning ranking: cosine similarity to the query's vector. The sign
-/// bits of every visible passage's vector pick the `RERANK` most alike (all
+/// bits of every visible passage's vector pick the `rankings.candidates` most alike (all
 /// of them with `exact_meaning`); their `i8` vectors, read from the store,
 /// give the exact scores. Passages, and files by their best passage.
 #[allow(clippy::too_many_arguments)] // The search's inputs and its two orders.
@@ -393,9 +406,12 @@ fn meaning_ranking(
     let Meaning { query, dims, codes, vector } = meaning;
     let mut q_code = Vec::with_capacity(codes.words);
     sign_code(query.iter().map(|v| *v > 0.0), &mut q_code, dims);
-    let agree = codes.agreement(&q_code);
-    let candidates =
-        if rankings.exact_meaning { rank::select_all(&agree) } else { rank::select_most(&agree, dims, RERANK, order) };
+    let (agree, histogram) = codes.agreement(&q_code);
+    let candidates = if rankings.exact_meaning {
+        rank::select_all(&agree)
+    } else {
+        rank::select_most(&agree, &histogram, rankings.candidates, order)
+    };
     lap("codes");
     let (q, q_scale) = quantize(&query);
     // Each chunk read once, in id order (the store's order), whatever units share it.
@@ -458,6 +474,8 @@ mod tests {
             Rankings::parse("words+together").unwrap(),
             Rankings { words: true, side_by_side: SideBySide::Never, ..Rankings::NONE }
         );
+        assert_eq!(Rankings::parse("fused+candidates=500").unwrap(), Rankings { candidates: 500, ..Rankings::ALL });
+        assert!(Rankings::parse("candidates=0").is_err() && Rankings::parse("candidates=many").is_err());
         assert!(Rankings::parse("vibes").is_err());
     }
 }
