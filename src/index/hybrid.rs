@@ -478,10 +478,14 @@ pub(super) struct Units {
     pub(super) id: Vec<i64>,
     pub(super) first_line: Vec<u32>,
     pub(super) last_line: Vec<u32>,
-    pub(super) words: Vec<u32>,
+    /// Each unit's file and length in words, side by side: BM25 reads both
+    /// for every posting, so they come in one load.
+    pub(super) file_words: Vec<(u32, u32)>,
     pub(super) starts: Vec<u32>,
     /// Chunk id → its first unit (`first[id - lo]`), and each unit's next one
     /// with the same chunk (a blob visible under several paths has several).
+    /// An entry is a unit with `MORE_UNITS` set when `next` holds another,
+    /// so the usual chunk of one unit costs one load; `NO_UNIT`: none.
     pub(super) lo: i64,
     pub(super) first: Vec<u32>,
     pub(super) next: Vec<u32>,
@@ -494,6 +498,11 @@ pub(super) struct Units {
     pub(super) by_rowid: HashMap<i64, Vec<u32>>,
 }
 
+/// In `Units::first` and `Units::next`: no unit.
+const NO_UNIT: u32 = u32::MAX;
+/// In `Units::first` and `Units::next`: another unit of the same chunk follows in `next`.
+const MORE_UNITS: u32 = 1 << 31;
+
 impl Units {
     fn build(mirror: &Mirror, seen: &[Seen]) -> Units {
         let mut u = Units {
@@ -502,7 +511,7 @@ impl Units {
             id: Vec::new(),
             first_line: Vec::new(),
             last_line: Vec::new(),
-            words: Vec::new(),
+            file_words: Vec::new(),
             starts: Vec::with_capacity(seen.len() + 1),
             lo: 0,
             first: Vec::new(),
@@ -524,7 +533,7 @@ impl Units {
                     u.id.push(chunk.id);
                     u.first_line.push(chunk.first_line);
                     u.last_line.push(chunk.last_line);
-                    u.words.push(chunk.words);
+                    u.file_words.push((f as u32, chunk.words));
                     len += u64::from(chunk.words);
                 }
             }
@@ -534,18 +543,19 @@ impl Units {
         let n = u.id.len();
         if n > 0 {
             // Summed as integers: the same whatever order the walk found the files in.
-            u.avg = (u.words.iter().map(|w| u64::from(*w)).sum::<u64>() as f64 / n as f64).max(1.0);
+            u.avg = (u.file_words.iter().map(|(_, w)| u64::from(*w)).sum::<u64>() as f64 / n as f64).max(1.0);
             u.files_n = u.file_len.iter().filter(|l| **l > 0.0).count() as f64;
-            let total: u64 = u.words.iter().map(|w| u64::from(*w)).sum();
+            let total: u64 = u.file_words.iter().map(|(_, w)| u64::from(*w)).sum();
             u.file_avg = (total as f64 / u.files_n.max(1.0)).max(1.0);
             u.lo = u.id.iter().copied().min().unwrap_or(0);
             let hi = u.id.iter().copied().max().unwrap_or(0);
-            u.first = vec![u32::MAX; (hi - u.lo + 1) as usize];
-            u.next = vec![u32::MAX; n];
+            assert!(n < MORE_UNITS as usize, "more passages than a search can lay out");
+            u.first = vec![NO_UNIT; (hi - u.lo + 1) as usize];
+            u.next = vec![NO_UNIT; n];
             for i in (0..n).rev() {
                 let slot = &mut u.first[(u.id[i] - u.lo) as usize];
                 u.next[i] = *slot;
-                *slot = i as u32;
+                *slot = i as u32 | if *slot == NO_UNIT { 0 } else { MORE_UNITS };
             }
         }
         u
@@ -556,13 +566,18 @@ impl Units {
     }
 
     /// Calls `each` with every unit of the chunk `id`.
+    #[inline]
     pub(super) fn of_chunk(&self, id: i64, mut each: impl FnMut(u32)) {
-        let Some(mut unit) = usize::try_from(id - self.lo).ok().and_then(|at| self.first.get(at)).copied() else {
+        let Some(mut entry) = usize::try_from(id - self.lo).ok().and_then(|at| self.first.get(at)).copied() else {
             return;
         };
-        while unit != u32::MAX {
+        while entry != NO_UNIT {
+            let unit = entry & !MORE_UNITS;
             each(unit);
-            unit = self.next[unit as usize];
+            if entry & MORE_UNITS == 0 {
+                return;
+            }
+            entry = self.next[unit as usize];
         }
     }
 }
@@ -2392,6 +2407,47 @@ mod tests {
         let root = access.target("/w", Need::Look).unwrap();
         let hits = index.search(access, &root, query, 50).unwrap();
         hits.iter().map(|h| format!("{}:{}-{}:{}", h.path, h.first_line, h.last_line, h.text.trim())).collect()
+    }
+
+    /// Files of the same content share their passages (one blob, one set of
+    /// chunk ids): each is a unit of its own, found by words and by meaning,
+    /// three copies, two, or one, each laid out apart.
+    #[test]
+    fn files_of_the_same_content_each_rank() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        let text = "fn retry_upload() { send(); }\n// when it fails, backoff and retry\n";
+        for name in ["/w/a.rs", "/w/b.rs", "/w/c/d.rs"] {
+            fs.add_file(name, text);
+        }
+        fs.add_file("/w/other.rs", "fn colour() { paint(); }\n");
+        fs.add_file("/w/pair1.rs", "fn paint_twice() {}\n");
+        fs.add_file("/w/pair2.rs", "fn paint_twice() {}\n");
+        // Counted changes: the walk is kept, and its layout can be looked at.
+        fs.set_changes(Some(1));
+        let access = access(fs, &[("/w", Level::Ro)]);
+        let root = access.target("/w", Need::Look).unwrap();
+        let index = index_with(dir.path(), true);
+        let paths = |query: &str, rankings: Rankings| {
+            let mut got: Vec<String> = index
+                .search_with(&access, &root, query, 10, rankings)
+                .unwrap()
+                .into_iter()
+                .map(|h| h.path.to_string())
+                .collect();
+            got.sort();
+            got
+        };
+        let words = Rankings { words: true, ..Rankings::NONE };
+        assert_eq!(paths("retry upload", words), ["/w/a.rs", "/w/b.rs", "/w/c/d.rs"]);
+        assert_eq!(paths("paint twice", words), ["/w/other.rs", "/w/pair1.rs", "/w/pair2.rs"]);
+        assert_eq!(paths("colour", words), ["/w/other.rs"]);
+        let meaning = Rankings { meaning: true, ..Rankings::NONE };
+        assert!(paths("retry upload", meaning).len() >= 3);
+        let walks = index.walks.lock().unwrap();
+        let units = walks[0].seen.units.get().expect("laid out");
+        let ids: HashSet<i64> = units.id.iter().copied().collect();
+        assert_eq!((units.len(), ids.len()), (6, 3), "six files, three contents");
     }
 
     /// A walk lays its files out by their passages' ids, whatever order it

@@ -330,12 +330,12 @@ fn word_rankings(
             }
             let idf = rank::idf(n, hits.len() as f64);
             for &(unit, tf) in &hits {
-                let len = f64::from(units.words[unit as usize]);
+                let (file, len) = units.file_words[unit as usize];
                 if scores[unit as usize] == 0.0 {
                     scored.push(unit);
                 }
-                scores[unit as usize] += rank::bm25(idf, f64::from(tf), len, units.avg);
-                let file = units.file[unit as usize] as usize;
+                scores[unit as usize] += rank::bm25(idf, f64::from(tf), f64::from(len), units.avg);
+                let file = file as usize;
                 if file_tf[file] == 0 {
                     touched.push(file as u32);
                 }
