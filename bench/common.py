@@ -26,6 +26,16 @@ def log(*args):
     print(*args, file=sys.stderr, flush=True)
 
 
+def report(res, path=None) -> None:
+    """Prints a benchmark's results as JSON on stdout, and writes them to `path` when given."""
+    import json
+
+    out = json.dumps(res, indent=1, default=str)
+    if path:
+        Path(path).write_text(out)
+    print(out)
+
+
 def fail_if(script: str, failures: list) -> None:
     """Ends the benchmark with exit status 1 when a sanity check failed, naming each one."""
     if not failures:

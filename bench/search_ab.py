@@ -20,13 +20,12 @@ Stdlib Python 3 only.
 """
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import log  # noqa: E402
+from common import log, report  # noqa: E402
 import search_speed  # noqa: E402
 from search_speed import QUERIES, Replay, index_tree, pct, rg_latency, rss_kb, timed_rounds  # noqa: E402
 from search_candidates import questions  # noqa: E402
@@ -116,10 +115,7 @@ def main():
     if not res["same_passages"]:
         differ = [q for q in asked if lists["a"].get(q) != lists["b"].get(q)]
         res["queries_answered_differently"] = differ
-    out = json.dumps(res, indent=1)
-    if args.json:
-        Path(args.json).write_text(out)
-    print(out)
+    report(res, args.json)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import log  # noqa: E402
+from common import log, report  # noqa: E402
 from search_speed import QUERIES, PASSAGE, Replay, pct  # noqa: E402
 
 HELDOUT = Path(__file__).resolve().parent / "search_queries" / "heldout"
@@ -89,10 +89,7 @@ def main():
             }
             log(f"{mode} N={count}: {rows[count]}")
         res["modes"][mode] = rows
-    out = json.dumps(res, indent=1)
-    if args.json:
-        Path(args.json).write_text(out)
-    print(out)
+    report(res, args.json)
 
 
 if __name__ == "__main__":

@@ -628,7 +628,8 @@ impl Codes {
             1
         };
         if threads == 1 {
-            scan_agreement(&self.bits, &self.has, words, query, dims, &mut out, &mut histogram);
+            let input = ScanInput { bits: &self.bits, has: &self.has, words, query, dims };
+            scan_agreement(input, &mut out, &mut histogram);
             return (out, histogram);
         }
         let per = out.len().div_ceil(threads);
@@ -640,7 +641,7 @@ impl Codes {
                 .map(|((out, has), bits)| {
                     scope.spawn(move || {
                         let mut histogram = vec![0usize; dims + 1];
-                        scan_agreement(bits, has, words, query, dims, out, &mut histogram);
+                        scan_agreement(ScanInput { bits, has, words, query, dims }, out, &mut histogram);
                         histogram
                     })
                 })
@@ -661,55 +662,43 @@ const SCAN_SPLIT_FROM: usize = 1 << 16;
 /// The most threads a sign-bit scan uses (it is bound by memory beyond a few).
 const SCAN_THREADS: usize = 4;
 
-/// Fills `out[u]` with the sign bits unit `u` shares with `query` (left as is
-/// where `has[u]` is false) and counts each in `histogram` (`dims + 1` long),
-/// using the CPU's population count when it has one: the portable build's
-/// `count_ones` is a dozen instructions a word instead of one.
-fn scan_agreement(
-    bits: &[u64],
-    has: &[bool],
+/// One slice of the sign-bit scan: its units' codes (`words` `u64`s a unit)
+/// and whether each has one, and the query's code of `dims` bits.
+#[derive(Clone, Copy)]
+struct ScanInput<'a> {
+    bits: &'a [u64],
+    has: &'a [bool],
     words: usize,
-    query: &[u64],
+    query: &'a [u64],
     dims: usize,
-    out: &mut [u16],
-    histogram: &mut [usize],
-) {
+}
+
+/// Fills `out[u]` with the sign bits unit `u` shares with the query (left as
+/// is where `has[u]` is false) and counts each in `histogram` (`dims + 1`
+/// long), using the CPU's population count when it has one: the portable
+/// build's `count_ones` is a dozen instructions a word instead of one.
+fn scan_agreement(input: ScanInput<'_>, out: &mut [u16], histogram: &mut [usize]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("popcnt") {
         // SAFETY: `scan_agreement_popcnt` only differs from the portable scan
         // by using the `popcnt` instruction, which the CPU was just found to have.
-        unsafe { scan_agreement_popcnt(bits, has, words, query, dims, out, histogram) };
+        unsafe { scan_agreement_popcnt(input, out, histogram) };
         return;
     }
-    scan_agreement_portable(bits, has, words, query, dims, out, histogram);
+    scan_agreement_portable(input, out, histogram);
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "popcnt")]
-fn scan_agreement_popcnt(
-    bits: &[u64],
-    has: &[bool],
-    words: usize,
-    query: &[u64],
-    dims: usize,
-    out: &mut [u16],
-    histogram: &mut [usize],
-) {
-    scan_agreement_portable(bits, has, words, query, dims, out, histogram);
+fn scan_agreement_popcnt(input: ScanInput<'_>, out: &mut [u16], histogram: &mut [usize]) {
+    scan_agreement_portable(input, out, histogram);
 }
 
 /// The scan itself; 384 dimensions (six words, every embedder ctxfs ships) get
 /// a loop the compiler unrolls.
 #[inline(always)]
-fn scan_agreement_portable(
-    bits: &[u64],
-    has: &[bool],
-    words: usize,
-    query: &[u64],
-    dims: usize,
-    out: &mut [u16],
-    histogram: &mut [usize],
-) {
+fn scan_agreement_portable(input: ScanInput<'_>, out: &mut [u16], histogram: &mut [usize]) {
+    let ScanInput { bits, has, words, query, dims } = input;
     if let (Ok(q), 385..) = (<&[u64; 6]>::try_from(query), histogram.len()) {
         for ((code, has), out) in bits.chunks_exact(6).zip(has).zip(out.iter_mut()) {
             if *has {
