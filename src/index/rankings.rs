@@ -212,7 +212,8 @@ pub(super) fn rank(
     let file_order = |a: u32, b: u32| seen[a as usize].shown.cmp(&seen[b as usize].shown);
     let starts = &units.starts;
     let weights = rank::Weights::from_env();
-    let by_words = || word_rankings(seen, units, terms, rankings, postings, &weights, &order, &file_order);
+    let space = WordSpace::new(if (rankings.words || rankings.files) && !terms.is_empty() { units.len() } else { 0 });
+    let by_words = || word_rankings(seen, units, terms, rankings, postings, &weights, &order, &file_order, space);
     let (words, by_meaning) = match meaning {
         Some(meaning)
             if match rankings.side_by_side {
@@ -299,10 +300,28 @@ struct Evidence {
     scores: Vec<f64>,
 }
 
+/// The word rankings' large arrays, made on the search's thread whichever
+/// thread fills them: glibc gives each thread an allocator arena of its own
+/// and keeps what is freed there, which cost 36 MiB resident at a million
+/// passages when the words thread made them. Sized for `units` passages:
+/// a term's hits and the scored passages are at most one a passage, so
+/// neither grows on the other thread.
+struct WordSpace {
+    scores: Vec<f64>,
+    scored: Vec<u32>,
+    hits: Vec<(u32, u32)>,
+}
+
+impl WordSpace {
+    fn new(units: usize) -> WordSpace {
+        WordSpace { scores: vec![0.0; units], scored: Vec::with_capacity(units), hits: Vec::with_capacity(units) }
+    }
+}
+
 /// The rankings made of words: BM25 by passage and by whole file (a file's
 /// words are its passages' words), then BM25 over paths and tags, each with
 /// statistics over the visible units or files only.
-#[allow(clippy::too_many_arguments)] // The search's inputs and its two orders.
+#[allow(clippy::too_many_arguments)] // The search's inputs, its two orders and its arrays.
 fn word_rankings(
     seen: &[Seen],
     units: &Units,
@@ -312,17 +331,16 @@ fn word_rankings(
     weights: &rank::Weights,
     order: &(dyn Fn(u32, u32) -> std::cmp::Ordering + Sync),
     file_order: &(dyn Fn(u32, u32) -> std::cmp::Ordering + Sync),
+    space: WordSpace,
 ) -> anyhow::Result<Evidence> {
     let mut out = Evidence::default();
     if (rankings.words || rankings.files) && units.len() > 0 && !terms.is_empty() {
         let n = units.len() as f64;
-        let mut scores = vec![0f64; units.len()];
+        // Every unit with a score (BM25 adds only positive amounts), so what follows passes over these alone.
+        let WordSpace { mut scores, mut scored, mut hits } = space;
         let mut file_scores = vec![0f64; seen.len()];
         let mut file_tf = vec![0u32; seen.len()];
         let mut touched: Vec<u32> = Vec::new();
-        // Every unit with a score (BM25 adds only positive amounts), so what follows passes over these alone.
-        let mut scored: Vec<u32> = Vec::new();
-        let mut hits: Vec<(u32, u32)> = Vec::new();
         for term in terms {
             hits.clear();
             for &(doc, tf) in postings(Postings::Chunks, term)?.iter() {
