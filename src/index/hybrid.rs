@@ -478,8 +478,9 @@ pub(super) struct Units {
     pub(super) id: Vec<i64>,
     pub(super) first_line: Vec<u32>,
     pub(super) last_line: Vec<u32>,
-    /// Each unit's file and length in words, side by side: BM25 reads both
-    /// for every posting, so they come in one load.
+    /// Each unit's file (the same as `file`, which the fusion reads as a
+    /// slice) and length in words, side by side: BM25 reads both for every
+    /// posting, so they come in one load.
     pub(super) file_words: Vec<(u32, u32)>,
     pub(super) starts: Vec<u32>,
     /// Chunk id → its first unit (`first[id - lo]`), and each unit's next one

@@ -212,30 +212,26 @@ pub(super) fn rank(
     let file_order = |a: u32, b: u32| seen[a as usize].shown.cmp(&seen[b as usize].shown);
     let starts = &units.starts;
     let weights = rank::Weights::from_env();
-    let space = WordSpace::new(if (rankings.words || rankings.files) && !terms.is_empty() { units.len() } else { 0 });
+    let space = WordSpace::for_search(rankings, units, terms);
     let by_words = || word_rankings(seen, units, terms, rankings, postings, &weights, &order, &file_order, space);
-    let (words, by_meaning) = match meaning {
-        Some(meaning)
-            if match rankings.side_by_side {
-                SideBySide::BySize => units.len() >= SIDE_BY_SIDE_FROM,
-                SideBySide::Always => true,
-                SideBySide::Never => false,
-            } =>
-        {
-            std::thread::scope(|scope| {
-                let words = scope.spawn(by_words);
-                let by_meaning =
-                    meaning_ranking(meaning, units, seen.len(), rankings, &weights, &order, &file_order, lap);
-                let words = words.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the word rankings' thread stopped")));
-                (words, Some(by_meaning))
-            })
-        }
-        Some(meaning) => {
-            let words = by_words();
-            let by_meaning = meaning_ranking(meaning, units, seen.len(), rankings, &weights, &order, &file_order, lap);
-            (words, Some(by_meaning))
-        }
-        None => (by_words(), None),
+    let two_threads = meaning.is_some()
+        && match rankings.side_by_side {
+            SideBySide::BySize => units.len() >= SIDE_BY_SIDE_FROM,
+            SideBySide::Always => true,
+            SideBySide::Never => false,
+        };
+    let by_meaning = |lap: &mut dyn FnMut(&'static str)| {
+        meaning.map(|meaning| meaning_ranking(meaning, units, seen.len(), rankings, &weights, &order, &file_order, lap))
+    };
+    let (words, by_meaning) = if two_threads {
+        std::thread::scope(|scope| {
+            let words = scope.spawn(by_words);
+            let by_meaning = by_meaning(lap);
+            let words = words.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the word rankings' thread stopped")));
+            (words, by_meaning)
+        })
+    } else {
+        (by_words(), by_meaning(lap))
     };
     let Evidence { mut passage_rankings, mut file_rankings, own_file_rankings, scores: words_scores } = words?;
     lap("words");
@@ -313,8 +309,15 @@ struct WordSpace {
 }
 
 impl WordSpace {
-    fn new(units: usize) -> WordSpace {
-        WordSpace { scores: vec![0.0; units], scored: Vec::with_capacity(units), hits: Vec::with_capacity(units) }
+    /// The arrays for BM25 over `units`, or `None` when the search ranks no
+    /// words (neither ranking made of them is chosen, no passage or no term).
+    fn for_search(rankings: Rankings, units: &Units, terms: &[String]) -> Option<WordSpace> {
+        let n = units.len();
+        ((rankings.words || rankings.files) && n > 0 && !terms.is_empty()).then(|| WordSpace {
+            scores: vec![0.0; n],
+            scored: Vec::with_capacity(n),
+            hits: Vec::with_capacity(n),
+        })
     }
 }
 
@@ -331,13 +334,12 @@ fn word_rankings(
     weights: &rank::Weights,
     order: &(dyn Fn(u32, u32) -> std::cmp::Ordering + Sync),
     file_order: &(dyn Fn(u32, u32) -> std::cmp::Ordering + Sync),
-    space: WordSpace,
+    space: Option<WordSpace>,
 ) -> anyhow::Result<Evidence> {
     let mut out = Evidence::default();
-    if (rankings.words || rankings.files) && units.len() > 0 && !terms.is_empty() {
+    // `scored`: every unit with a score (BM25 adds only positive amounts), so what follows passes over these alone.
+    if let Some(WordSpace { mut scores, mut scored, mut hits }) = space {
         let n = units.len() as f64;
-        // Every unit with a score (BM25 adds only positive amounts), so what follows passes over these alone.
-        let WordSpace { mut scores, mut scored, mut hits } = space;
         let mut file_scores = vec![0f64; seen.len()];
         let mut file_tf = vec![0u32; seen.len()];
         let mut touched: Vec<u32> = Vec::new();
