@@ -11,6 +11,7 @@ pub mod chunk;
 pub mod embed;
 pub mod http;
 pub mod hybrid;
+mod maxscore;
 pub mod models;
 mod postings;
 pub(crate) mod rank;

@@ -153,7 +153,7 @@ pub(crate) fn bm25_scores(bags: &[&Bag], query: &[String]) -> Vec<f64> {
 /// comparison, where collecting every positive score and selecting among
 /// them cost a words ranking of common words most of its time.
 pub(crate) fn top(scores: &[f64], depth: usize, order: &dyn Fn(u32, u32) -> Ordering) -> Vec<u32> {
-    top_of(0..scores.len() as u32, scores, depth, order)
+    top_of((0..scores.len() as u32).map(|i| (i, scores[i as usize])), depth, order)
 }
 
 /// `top` when only `candidates` (each once) may score above zero: the same
@@ -165,21 +165,24 @@ pub(crate) fn top_among(
     depth: usize,
     order: &dyn Fn(u32, u32) -> Ordering,
 ) -> Vec<u32> {
-    top_of(candidates.iter().copied(), scores, depth, order)
+    top_of(candidates.iter().map(|i| (*i, scores[*i as usize])), depth, order)
+}
+
+/// `top` of indices given with their scores (each index once).
+pub(crate) fn top_of_scored(scored: &[(u32, f64)], depth: usize, order: &dyn Fn(u32, u32) -> Ordering) -> Vec<u32> {
+    top_of(scored.iter().copied(), depth, order)
 }
 
 fn top_of(
-    indices: impl ExactSizeIterator<Item = u32>,
-    scores: &[f64],
+    scored: impl ExactSizeIterator<Item = (u32, f64)>,
     depth: usize,
     order: &dyn Fn(u32, u32) -> Ordering,
 ) -> Vec<u32> {
     if depth == 0 {
         return Vec::new();
     }
-    let mut kept: BinaryHeap<Ranked<'_>> = BinaryHeap::with_capacity(depth.min(indices.len()) + 1);
-    for i in indices {
-        let score = scores[i as usize];
+    let mut kept: BinaryHeap<Ranked<'_>> = BinaryHeap::with_capacity(depth.min(scored.len()) + 1);
+    for (i, score) in scored {
         if score <= 0.0 {
             continue;
         }
@@ -286,7 +289,9 @@ pub(crate) fn best_per_file(unit_scores: &[f64], starts: &[u32]) -> Vec<f64> {
     starts.windows(2).map(|w| unit_scores[w[0] as usize..w[1] as usize].iter().copied().fold(0.0, f64::max)).collect()
 }
 
-/// `best_per_file` when only `candidates` may score above zero (`unit_file`: each unit's file).
+/// `best_per_file` when only `candidates` may score above zero (`unit_file`:
+/// each unit's file): what `maxscore`'s file ranking is checked against.
+#[cfg(test)]
 pub(crate) fn best_per_file_among(
     candidates: &[u32],
     unit_scores: &[f64],

@@ -10,7 +10,9 @@
 //! Evidence comes at two grains and is fused (`rank`): passages are ranked
 //! by BM25 over their words and by meaning; files by whole-file BM25 (a
 //! file's words are its passages') and by path and tags, each file ranking
-//! voting for the file's opening passage. Words are `terms::terms`:
+//! voting for the file's opening passage. The passages' BM25 is computed
+//! a passage at a time with MaxScore pruning (`maxscore`), whose answer is
+//! the exhaustive one. Words are `terms::terms`:
 //! identifiers split at `_` and case changes and also kept joined, English
 //! function words left out of a query. Weights and constants were chosen on
 //! the tuning halves of bench/search_heldout.py's question sets and are
@@ -30,6 +32,7 @@
 //! for users; `Index::search_with` takes the same choice per call.
 
 use super::hybrid::{sign_code, Codes, PostingList, Postings, Seen, Units};
+use super::maxscore;
 use super::rank;
 use super::store::quantize;
 use std::collections::HashMap;
@@ -37,8 +40,12 @@ use std::sync::OnceLock;
 
 /// How deep each ranking goes into fusion.
 const RANK_DEPTH: usize = 200;
-/// How many passages the meaning ranking scores exactly, picked by the sign bits of their vectors.
-const RERANK: usize = 2000;
+/// How many passages the meaning ranking scores exactly, picked by the sign
+/// bits of their vectors. Each is a read from the store (the largest part of
+/// a search at a million passages once BM25 was pruned); against 2,000, the
+/// fused top 10 at 1.09M passages kept 0.995 of its passages either way and
+/// the held-out sets' answers were the same (bench/README.md).
+const RERANK: usize = 1000;
 
 /// How a search's rankings are fused (see `rank`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -212,8 +219,7 @@ pub(super) fn rank(
     let file_order = |a: u32, b: u32| seen[a as usize].shown.cmp(&seen[b as usize].shown);
     let starts = &units.starts;
     let weights = rank::Weights::from_env();
-    let space = WordSpace::for_search(rankings, units, terms);
-    let by_words = || word_rankings(seen, units, terms, rankings, postings, &weights, &order, &file_order, space);
+    let by_words = || word_rankings(seen, units, terms, rankings, postings, &weights, &order, &file_order);
     let two_threads = meaning.is_some()
         && match rankings.side_by_side {
             SideBySide::BySize => units.len() >= SIDE_BY_SIDE_FROM,
@@ -235,7 +241,7 @@ pub(super) fn rank(
     };
     let Evidence { mut passage_rankings, mut file_rankings, own_file_rankings, scores: words_scores } = words?;
     lap("words");
-    let mut meaning_scores = Vec::new();
+    let mut meaning_scores = UnitScores::None;
     if let Some(Evidence { passage_rankings: passages, file_rankings: files, scores, .. }) = by_meaning.transpose()? {
         passage_rankings.extend(passages);
         file_rankings.extend(files);
@@ -245,11 +251,13 @@ pub(super) fn rank(
     // The passage shown for a file no passage ranking reached: its best by words, else by meaning, else its first.
     let fallback = |file: u32| {
         let range = starts[file as usize]..starts[file as usize + 1];
-        let best = |scores: &[f64]| {
+        let best = |scores: &UnitScores| {
             range
                 .clone()
-                .filter(|u| scores.get(*u as usize).is_some_and(|s| *s > 0.0))
-                .max_by(|a, b| scores[*a as usize].total_cmp(&scores[*b as usize]).then_with(|| order(*b, *a)))
+                .map(|u| (u, scores.of(units, u)))
+                .filter(|(_, score)| *score > 0.0)
+                .max_by(|(a, x), (b, y)| x.total_cmp(y).then_with(|| order(*b, *a)))
+                .map(|(u, _)| u)
         };
         best(&words_scores).or_else(|| best(&meaning_scores)).unwrap_or(range.start)
     };
@@ -287,44 +295,56 @@ pub(super) type PostingsOf<'a> = dyn Fn(Postings, &str) -> anyhow::Result<Postin
 
 /// What one side of a search found: its passage rankings, its file rankings
 /// (all of them, and those not made of passages, which vote for a passage of
-/// their file), and its score for every unit (empty when it scored none).
+/// their file), and its score for any unit.
 #[derive(Default)]
 struct Evidence {
     passage_rankings: Vec<(f64, Vec<u32>)>,
     file_rankings: Vec<(f64, Vec<u32>)>,
     own_file_rankings: Vec<(f64, Vec<u32>)>,
-    scores: Vec<f64>,
+    scores: UnitScores,
 }
 
-/// The word rankings' large arrays, made on the search's thread whichever
-/// thread fills them: glibc gives each thread an allocator arena of its own
-/// and keeps what is freed there, which cost 36 MiB resident at a million
-/// passages when the words thread made them. Sized for `units` passages:
-/// a term's hits and the scored passages are at most one a passage, so
-/// neither grows on the other thread.
-struct WordSpace {
-    scores: Vec<f64>,
-    scored: Vec<u32>,
-    hits: Vec<(u32, u32)>,
+/// One side's score for any unit: what the passage shown for a file that no
+/// passage ranking reached is chosen by.
+#[derive(Default)]
+enum UnitScores {
+    /// The side scored no unit.
+    #[default]
+    None,
+    /// The units scored, by unit (the others have none).
+    Among(Vec<(u32, f64)>),
+    /// BM25 over the query's terms (in its order), computed for the unit asked.
+    Words(Vec<maxscore::TermHits>),
 }
 
-impl WordSpace {
-    /// The arrays for BM25 over `units`, or `None` when the search ranks no
-    /// words (neither ranking made of them is chosen, no passage or no term).
-    fn for_search(rankings: Rankings, units: &Units, terms: &[String]) -> Option<WordSpace> {
-        let n = units.len();
-        ((rankings.words || rankings.files) && n > 0 && !terms.is_empty()).then(|| WordSpace {
-            scores: vec![0.0; n],
-            scored: Vec::with_capacity(n),
-            hits: Vec::with_capacity(n),
-        })
+impl UnitScores {
+    fn of(&self, units: &Units, unit: u32) -> f64 {
+        let at = unit as usize;
+        match self {
+            UnitScores::None => 0.0,
+            UnitScores::Among(scored) => match scored.binary_search_by_key(&unit, |(u, _)| *u) {
+                Ok(found) => scored[found].1,
+                Err(_) => 0.0,
+            },
+            UnitScores::Words(terms) => {
+                // Every unit's chunk lies within `first`'s span (see `word_rankings`).
+                let key = (units.id[at] - units.lo) as u32;
+                maxscore::score_of(terms, key, units.file_words[at].1, units.avg)
+            }
+        }
     }
 }
 
 /// The rankings made of words: BM25 by passage and by whole file (a file's
 /// words are its passages' words), then BM25 over paths and tags, each with
 /// statistics over the visible units or files only.
-#[allow(clippy::too_many_arguments)] // The search's inputs, its two orders and its arrays.
+///
+/// One pass over each term's postings keeps the visible ones, counts them
+/// (the passage idf) and adds them to their files' counts (whole-file BM25);
+/// the passages are then ranked a passage at a time with MaxScore pruning
+/// (`maxscore`), so the lists of common words are only searched, not
+/// scored through.
+#[allow(clippy::too_many_arguments)] // The search's inputs and its two orders.
 fn word_rankings(
     seen: &[Seen],
     units: &Units,
@@ -334,32 +354,35 @@ fn word_rankings(
     weights: &rank::Weights,
     order: &(dyn Fn(u32, u32) -> std::cmp::Ordering + Sync),
     file_order: &(dyn Fn(u32, u32) -> std::cmp::Ordering + Sync),
-    space: Option<WordSpace>,
 ) -> anyhow::Result<Evidence> {
     let mut out = Evidence::default();
-    // `scored`: every unit with a score (BM25 adds only positive amounts), so what follows passes over these alone.
-    if let Some(WordSpace { mut scores, mut scored, mut hits }) = space {
+    if (rankings.words || rankings.files) && units.len() > 0 && !terms.is_empty() {
         let n = units.len() as f64;
-        let mut file_scores = vec![0f64; seen.len()];
-        let mut file_tf = vec![0u32; seen.len()];
+        let whole_files = rankings.files;
+        let files_n = if whole_files { seen.len() } else { 0 };
+        let (mut file_scores, mut file_tf) = (vec![0f64; files_n], vec![0u32; files_n]);
         let mut touched: Vec<u32> = Vec::new();
+        let mut passage_terms = Vec::with_capacity(terms.len());
         for term in terms {
-            hits.clear();
-            for &(doc, tf) in postings(Postings::Chunks, term)?.iter() {
-                units.of_chunk(doc, |unit| hits.push((unit, tf)));
-            }
-            let idf = rank::idf(n, hits.len() as f64);
-            for &(unit, tf) in &hits {
-                let (file, len) = units.file_words[unit as usize];
-                if scores[unit as usize] == 0.0 {
-                    scored.push(unit);
+            let list = postings(Postings::Chunks, term)?;
+            let (mut hits, mut df) = (Vec::new(), 0usize);
+            for &(id, tf) in list.iter() {
+                let mut visible = false;
+                units.files_of_chunk(id, |file| {
+                    visible = true;
+                    df += 1;
+                    if whole_files {
+                        let file = file as usize;
+                        if file_tf[file] == 0 {
+                            touched.push(file as u32);
+                        }
+                        file_tf[file] += tf;
+                    }
+                });
+                if visible {
+                    // Within `first`'s span, so it fits: `first` is indexed by it.
+                    hits.push(((id - units.lo) as u32, tf));
                 }
-                scores[unit as usize] += rank::bm25(idf, f64::from(tf), f64::from(len), units.avg);
-                let file = file as usize;
-                if file_tf[file] == 0 {
-                    touched.push(file as u32);
-                }
-                file_tf[file] += tf;
             }
             let file_idf = rank::idf(units.files_n, touched.len() as f64);
             for file in touched.drain(..) {
@@ -368,18 +391,30 @@ fn word_rankings(
                 file_scores[file] += rank::bm25(file_idf, tf, len, units.file_avg);
                 file_tf[file] = 0;
             }
+            passage_terms.push(maxscore::TermHits::new(rank::idf(n, df as f64), hits));
         }
         if rankings.words {
-            out.passage_rankings.push((weights.words, rank::top_among(&scored, &scores, RANK_DEPTH, order)));
-            let best = rank::best_per_file_among(&scored, &scores, &units.file, seen.len());
-            out.file_rankings.push((weights.file_words, rank::top(&best, RANK_DEPTH, file_order)));
+            let units_of = |key: u32, each: &mut dyn FnMut(u32)| units.of_chunk(i64::from(key) + units.lo, each);
+            let len = |unit: u32| units.file_words[unit as usize].1;
+            let passages = maxscore::Passages {
+                units_of: &units_of,
+                len: &len,
+                file: &units.file,
+                files: seen.len(),
+                avg: units.avg,
+            };
+            let ranked = maxscore::rank(&passage_terms, &passages, RANK_DEPTH, order, file_order);
+            let postings: usize = passage_terms.iter().map(|t| t.hits.len()).sum();
+            tracing::debug!(postings, scored = ranked.scored, "words: passages scored whole");
+            out.passage_rankings.push((weights.words, ranked.passages));
+            out.file_rankings.push((weights.file_words, ranked.files));
         }
-        if rankings.files {
+        if whole_files {
             let ranking = (weights.files, rank::top(&file_scores, RANK_DEPTH, file_order));
             out.own_file_rankings.push(ranking.clone());
             out.file_rankings.push(ranking);
         }
-        out.scores = scores;
+        out.scores = UnitScores::Words(passage_terms);
     }
     if rankings.paths && !seen.is_empty() && !terms.is_empty() {
         let (starts, by_rowid) = (&units.starts, &units.by_rowid);
@@ -452,17 +487,21 @@ fn meaning_ranking(
             (id, score)
         })
         .collect();
-    let mut scores = vec![0f64; units.len()];
-    for unit in &candidates {
-        scores[*unit as usize] = exact.get(&units.id[*unit as usize]).copied().unwrap_or(0.0);
+    // The candidates alone, by unit: no array of every passage to clear each search.
+    let mut scored: Vec<(u32, f64)> =
+        candidates.iter().map(|unit| (*unit, exact.get(&units.id[*unit as usize]).copied().unwrap_or(0.0))).collect();
+    scored.sort_unstable_by_key(|(unit, _)| *unit);
+    let mut best = vec![0f64; files];
+    for (unit, score) in &scored {
+        let file = units.file[*unit as usize] as usize;
+        best[file] = best[file].max(*score);
     }
-    let best = rank::best_per_file_among(&candidates, &scores, &units.file, files);
     lap("meaning");
     Ok(Evidence {
-        passage_rankings: vec![(weights.meaning, rank::top_among(&candidates, &scores, RANK_DEPTH, order))],
+        passage_rankings: vec![(weights.meaning, rank::top_of_scored(&scored, RANK_DEPTH, order))],
         file_rankings: vec![(weights.file_meaning, rank::top(&best, RANK_DEPTH, file_order))],
         own_file_rankings: Vec::new(),
-        scores,
+        scores: UnitScores::Among(scored),
     })
 }
 

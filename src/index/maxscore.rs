@@ -1,0 +1,453 @@
+//! BM25 over passages computed one passage at a time with MaxScore pruning: the best passages and the files whose best passage is best, exactly as scoring every passage would rank them; not the gathering of a query's postings, the whole-file or path rankings, nor the fusion (`rankings`, `rank`).
+//!
+//! A query of common words names hundreds of thousands of passages, and
+//! scoring each cost a search at a million passages most of its time (three
+//! memory loads a posting). Here the query's terms walk their lists side by
+//! side in chunk order (Turtle and Flood's MaxScore): each term has an upper
+//! bound on what it adds to any passage, and once the rankings' threshold
+//! (the score the `depth`-th best file's best passage has reached) exceeds
+//! the bounds of the rarest-scoring terms together, a passage holding only
+//! those cannot rank, so their lists are only searched for passages a
+//! rarer term proposes, and a passage is dropped as soon as what it has plus
+//! what its remaining terms could add stays below the threshold.
+//!
+//! The answer is the exhaustive one: a passage is dropped only when even
+//! its bound is below a threshold that never exceeds the final one (with a
+//! margin for rounding), and a kept passage's score is summed in the query's
+//! term order, as the exhaustive loop sums it. So the pruning changes no
+//! ranking, no order and no tie; the statistics (idf, lengths) are those of
+//! the visible passages, computed before (`rankings`).
+
+use super::rank;
+use std::cmp::Ordering;
+
+/// One query term's postings among the visible passages: each chunk (its
+/// key, ascending) with the term's count there; its idf over the visible
+/// passages and the most it adds to any passage's score.
+pub(super) struct TermHits {
+    pub idf: f64,
+    pub bound: f64,
+    pub hits: Vec<(u32, u32)>,
+}
+
+impl TermHits {
+    /// A term of `idf` whose visible postings are `hits` (chunk keys ascending).
+    pub(super) fn new(idf: f64, hits: Vec<(u32, u32)>) -> TermHits {
+        let most = hits.iter().map(|h| h.1).max().unwrap_or(0);
+        // BM25 grows with the count and shrinks with the length, and a
+        // length of zero gives the least normalisation, so this bounds every
+        // passage the term is in.
+        let bound = if most == 0 { 0.0 } else { rank::bm25(idf, f64::from(most), 0.0, 1.0) };
+        TermHits { idf, bound, hits }
+    }
+
+    /// The term's count in chunk `key` (0: not there).
+    fn count_in(&self, key: u32) -> u32 {
+        match self.hits.binary_search_by_key(&key, |h| h.0) {
+            Ok(at) => self.hits[at].1,
+            Err(_) => 0,
+        }
+    }
+}
+
+/// Calls its closure with every visible unit of a chunk key (several when
+/// the same content is visible under several paths).
+pub(super) type UnitsOf<'a> = dyn Fn(u32, &mut dyn FnMut(u32)) + 'a;
+
+/// What the passage ranking needs to know about the visible passages.
+pub(super) struct Passages<'a> {
+    pub units_of: &'a UnitsOf<'a>,
+    /// Each unit's length in words.
+    pub len: &'a dyn Fn(u32) -> u32,
+    /// Each unit's file.
+    pub file: &'a [u32],
+    /// How many files there are (`file`'s values are below it).
+    pub files: usize,
+    /// The mean passage length in words.
+    pub avg: f64,
+}
+
+/// The passage and file rankings by words, and how much work they took.
+pub(super) struct Ranked {
+    /// The best units, best first (ties by the unit order), at most `depth`.
+    pub passages: Vec<u32>,
+    /// The files whose best unit scores best, best first (ties by the file order), at most `depth`.
+    pub files: Vec<u32>,
+    /// How many chunks were scored whole (the rest were passed over by the bounds).
+    pub scored: usize,
+}
+
+/// The score of unit `unit` of chunk `key`: each term's part, summed in the
+/// query's order (the order the exhaustive loop adds them in).
+pub(super) fn score_of(terms: &[TermHits], key: u32, len: u32, avg: f64) -> f64 {
+    let mut score = 0.0;
+    for term in terms {
+        let count = term.count_in(key);
+        if count > 0 {
+            score += rank::bm25(term.idf, f64::from(count), f64::from(len), avg);
+        }
+    }
+    score
+}
+
+/// A relative margin on every comparison with the threshold: the bounds are
+/// summed in another order than the scores, so they may differ in the last bits.
+const MARGIN: f64 = 1e-9;
+
+/// Ranks the visible passages by BM25 over `terms` (in the query's order),
+/// and the files by their best passage, `depth` of each.
+pub(super) fn rank(
+    terms: &[TermHits],
+    passages: &Passages<'_>,
+    depth: usize,
+    unit_order: &dyn Fn(u32, u32) -> Ordering,
+    file_order: &dyn Fn(u32, u32) -> Ordering,
+) -> Ranked {
+    let mut cursors: Vec<Cursor<'_>> = terms
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| !t.hits.is_empty())
+        .map(|(at, term)| Cursor { at, term, next: 0 })
+        .collect();
+    if depth == 0 || cursors.is_empty() {
+        return Ranked { passages: Vec::new(), files: Vec::new(), scored: 0 };
+    }
+    // Weakest bound first: the terms that stop being needed first.
+    cursors.sort_by(|a, b| a.term.bound.total_cmp(&b.term.bound).then(a.at.cmp(&b.at)));
+    // below[i]: what the terms of cursors[..i] can add at most, together.
+    let mut below = vec![0.0; cursors.len() + 1];
+    for (i, cursor) in cursors.iter().enumerate() {
+        below[i + 1] = below[i] + cursor.term.bound;
+    }
+    let mut counts = vec![0u32; terms.len()];
+    let mut scored_units: Vec<(u32, f64)> = Vec::new();
+    let mut file_best = vec![0f64; passages.files];
+    let mut files_scored: Vec<u32> = Vec::new();
+    let mut best_files = BestFiles::new(depth);
+    let mut threshold = 0.0;
+    // Cursors before `needed` cannot make a passage rank on their own.
+    let mut needed = 0;
+    let mut scored = 0;
+    // The next chunk any needed term is in.
+    while let Some(key) = cursors[needed..].iter().filter_map(Cursor::key).min() {
+        let mut len = 0;
+        (passages.units_of)(key, &mut |unit| len = (passages.len)(unit));
+        counts.iter_mut().for_each(|c| *c = 0);
+        let mut partial = 0.0;
+        for cursor in &mut cursors[needed..] {
+            if cursor.key() == Some(key) {
+                let count = cursor.term.hits[cursor.next].1;
+                counts[cursor.at] = count;
+                partial += rank::bm25(cursor.term.idf, f64::from(count), f64::from(len), passages.avg);
+                cursor.next += 1;
+            }
+        }
+        // The other terms, strongest first, while the passage may still rank.
+        let mut dropped = false;
+        for i in (0..needed).rev() {
+            if below_threshold(partial + below[i + 1], threshold) {
+                dropped = true;
+                break;
+            }
+            let cursor = &mut cursors[i];
+            cursor.seek(key);
+            if cursor.key() == Some(key) {
+                let count = cursor.term.hits[cursor.next].1;
+                counts[cursor.at] = count;
+                partial += rank::bm25(cursor.term.idf, f64::from(count), f64::from(len), passages.avg);
+            }
+        }
+        if dropped || below_threshold(partial, threshold) {
+            continue;
+        }
+        scored += 1;
+        // Summed in the query's order, as the exhaustive loop does.
+        let mut score = 0.0;
+        for (term, count) in terms.iter().zip(&counts) {
+            if *count > 0 {
+                score += rank::bm25(term.idf, f64::from(*count), f64::from(len), passages.avg);
+            }
+        }
+        (passages.units_of)(key, &mut |unit| {
+            scored_units.push((unit, score));
+            let file = passages.file[unit as usize];
+            let best = &mut file_best[file as usize];
+            if score > *best {
+                if *best == 0.0 {
+                    files_scored.push(file);
+                }
+                *best = score;
+                best_files.raise(file, score);
+            }
+        });
+        let now = best_files.threshold();
+        if now > threshold {
+            threshold = now;
+            while needed < cursors.len() && below_threshold(below[needed + 1], threshold) {
+                needed += 1;
+            }
+        }
+    }
+    Ranked {
+        passages: rank::top_of_scored(&scored_units, depth, unit_order),
+        files: rank::top_among(&files_scored, &file_best, depth, file_order),
+        scored,
+    }
+}
+
+/// Whether `score` stays below `threshold` even with the rounding margin.
+fn below_threshold(score: f64, threshold: f64) -> bool {
+    score * (1.0 + MARGIN) < threshold
+}
+
+/// A term's place in its list of hits.
+struct Cursor<'a> {
+    /// The term's place in the query.
+    at: usize,
+    term: &'a TermHits,
+    next: usize,
+}
+
+impl Cursor<'_> {
+    /// The chunk the cursor is at (`None`: past the end).
+    fn key(&self) -> Option<u32> {
+        self.term.hits.get(self.next).map(|h| h.0)
+    }
+
+    /// Moves to the first hit at or after chunk `key`: galloping, then a
+    /// binary search, so a list is passed over in steps as long as the gaps.
+    fn seek(&mut self, key: u32) {
+        let hits = &self.term.hits;
+        let (mut lo, mut step) = (self.next, 1);
+        while lo + step < hits.len() && hits[lo + step].0 < key {
+            lo += step;
+            step *= 2;
+        }
+        let hi = (lo + step + 1).min(hits.len());
+        self.next = lo + hits[lo..hi].partition_point(|h| h.0 < key);
+    }
+}
+
+/// The `depth` best files' best scores so far, to know the score a passage
+/// must reach to matter: the least of them once there are `depth`.
+struct BestFiles {
+    depth: usize,
+    /// Best first.
+    kept: Vec<(f64, u32)>,
+}
+
+impl BestFiles {
+    fn new(depth: usize) -> BestFiles {
+        BestFiles { depth, kept: Vec::with_capacity(depth + 1) }
+    }
+
+    /// `file`'s best is now `score` (higher than before).
+    fn raise(&mut self, file: u32, score: f64) {
+        if let Some(at) = self.kept.iter().position(|(_, f)| *f == file) {
+            self.kept.remove(at);
+        } else if self.kept.len() == self.depth && self.kept.last().is_some_and(|(s, _)| *s >= score) {
+            return;
+        }
+        let at = self.kept.partition_point(|(s, _)| *s >= score);
+        self.kept.insert(at, (score, file));
+        self.kept.truncate(self.depth);
+    }
+
+    /// The score below which a passage changes neither ranking (0 until `depth` files scored).
+    fn threshold(&self) -> f64 {
+        if self.kept.len() == self.depth {
+            self.kept.last().map_or(0.0, |(s, _)| *s)
+        } else {
+            0.0
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small corpus: `chunks[c]` is chunk `c`'s words and unit `c` of file
+    /// `c / per_file`; every seventh chunk is also a unit of a file of its own
+    /// (the same content under another path).
+    struct Corpus {
+        chunks: Vec<Vec<&'static str>>,
+        per_file: usize,
+    }
+
+    impl Corpus {
+        /// A chunk's units: the chunk's own, and `n + c` for every seventh.
+        fn units(&self, key: u32) -> Vec<u32> {
+            let n = self.chunks.len() as u32;
+            if key.is_multiple_of(7) {
+                vec![key, n + key]
+            } else {
+                vec![key]
+            }
+        }
+
+        fn unit_count(&self) -> usize {
+            self.chunks.len() * 2
+        }
+
+        fn chunk_of(&self, unit: u32) -> u32 {
+            unit % self.chunks.len() as u32
+        }
+
+        fn files(&self) -> Vec<u32> {
+            let n = self.chunks.len();
+            (0..self.unit_count())
+                .map(|u| if u < n { (u / self.per_file) as u32 } else { (n.div_ceil(self.per_file) + u - n) as u32 })
+                .collect()
+        }
+
+        /// Each query term's hits, with its idf over the visible units.
+        fn term_hits(&self, query: &[&str]) -> Vec<TermHits> {
+            let visible: usize = (0..self.chunks.len() as u32).map(|c| self.units(c).len()).sum();
+            query
+                .iter()
+                .map(|term| {
+                    let hits: Vec<(u32, u32)> = self
+                        .chunks
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(c, words)| {
+                            let n = words.iter().filter(|w| *w == term).count() as u32;
+                            (n > 0).then_some((c as u32, n))
+                        })
+                        .collect();
+                    let df: usize = hits.iter().map(|(c, _)| self.units(*c).len()).sum();
+                    TermHits::new(rank::idf(visible as f64, df as f64), hits)
+                })
+                .collect()
+        }
+    }
+
+    /// Every unit scored the way the exhaustive loop scored them.
+    fn exhaustive(corpus: &Corpus, terms: &[TermHits], avg: f64) -> Vec<f64> {
+        let mut scores = vec![0.0; corpus.unit_count()];
+        for term in terms {
+            for &(key, count) in &term.hits {
+                for unit in corpus.units(key) {
+                    let len = corpus.chunks[key as usize].len() as f64;
+                    scores[unit as usize] += rank::bm25(term.idf, f64::from(count), len, avg);
+                }
+            }
+        }
+        scores
+    }
+
+    fn corpus(seed: u64, chunks: usize) -> Corpus {
+        // Words of very different frequencies, so that some terms stop being needed.
+        const WORDS: [&str; 8] = ["common", "usual", "often", "some", "rare", "scarce", "unique", "filler"];
+        let mut state = seed;
+        let mut next = move || {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 33) as usize
+        };
+        let chunks = (0..chunks)
+            .map(|_| {
+                let len = 1 + next() % 12;
+                (0..len)
+                    .map(|_| {
+                        let r = next() % 100;
+                        match r {
+                            0..=39 => WORDS[0],
+                            40..=59 => WORDS[1],
+                            60..=74 => WORDS[2],
+                            75..=84 => WORDS[3],
+                            85..=87 => WORDS[4],
+                            88 => WORDS[5],
+                            89 if next() % 4 == 0 => WORDS[6],
+                            _ => WORDS[7],
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        Corpus { chunks, per_file: 5 }
+    }
+
+    #[test]
+    fn pruned_rankings_are_the_exhaustive_ones() {
+        let queries: [&[&str]; 5] = [
+            &["common", "rare"],
+            &["common", "usual", "often", "unique"],
+            &["scarce", "common", "some", "usual"],
+            &["common"],
+            &["unique", "scarce", "rare", "missing"],
+        ];
+        let mut pruned_somewhere = false;
+        for seed in 0..12 {
+            let corpus = corpus(seed, 600);
+            let file = corpus.files();
+            let files = file.iter().max().map_or(0, |f| *f as usize + 1);
+            let avg = {
+                let visible: Vec<u32> = (0..corpus.chunks.len() as u32).flat_map(|c| corpus.units(c)).collect();
+                let words: usize = visible.iter().map(|u| corpus.chunks[corpus.chunk_of(*u) as usize].len()).sum();
+                words as f64 / visible.len() as f64
+            };
+            // Units of one file in a row, files by number: a total order with ties only between equal units.
+            let unit_order = |a: u32, b: u32| file[a as usize].cmp(&file[b as usize]).then(a.cmp(&b));
+            let file_order = |a: u32, b: u32| a.cmp(&b);
+            let units_of = |key: u32, each: &mut dyn FnMut(u32)| corpus.units(key).into_iter().for_each(each);
+            let len = |unit: u32| corpus.chunks[corpus.chunk_of(unit) as usize].len() as u32;
+            let passages = Passages { units_of: &units_of, len: &len, file: &file, files, avg };
+            for query in queries {
+                let terms = corpus.term_hits(query);
+                let scores = exhaustive(&corpus, &terms, avg);
+                for depth in [1, 3, 10, 40] {
+                    let got = rank(&terms, &passages, depth, &unit_order, &file_order);
+                    let scored: Vec<u32> = (0..scores.len() as u32).filter(|u| scores[*u as usize] > 0.0).collect();
+                    assert_eq!(
+                        got.passages,
+                        rank::top_among(&scored, &scores, depth, &unit_order),
+                        "{query:?} {depth}"
+                    );
+                    let best = rank::best_per_file_among(&scored, &scores, &file, files);
+                    assert_eq!(got.files, rank::top(&best, depth, &file_order), "{query:?} {depth}");
+                    let hit_chunks = terms
+                        .iter()
+                        .flat_map(|t| t.hits.iter().map(|h| h.0))
+                        .collect::<std::collections::BTreeSet<_>>();
+                    pruned_somewhere |= got.scored < hit_chunks.len();
+                    // A unit's own score, as the fallback asks for it, is the exhaustive one to the bit.
+                    for unit in scored.iter().take(50) {
+                        let key = corpus.chunk_of(*unit);
+                        assert_eq!(score_of(&terms, key, len(*unit), avg).to_bits(), scores[*unit as usize].to_bits());
+                    }
+                }
+            }
+        }
+        // The test is only worth something if the bounds passed passages over.
+        assert!(pruned_somewhere, "no query was pruned");
+    }
+
+    #[test]
+    fn best_files_keep_the_depth_best_distinct_files() {
+        let mut best = BestFiles::new(2);
+        best.raise(1, 1.0);
+        assert_eq!(best.threshold(), 0.0);
+        best.raise(2, 2.0);
+        assert_eq!(best.threshold(), 1.0);
+        best.raise(1, 3.0);
+        assert_eq!(best.threshold(), 2.0);
+        best.raise(3, 1.5);
+        assert_eq!(best.kept, vec![(3.0, 1), (2.0, 2)]);
+        best.raise(3, 2.5);
+        assert_eq!(best.kept, vec![(3.0, 1), (2.5, 3)]);
+    }
+
+    #[test]
+    fn seek_finds_the_first_hit_at_or_after() {
+        let term = TermHits::new(1.0, (0..100).map(|i| (i * 3, 1)).collect());
+        for start in [0, 5, 50] {
+            for key in [0, 1, 3, 4, 150, 297, 298, 400] {
+                let mut cursor = Cursor { at: 0, term: &term, next: start };
+                cursor.seek(key);
+                let expected = start.max(term.hits.partition_point(|h| h.0 < key));
+                assert_eq!(cursor.next, expected, "from {start} to {key}");
+            }
+        }
+    }
+}
