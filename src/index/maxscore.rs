@@ -6,10 +6,15 @@
 //! side in chunk order (Turtle and Flood's MaxScore): each term has an upper
 //! bound on what it adds to any passage, and once the rankings' threshold
 //! (the score the `depth`-th best file's best passage has reached) exceeds
-//! the bounds of the rarest-scoring terms together, a passage holding only
-//! those cannot rank, so their lists are only searched for passages a
-//! rarer term proposes, and a passage is dropped as soon as what it has plus
-//! what its remaining terms could add stays below the threshold.
+//! the bounds of the weakest terms together, a passage holding only those
+//! cannot rank, so their lists are only searched for passages a stronger
+//! term proposes, and a passage is dropped as soon as what it has plus
+//! what its remaining terms could add stays below the threshold. Two things
+//! make that threshold useful early and cheap to test: with many postings,
+//! the chunks of the strongest term are scored first to start from a
+//! threshold rather than 0 (`seed_threshold`), and a passage's bound is
+//! tested before its length is read, since most chunks a common word
+//! proposes fail it.
 //!
 //! The answer is the exhaustive one: a passage is dropped only when even
 //! its bound is below a threshold that never exceeds the final one (with a
@@ -37,8 +42,15 @@ impl TermHits {
         // BM25 grows with the count and shrinks with the length, and a
         // length of zero gives the least normalisation, so this bounds every
         // passage the term is in.
-        let bound = if most == 0 { 0.0 } else { rank::bm25(idf, f64::from(most), 0.0, 1.0) };
-        TermHits { idf, bound, hits }
+        let mut term = TermHits { idf, bound: 0.0, hits };
+        term.bound = if most == 0 { 0.0 } else { term.most_for(most) };
+        term
+    }
+
+    /// The most the term adds to a passage holding it `count` times, whatever
+    /// the passage's length (the least normalisation is a length of zero).
+    fn most_for(&self, count: u32) -> f64 {
+        rank::bm25(self.idf, f64::from(count), 0.0, 1.0)
     }
 
     /// The term's count in chunk `key` (0: not there).
@@ -73,7 +85,9 @@ pub(super) struct Ranked {
     pub passages: Vec<u32>,
     /// The files whose best unit scores best, best first (ties by the file order), at most `depth`.
     pub files: Vec<u32>,
-    /// How many chunks were scored whole (the rest were passed over by the bounds).
+    /// How many chunks the needed terms proposed, and how many of them were
+    /// scored whole (the rest were passed over by the bounds).
+    pub visited: usize,
     pub scored: usize,
 }
 
@@ -94,6 +108,12 @@ pub(super) fn score_of(terms: &[TermHits], key: u32, len: u32, avg: f64) -> f64 
 /// summed in another order than the scores, so they may differ in the last bits.
 const MARGIN: f64 = 1e-9;
 
+/// From how many hits in all a ranking first scores the chunks of its
+/// strongest term to start from a threshold (below, the walk is short anyway).
+const SEED_FROM_HITS: usize = 50_000;
+/// The most chunks that first scoring takes (each costs a search in every term's list).
+const SEED_MOST: usize = 4096;
+
 /// Ranks the visible passages by BM25 over `terms` (in the query's order),
 /// and the files by their best passage, `depth` of each.
 pub(super) fn rank(
@@ -103,6 +123,50 @@ pub(super) fn rank(
     unit_order: &dyn Fn(u32, u32) -> Ordering,
     file_order: &dyn Fn(u32, u32) -> Ordering,
 ) -> Ranked {
+    rank_seeded(terms, passages, depth, unit_order, file_order, SEED_FROM_HITS)
+}
+
+/// A threshold to start from: the chunks of the term with the highest bound
+/// (when it has at most `SEED_MOST`), each scored whole, give the files'
+/// best scores among them, and the `depth`-th of those is at most the final
+/// threshold (a file's best among some of its passages is at most its best).
+/// Without it, the threshold starts at 0 and every term is needed until
+/// `depth` files have been scored, which with many terms of like weight
+/// is most of the walk.
+fn seed_threshold(terms: &[TermHits], passages: &Passages<'_>, depth: usize) -> f64 {
+    let Some(strongest) = terms.iter().filter(|t| !t.hits.is_empty()).max_by(|a, b| a.bound.total_cmp(&b.bound)) else {
+        return 0.0;
+    };
+    if strongest.hits.len() > SEED_MOST {
+        return 0.0;
+    }
+    let mut best_files = BestFiles::new(depth);
+    let mut file_best: std::collections::HashMap<u32, f64> = std::collections::HashMap::new();
+    for &(key, _) in &strongest.hits {
+        let mut len = 0;
+        (passages.units_of)(key, &mut |unit| len = (passages.len)(unit));
+        let score = score_of(terms, key, len, passages.avg);
+        (passages.units_of)(key, &mut |unit| {
+            let file = passages.file[unit as usize];
+            let best = file_best.entry(file).or_insert(0.0);
+            if score > *best {
+                *best = score;
+                best_files.raise(file, score);
+            }
+        });
+    }
+    best_files.threshold()
+}
+
+/// `rank`, seeding its threshold (`seed_threshold`) from `seed_from` hits in all.
+fn rank_seeded(
+    terms: &[TermHits],
+    passages: &Passages<'_>,
+    depth: usize,
+    unit_order: &dyn Fn(u32, u32) -> Ordering,
+    file_order: &dyn Fn(u32, u32) -> Ordering,
+    seed_from: usize,
+) -> Ranked {
     let mut cursors: Vec<Cursor<'_>> = terms
         .iter()
         .enumerate()
@@ -110,7 +174,7 @@ pub(super) fn rank(
         .map(|(at, term)| Cursor { at, term, next: 0 })
         .collect();
     if depth == 0 || cursors.is_empty() {
-        return Ranked { passages: Vec::new(), files: Vec::new(), scored: 0 };
+        return Ranked { passages: Vec::new(), files: Vec::new(), visited: 0, scored: 0 };
     }
     // Weakest bound first: the terms that stop being needed first.
     cursors.sort_by(|a, b| a.term.bound.total_cmp(&b.term.bound).then(a.at.cmp(&b.at)));
@@ -124,22 +188,40 @@ pub(super) fn rank(
     let mut file_best = vec![0f64; passages.files];
     let mut files_scored: Vec<u32> = Vec::new();
     let mut best_files = BestFiles::new(depth);
-    let mut threshold = 0.0;
+    let hits: usize = terms.iter().map(|t| t.hits.len()).sum();
+    let mut threshold = if hits >= seed_from { seed_threshold(terms, passages, depth) } else { 0.0 };
     // Cursors before `needed` cannot make a passage rank on their own.
     let mut needed = 0;
-    let mut scored = 0;
+    while needed < cursors.len() && below_threshold(below[needed + 1], threshold) {
+        needed += 1;
+    }
+    let (mut visited, mut scored) = (0, 0);
     // The next chunk any needed term is in.
     while let Some(key) = cursors[needed..].iter().filter_map(Cursor::key).min() {
-        let mut len = 0;
-        (passages.units_of)(key, &mut |unit| len = (passages.len)(unit));
+        visited += 1;
         counts.iter_mut().for_each(|c| *c = 0);
-        let mut partial = 0.0;
+        // What the needed terms here could add at most, whatever the length:
+        // most chunks a common term proposes stop at this, before their
+        // length is read (a load from memory each).
+        let mut most = 0.0;
         for cursor in &mut cursors[needed..] {
             if cursor.key() == Some(key) {
                 let count = cursor.term.hits[cursor.next].1;
                 counts[cursor.at] = count;
-                partial += rank::bm25(cursor.term.idf, f64::from(count), f64::from(len), passages.avg);
+                most += cursor.term.most_for(count);
                 cursor.next += 1;
+            }
+        }
+        if below_threshold(most + below[needed], threshold) {
+            continue;
+        }
+        let mut len = 0;
+        (passages.units_of)(key, &mut |unit| len = (passages.len)(unit));
+        let mut partial = 0.0;
+        for cursor in &cursors[needed..] {
+            let count = counts[cursor.at];
+            if count > 0 {
+                partial += rank::bm25(cursor.term.idf, f64::from(count), f64::from(len), passages.avg);
             }
         }
         // The other terms, strongest first, while the passage may still rank.
@@ -191,6 +273,7 @@ pub(super) fn rank(
     Ranked {
         passages: rank::top_of_scored(&scored_units, depth, unit_order),
         files: rank::top_among(&files_scored, &file_best, depth, file_order),
+        visited,
         scored,
     }
 }
@@ -377,7 +460,7 @@ mod tests {
             &["common"],
             &["unique", "scarce", "rare", "missing"],
         ];
-        let mut pruned_somewhere = false;
+        let (mut pruned_somewhere, mut seed_saved) = (false, false);
         for seed in 0..12 {
             let corpus = corpus(seed, 600);
             let file = corpus.files();
@@ -396,21 +479,25 @@ mod tests {
             for query in queries {
                 let terms = corpus.term_hits(query);
                 let scores = exhaustive(&corpus, &terms, avg);
-                for depth in [1, 3, 10, 40] {
-                    let got = rank(&terms, &passages, depth, &unit_order, &file_order);
+                for (depth, seed_from) in [1, 3, 10, 40].into_iter().flat_map(|d| [(d, usize::MAX), (d, 0)]) {
+                    let got = rank_seeded(&terms, &passages, depth, &unit_order, &file_order, seed_from);
                     let scored: Vec<u32> = (0..scores.len() as u32).filter(|u| scores[*u as usize] > 0.0).collect();
                     assert_eq!(
                         got.passages,
                         rank::top_among(&scored, &scores, depth, &unit_order),
-                        "{query:?} {depth}"
+                        "{query:?} {depth} {seed_from}"
                     );
                     let best = rank::best_per_file_among(&scored, &scores, &file, files);
-                    assert_eq!(got.files, rank::top(&best, depth, &file_order), "{query:?} {depth}");
+                    assert_eq!(got.files, rank::top(&best, depth, &file_order), "{query:?} {depth} {seed_from}");
                     let hit_chunks = terms
                         .iter()
                         .flat_map(|t| t.hits.iter().map(|h| h.0))
                         .collect::<std::collections::BTreeSet<_>>();
                     pruned_somewhere |= got.scored < hit_chunks.len();
+                    if seed_from == 0 {
+                        let unseeded = rank_seeded(&terms, &passages, depth, &unit_order, &file_order, usize::MAX);
+                        seed_saved |= got.visited < unseeded.visited;
+                    }
                     // A unit's own score, as the fallback asks for it, is the exhaustive one to the bit.
                     for unit in scored.iter().take(50) {
                         let key = corpus.chunk_of(*unit);
@@ -421,6 +508,7 @@ mod tests {
         }
         // The test is only worth something if the bounds passed passages over.
         assert!(pruned_somewhere, "no query was pruned");
+        assert!(seed_saved, "a threshold to start from never spared a visit");
     }
 
     #[test]

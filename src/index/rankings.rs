@@ -286,6 +286,9 @@ pub(super) fn rank(
     Ok(chosen)
 }
 
+/// How many postings ahead the words' pass asks for its next loads.
+const PREFETCH_AHEAD: usize = 32;
+
 /// From how many units the word and meaning rankings are computed side by
 /// side (below, a thread's start costs about what it would save).
 const SIDE_BY_SIDE_FROM: usize = 1 << 16;
@@ -365,8 +368,11 @@ fn word_rankings(
         let mut passage_terms = Vec::with_capacity(terms.len());
         for term in terms {
             let list = postings(Postings::Chunks, term)?;
-            let (mut hits, mut df) = (Vec::new(), 0usize);
-            for &(id, tf) in list.iter() {
+            let (mut hits, mut df) = (Vec::with_capacity(list.len()), 0usize);
+            for (at, &(id, tf)) in list.iter().enumerate() {
+                if let Some((ahead, _)) = list.get(at + PREFETCH_AHEAD) {
+                    units.prefetch_chunk(*ahead);
+                }
                 let mut visible = false;
                 units.files_of_chunk(id, |file| {
                     visible = true;
@@ -405,7 +411,7 @@ fn word_rankings(
             };
             let ranked = maxscore::rank(&passage_terms, &passages, RANK_DEPTH, order, file_order);
             let postings: usize = passage_terms.iter().map(|t| t.hits.len()).sum();
-            tracing::debug!(postings, scored = ranked.scored, "words: passages scored whole");
+            tracing::debug!(postings, visited = ranked.visited, scored = ranked.scored, "words: passages scored whole");
             out.passage_rankings.push((weights.words, ranked.passages));
             out.file_rankings.push((weights.file_words, ranked.files));
         }
