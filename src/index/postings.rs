@@ -139,9 +139,20 @@ const READ: &str = "SELECT p.list FROM postings_segments s CROSS JOIN chunk_post
 pub(super) fn read(db: &Connection, term: &str) -> anyhow::Result<Vec<(i64, u32)>> {
     let mut stmt = db.prepare_cached(READ)?;
     let mut rows = stmt.query([term])?;
-    let mut out = Vec::new();
+    // The lists are gathered first so the postings can be counted and given
+    // room once: grown by doubling, a common word's list was copied and its
+    // new pages faulted in several times over.
+    let mut lists = Vec::new();
+    let mut ends = Vec::new();
     while let Some(row) = rows.next()? {
-        decode(row.get_ref(0)?.as_blob()?, &mut out)?;
+        lists.extend_from_slice(row.get_ref(0)?.as_blob()?);
+        ends.push(lists.len());
+    }
+    let mut out = Vec::with_capacity(postings_in(&lists));
+    let mut start = 0;
+    for end in ends {
+        decode(&lists[start..end], &mut out)?;
+        start = end;
     }
     // Segments whose id ranges interleave (see the module header).
     in_id_order(&mut out);
@@ -301,6 +312,12 @@ fn encode(list: &[(i64, u32)], out: &mut Vec<u8>) {
     }
 }
 
+/// How many postings lists `encode` wrote hold: each posting is two varints,
+/// and every varint ends with the one byte of it below 0x80.
+fn postings_in(lists: &[u8]) -> usize {
+    lists.iter().filter(|b| **b < 0x80).count() / 2
+}
+
 /// Appends the list `encode` wrote to `out`.
 fn decode(mut bytes: &[u8], out: &mut Vec<(i64, u32)>) -> anyhow::Result<()> {
     let mut last = 0i64;
@@ -338,6 +355,7 @@ mod tests {
         let mut back = Vec::new();
         decode(&bytes, &mut back).unwrap();
         assert_eq!(back, list);
+        assert_eq!(postings_in(&bytes), list.len(), "counted without decoding");
         assert!(decode(&[0x80], &mut back).is_err(), "a varint cut short is refused");
     }
 
