@@ -197,13 +197,16 @@ fn rank_seeded(
     }
     let (mut visited, mut scored) = (0, 0);
     // The next chunk any needed term is in.
-    while let Some(key) = cursors[needed..].iter().filter_map(Cursor::key).min() {
+    let mut next_key = cursors[needed..].iter().filter_map(Cursor::key).min();
+    while let Some(key) = next_key {
         visited += 1;
         counts.iter_mut().for_each(|c| *c = 0);
         // What the needed terms here could add at most, whatever the length:
         // most chunks a common term proposes stop at this, before their
-        // length is read (a load from memory each).
+        // length is read (a load from memory each). The same pass finds the
+        // chunk after this one.
         let mut most = 0.0;
+        let mut following = u32::MAX;
         for cursor in &mut cursors[needed..] {
             if cursor.key() == Some(key) {
                 let count = cursor.term.hits[cursor.next].1;
@@ -211,7 +214,9 @@ fn rank_seeded(
                 most += cursor.term.most_for(count);
                 cursor.next += 1;
             }
+            following = following.min(cursor.key().unwrap_or(u32::MAX));
         }
+        next_key = (following != u32::MAX).then_some(following);
         if below_threshold(most + below[needed], threshold) {
             continue;
         }
@@ -265,8 +270,13 @@ fn rank_seeded(
         let now = best_files.threshold();
         if now > threshold {
             threshold = now;
+            let before = needed;
             while needed < cursors.len() && below_threshold(below[needed + 1], threshold) {
                 needed += 1;
+            }
+            if needed > before {
+                // Fewer terms are needed: the next chunk is among theirs.
+                next_key = cursors[needed..].iter().filter_map(Cursor::key).min();
             }
         }
     }
