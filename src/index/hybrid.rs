@@ -478,10 +478,8 @@ pub(super) struct Units {
     pub(super) id: Vec<i64>,
     pub(super) first_line: Vec<u32>,
     pub(super) last_line: Vec<u32>,
-    /// Each unit's file (the same as `file`, which the fusion reads as a
-    /// slice) and length in words, side by side: BM25 reads both for every
-    /// posting, so they come in one load.
-    pub(super) file_words: Vec<(u32, u32)>,
+    /// Each unit's length in words.
+    pub(super) words: Vec<u32>,
     pub(super) starts: Vec<u32>,
     /// Chunk id → its first unit (`first[id - lo]`), and each unit's next one
     /// with the same chunk (a blob visible under several paths has several).
@@ -517,7 +515,7 @@ impl Units {
             id: Vec::new(),
             first_line: Vec::new(),
             last_line: Vec::new(),
-            file_words: Vec::new(),
+            words: Vec::new(),
             starts: Vec::with_capacity(seen.len() + 1),
             lo: 0,
             first: Vec::new(),
@@ -540,7 +538,7 @@ impl Units {
                     u.id.push(chunk.id);
                     u.first_line.push(chunk.first_line);
                     u.last_line.push(chunk.last_line);
-                    u.file_words.push((f as u32, chunk.words));
+                    u.words.push(chunk.words);
                     len += u64::from(chunk.words);
                 }
             }
@@ -550,9 +548,9 @@ impl Units {
         let n = u.id.len();
         if n > 0 {
             // Summed as integers: the same whatever order the walk found the files in.
-            u.avg = (u.file_words.iter().map(|(_, w)| u64::from(*w)).sum::<u64>() as f64 / n as f64).max(1.0);
+            u.avg = (u.words.iter().map(|w| u64::from(*w)).sum::<u64>() as f64 / n as f64).max(1.0);
             u.files_n = u.file_len.iter().filter(|l| **l > 0.0).count() as f64;
-            let total: u64 = u.file_words.iter().map(|(_, w)| u64::from(*w)).sum();
+            let total: u64 = u.words.iter().map(|w| u64::from(*w)).sum();
             u.file_avg = (total as f64 / u.files_n.max(1.0)).max(1.0);
             u.lo = u.id.iter().copied().min().unwrap_or(0);
             let hi = u.id.iter().copied().max().unwrap_or(0);

@@ -497,7 +497,8 @@ mod tests {
                         rank::top_among(&scored, &scores, depth, &unit_order),
                         "{query:?} {depth} {seed_from}"
                     );
-                    let best = rank::best_per_file_among(&scored, &scores, &file, files);
+                    let pairs: Vec<(u32, f64)> = scored.iter().map(|u| (*u, scores[*u as usize])).collect();
+                    let best = rank::best_per_file_of(&pairs, &file, files);
                     assert_eq!(got.files, rank::top(&best, depth, &file_order), "{query:?} {depth} {seed_from}");
                     let hit_chunks = terms
                         .iter()

@@ -283,25 +283,19 @@ pub(crate) fn select_most(
 }
 
 /// Each file's best score among its units (files own the units
-/// `starts[f]..starts[f + 1]`): the plain form `best_per_file_among` is checked against.
+/// `starts[f]..starts[f + 1]`): the plain form `best_per_file_of` is checked against.
 #[cfg(test)]
 pub(crate) fn best_per_file(unit_scores: &[f64], starts: &[u32]) -> Vec<f64> {
     starts.windows(2).map(|w| unit_scores[w[0] as usize..w[1] as usize].iter().copied().fold(0.0, f64::max)).collect()
 }
 
-/// `best_per_file` when only `candidates` may score above zero (`unit_file`:
-/// each unit's file): what `maxscore`'s file ranking is checked against.
-#[cfg(test)]
-pub(crate) fn best_per_file_among(
-    candidates: &[u32],
-    unit_scores: &[f64],
-    unit_file: &[u32],
-    files: usize,
-) -> Vec<f64> {
+/// `best_per_file` when only the units `scored` (each with its score) may
+/// score above zero (`unit_file`: each unit's file).
+pub(crate) fn best_per_file_of(scored: &[(u32, f64)], unit_file: &[u32], files: usize) -> Vec<f64> {
     let mut best = vec![0.0; files];
-    for unit in candidates {
+    for (unit, score) in scored {
         let file = unit_file[*unit as usize] as usize;
-        best[file] = f64::max(best[file], unit_scores[*unit as usize]);
+        best[file] = f64::max(best[file], *score);
     }
     best
 }
@@ -483,7 +477,7 @@ mod tests {
             let files = scores.len().div_ceil(3);
             let starts: Vec<u32> = (0..=files as u32).map(|f| (f * 3).min(scores.len() as u32)).collect();
             proptest::prop_assert_eq!(
-                best_per_file_among(&candidates, &scores, &unit_file, files),
+                best_per_file_of(&candidates.iter().map(|u| (*u, scores[*u as usize])).collect::<Vec<_>>(), &unit_file, files),
                 best_per_file(&scores, &starts)
             );
         }

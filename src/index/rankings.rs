@@ -332,7 +332,7 @@ impl UnitScores {
             UnitScores::Words(terms) => {
                 // Every unit's chunk lies within `first`'s span (see `word_rankings`).
                 let key = (units.id[at] - units.lo) as u32;
-                maxscore::score_of(terms, key, units.file_words[at].1, units.avg)
+                maxscore::score_of(terms, key, units.words[at], units.avg)
             }
         }
     }
@@ -401,7 +401,7 @@ fn word_rankings(
         }
         if rankings.words {
             let units_of = |key: u32, each: &mut dyn FnMut(u32)| units.of_chunk(i64::from(key) + units.lo, each);
-            let len = |unit: u32| units.file_words[unit as usize].1;
+            let len = |unit: u32| units.words[unit as usize];
             let passages = maxscore::Passages {
                 units_of: &units_of,
                 len: &len,
@@ -497,11 +497,7 @@ fn meaning_ranking(
     let mut scored: Vec<(u32, f64)> =
         candidates.iter().map(|unit| (*unit, exact.get(&units.id[*unit as usize]).copied().unwrap_or(0.0))).collect();
     scored.sort_unstable_by_key(|(unit, _)| *unit);
-    let mut best = vec![0f64; files];
-    for (unit, score) in &scored {
-        let file = units.file[*unit as usize] as usize;
-        best[file] = best[file].max(*score);
-    }
+    let best = rank::best_per_file_of(&scored, &units.file, files);
     lap("meaning");
     Ok(Evidence {
         passage_rankings: vec![(weights.meaning, rank::top_of_scored(&scored, RANK_DEPTH, order))],
