@@ -1476,7 +1476,7 @@ impl Index {
         let mut seen = Vec::new();
         let mut state = Progress::default();
         let mut walk_result = Ok(());
-        store.begin()?;
+        let writing = store.writing()?;
         let written = std::thread::scope(|scope| -> anyhow::Result<()> {
             let walker = scope.spawn(|| {
                 let sender = sender;
@@ -1588,8 +1588,7 @@ impl Index {
                         || chunks_since >= COMMIT_CHUNKS
                         || (files_since > 0 && last_commit.elapsed() >= COMMIT_EVERY)
                     {
-                        store.commit()?;
-                        store.begin()?;
+                        writing.checkpoint()?;
                         (files_since, chunks_since) = (0, 0);
                         last_commit = std::time::Instant::now();
                     }
@@ -1637,9 +1636,8 @@ impl Index {
             }
             outcome
         });
-        // A failed commit rolls back too (`IndexStore::commit`): the mirror is read again either way.
-        if let Err(e) = written.and_then(|()| store.commit()) {
-            store.rollback();
+        // What was not committed is rolled back (`Writing`): the mirror is read again.
+        if let Err(e) = written.and_then(|()| writing.commit()) {
             self.mirror_mut().version = None;
             return Err(e);
         }

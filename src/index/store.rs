@@ -17,7 +17,7 @@
 //! files' tags and creators, which are kept (their content is read again).
 
 use super::postings;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 use std::path::Path;
 
 /// The schema's version; an older index is rebuilt (see the module header).
@@ -160,47 +160,67 @@ fn migrate(db: &Connection) -> anyhow::Result<()> {
         db.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'files'", [], |r| {
             r.get::<_, i64>(0)
         })? > 0;
-    db.execute_batch("BEGIN IMMEDIATE")?;
-    let result = (|| -> anyhow::Result<()> {
-        // Another process may have migrated while this one waited for the lock.
-        let version: i64 = db.pragma_query_value(None, "user_version", |r| r.get(0))?;
-        if version == SCHEMA_VERSION {
-            return Ok(());
+    // Rolled back when dropped on an error.
+    let tx = Transaction::new_unchecked(db, TransactionBehavior::Immediate)?;
+    // Another process may have migrated while this one waited for the lock.
+    let version: i64 = db.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if version == SCHEMA_VERSION {
+        return Ok(());
+    }
+    db.execute_batch(
+        "DROP TABLE IF EXISTS chunk_vocab;
+         DROP TABLE IF EXISTS chunk_terms;
+         DROP TABLE IF EXISTS meta_vocab;
+         DROP TABLE IF EXISTS meta_terms;
+         DROP TABLE IF EXISTS chunk_vectors;
+         DROP TABLE IF EXISTS chunks;
+         DROP TABLE IF EXISTS blobs;",
+    )?;
+    for table in postings::TABLES {
+        db.execute_batch(&format!("DROP TABLE IF EXISTS {table}"))?;
+    }
+    create_schema(db)?;
+    if has_files {
+        // Read every file again on its next refresh; its blob is gone.
+        db.execute("UPDATE files SET mtime = -2", [])?;
+        let paths: Vec<String> =
+            db.prepare("SELECT path FROM files")?.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
+        for path in &paths {
+            refresh_meta(db, path)?;
         }
-        db.execute_batch(
-            "DROP TABLE IF EXISTS chunk_vocab;
-             DROP TABLE IF EXISTS chunk_terms;
-             DROP TABLE IF EXISTS meta_vocab;
-             DROP TABLE IF EXISTS meta_terms;
-             DROP TABLE IF EXISTS chunk_vectors;
-             DROP TABLE IF EXISTS chunks;
-             DROP TABLE IF EXISTS blobs;",
-        )?;
-        for table in postings::TABLES {
-            db.execute_batch(&format!("DROP TABLE IF EXISTS {table}"))?;
-        }
-        create_schema(db)?;
-        if has_files {
-            // Read every file again on its next refresh; its blob is gone.
-            db.execute("UPDATE files SET mtime = -2", [])?;
-            let paths: Vec<String> =
-                db.prepare("SELECT path FROM files")?.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
-            for path in &paths {
-                refresh_meta(db, path)?;
-            }
-        }
-        db.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    }
+    db.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// An open write transaction of an `IndexStore` (`IndexStore::writing`):
+/// what `commit` or `checkpoint` has not made durable is rolled back when it
+/// is dropped, so a failure on any path leaves the store as last committed.
+pub struct Writing<'a> {
+    store: &'a IndexStore,
+}
+
+impl Writing<'_> {
+    /// Makes what was written so far durable and goes on in a new
+    /// transaction (a long refresh commits in batches, so an interruption
+    /// keeps what was done).
+    pub fn checkpoint(&self) -> anyhow::Result<()> {
+        self.store.flush_and_commit()?;
+        self.store.db.execute_batch("BEGIN")?;
         Ok(())
-    })();
-    match result {
-        Ok(()) => {
-            db.execute_batch("COMMIT")?;
-            Ok(())
-        }
-        Err(e) => {
-            let _ = db.execute_batch("ROLLBACK");
-            Err(e)
-        }
+    }
+
+    /// Makes everything written durable and ends the transaction.
+    pub fn commit(self) -> anyhow::Result<()> {
+        self.store.flush_and_commit()
+        // `drop` then finds no transaction open, unless the commit failed.
+    }
+}
+
+impl Drop for Writing<'_> {
+    fn drop(&mut self) {
+        self.store.rollback();
     }
 }
 
@@ -232,35 +252,29 @@ impl IndexStore {
         Ok(IndexStore { db, pending: Default::default() })
     }
 
-    pub fn begin(&self) -> anyhow::Result<()> {
+    /// Opens a write transaction, rolled back when the answer is dropped
+    /// before `Writing::commit` ends it: an error anywhere between cannot
+    /// leave it open or half written.
+    pub fn writing(&self) -> anyhow::Result<Writing<'_>> {
         self.pending.borrow_mut().clear();
         self.db.execute_batch("BEGIN")?;
-        Ok(())
+        Ok(Writing { store: self })
     }
 
-    /// Writes the new chunks' terms, then commits; rolls back if either fails.
-    pub fn commit(&self) -> anyhow::Result<()> {
-        let written = postings::flush(&self.db, &mut self.pending.borrow_mut());
-        match written.and_then(|()| Ok(self.db.execute_batch("COMMIT")?)) {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                self.rollback();
-                Err(e)
-            }
-        }
+    /// Writes the new chunks' terms, then commits.
+    fn flush_and_commit(&self) -> anyhow::Result<()> {
+        postings::flush(&self.db, &mut self.pending.borrow_mut())?;
+        self.db.execute_batch("COMMIT")?;
+        Ok(())
     }
 
     /// Runs `f` in a transaction: committed when it succeeds, rolled back
     /// when it or the commit fails.
     pub fn in_transaction<T>(&self, f: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<T> {
-        self.begin()?;
-        match f() {
-            Ok(v) => self.commit().map(|()| v),
-            Err(e) => {
-                self.rollback();
-                Err(e)
-            }
-        }
+        let writing = self.writing()?;
+        let out = f()?;
+        writing.commit()?;
+        Ok(out)
     }
 
     /// Runs `reads` in one read transaction (unless one is open already):
@@ -278,20 +292,20 @@ impl IndexStore {
     }
 
     /// Rolls back the open transaction, if there is one.
-    pub fn rollback(&self) {
+    fn rollback(&self) {
         self.pending.borrow_mut().clear();
         if !self.db.is_autocommit() {
             let _ = self.db.execute_batch("ROLLBACK");
         }
     }
 
-    /// Changes whenever another connection (another process) committed since the last call.
     /// How many rows this connection has changed since it opened: with
     /// `data_version` (other connections' commits), what says the store moved.
     pub fn total_changes(&self) -> u64 {
         self.db.total_changes()
     }
 
+    /// Changes whenever another connection (another process) committed since the last call.
     pub fn data_version(&self) -> anyhow::Result<i64> {
         Ok(self.db.pragma_query_value(None, "data_version", |r| r.get(0))?)
     }
@@ -614,19 +628,10 @@ fn create_schema_or_migrate(db: &Connection) -> anyhow::Result<()> {
     let version: i64 = db.pragma_query_value(None, "user_version", |r| r.get(0))?;
     let empty: bool = db.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0))? == 0;
     if empty {
-        db.execute_batch("BEGIN IMMEDIATE")?;
-        let made = (|| -> anyhow::Result<()> {
-            create_schema(db)?;
-            db.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-            Ok(())
-        })();
-        match made {
-            Ok(()) => db.execute_batch("COMMIT")?,
-            Err(e) => {
-                let _ = db.execute_batch("ROLLBACK");
-                return Err(e);
-            }
-        }
+        let tx = Transaction::new_unchecked(db, TransactionBehavior::Immediate)?;
+        create_schema(db)?;
+        db.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+        tx.commit()?;
         return Ok(());
     }
     if version != SCHEMA_VERSION {
@@ -686,6 +691,45 @@ mod tests {
         let mut vectors = Vec::new();
         store.all_vectors(|id, _| vectors.push(id)).unwrap();
         assert_eq!(vectors, again, "the removed chunks' vectors are gone");
+    }
+
+    #[test]
+    fn a_write_keeps_its_checkpoints_and_rolls_back_the_rest_when_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = IndexStore::open(&dir.path().join("index.db")).unwrap();
+        let chunk = |text: &str| NewChunk {
+            first_line: 1,
+            last_line: 1,
+            text: text.into(),
+            words: crate::index::terms::terms(text),
+            vector: None,
+        };
+        {
+            let writing = store.writing().unwrap();
+            store.put_blob(&[1u8; 32], None, &[chunk("kept after checkpoint")]).unwrap();
+            store.put_file("/a/kept.rs", &[1u8; 32], 5, 1, None).unwrap();
+            writing.checkpoint().unwrap();
+            store.put_blob(&[2u8; 32], None, &[chunk("lost when dropped")]).unwrap();
+            store.put_file("/a/lost.rs", &[2u8; 32], 5, 1, None).unwrap();
+            // Dropped without `commit`, as on an error's early return.
+        }
+        assert!(store.db.is_autocommit(), "no transaction is left open");
+        assert!(store.file("/a/kept.rs").unwrap().is_some());
+        assert!(store.file("/a/lost.rs").unwrap().is_none());
+        assert!(!store.has_blob(&[2u8; 32]).unwrap());
+        assert_eq!(store.chunk_postings("checkpoint").unwrap().len(), 1, "the flushed postings stay");
+        assert!(store.chunk_postings("dropped").unwrap().is_empty(), "the pending postings went with the rest");
+        // A failing step in `in_transaction` leaves nothing either.
+        let failed: anyhow::Result<()> = store.in_transaction(|| {
+            store.put_file("/a/failed.rs", &[1u8; 32], 5, 1, None)?;
+            anyhow::bail!("the step failed")
+        });
+        assert!(failed.is_err());
+        assert!(store.file("/a/failed.rs").unwrap().is_none());
+        let writing = store.writing().unwrap();
+        store.put_file("/a/committed.rs", &[1u8; 32], 5, 1, None).unwrap();
+        writing.commit().unwrap();
+        assert!(store.file("/a/committed.rs").unwrap().is_some());
     }
 
     #[test]
