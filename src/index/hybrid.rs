@@ -638,6 +638,12 @@ pub(super) struct Codes {
     has: Vec<bool>,
 }
 
+/// Every how many units the sample that sets the scan's bar is taken (`Codes::most_alike`).
+const SAMPLE_EVERY: usize = 32;
+/// How many times its share of the units asked for the sample lets through
+/// the bar it sets, so that the whole scan almost always passes enough.
+const SAMPLE_MARGIN: usize = 4;
+
 impl Codes {
     fn build(mirror: &Mirror, seen: &[Seen], units: &Units) -> Codes {
         let (dims, words) = (mirror.dims, mirror.code_words());
@@ -656,49 +662,97 @@ impl Codes {
         Codes { dims, words, bits, has }
     }
 
-    /// How many sign bits each unit shares with `query` (`u16::MAX`: no
-    /// vector), and how many units share each count (`dims + 1` counts), taken
-    /// in the same pass. From `SCAN_SPLIT_FROM` units on the scan is shared
-    /// between threads, each writing its own slice and counting into its own
-    /// histogram, so the answer is the same either way.
-    pub(super) fn agreement(&self, query: &[u64]) -> (Vec<u16>, Vec<usize>) {
-        let mut out = vec![u16::MAX; self.has.len()];
-        let mut histogram = vec![0usize; self.dims + 1];
-        let words = self.words;
-        if words == 0 || out.is_empty() || query.len() != words {
-            return (out, histogram);
+    /// The units that have a vector, in unit order.
+    pub(super) fn with_vectors(&self) -> Vec<u32> {
+        (0..self.has.len() as u32).filter(|u| self.has[*u as usize]).collect()
+    }
+
+    /// The `n` units whose codes share the most sign bits with `query`, ties
+    /// by `order` (path, line, place), so the choice depends on the visible
+    /// units alone; in no particular order.
+    ///
+    /// Exactly the `n` a count of every unit's agreement would pick, but
+    /// without keeping that count for a million units: a sample of every
+    /// `SAMPLE_EVERY`-th unit sets a bar that about `SAMPLE_MARGIN` times `n`
+    /// units reach, the scan keeps the units at or above it alone, and the
+    /// `n` are picked among those. Since at least `n` units reach the bar
+    /// (else the scan is made again without one), every unit that agrees as
+    /// much as the `n`-th best is among them, so the pick is the same. (The
+    /// scan used to write each unit's count and a histogram of them: a
+    /// store and a dependent increment a unit, a fifth of the scan's time.)
+    pub(super) fn most_alike(
+        &self,
+        query: &[u64],
+        n: usize,
+        order: &dyn Fn(u32, u32) -> std::cmp::Ordering,
+    ) -> Vec<u32> {
+        if self.words == 0 || query.len() != self.words || n == 0 {
+            return Vec::new();
         }
-        let dims = self.dims;
-        let threads = if out.len() >= SCAN_SPLIT_FROM {
+        let bar = self.bar_from_sample(query, n);
+        let mut passed = self.passing(query, bar);
+        if passed.len() < n && bar > 0 {
+            passed = self.passing(query, 0);
+        }
+        let agree: Vec<u16> = passed.iter().map(|(_, agree)| *agree).collect();
+        let histogram = super::rank::histogram(&agree, self.dims);
+        let picked =
+            super::rank::select_most(&agree, &histogram, n, &|a, b| order(passed[a as usize].0, passed[b as usize].0));
+        picked.into_iter().map(|at| passed[at as usize].0).collect()
+    }
+
+    /// The highest agreement that at least `SAMPLE_MARGIN` times the sample's
+    /// share of `n` sampled units reach (0, letting every unit through, when
+    /// the sample is smaller than that).
+    fn bar_from_sample(&self, query: &[u64], n: usize) -> u16 {
+        let mut histogram = vec![0usize; self.dims + 1];
+        for u in (0..self.has.len()).step_by(SAMPLE_EVERY).filter(|u| self.has[*u]) {
+            let agree = agreement(&self.bits[u * self.words..(u + 1) * self.words], query, self.dims);
+            histogram[(agree as usize).min(self.dims)] += 1;
+        }
+        let want = n.div_ceil(SAMPLE_EVERY).saturating_mul(SAMPLE_MARGIN);
+        let mut at_or_above = 0;
+        for (agree, count) in histogram.iter().enumerate().rev() {
+            at_or_above += count;
+            if at_or_above >= want {
+                return agree as u16;
+            }
+        }
+        0
+    }
+
+    /// Every unit with a vector whose code shares at least `bar` sign bits
+    /// with `query`, with that count, in unit order. From `SCAN_SPLIT_FROM`
+    /// units on the scan is shared between threads, each taking a slice of
+    /// the units, so the answer is the same either way.
+    fn passing(&self, query: &[u64], bar: u16) -> Vec<(u32, u16)> {
+        let units = self.has.len();
+        let (words, dims) = (self.words, self.dims);
+        let threads = if units >= SCAN_SPLIT_FROM {
             std::thread::available_parallelism().map_or(1, |n| n.get()).min(SCAN_THREADS)
         } else {
             1
         };
+        let per = units.div_ceil(threads).max(1);
+        let scan = |part: usize| {
+            let (from, to) = ((part * per).min(units), ((part + 1) * per).min(units));
+            let input =
+                ScanInput { bits: &self.bits[from * words..to * words], has: &self.has[from..to], words, query, dims };
+            let mut out = Vec::new();
+            scan_passing(input, bar, from as u32, &mut out);
+            out
+        };
         if threads == 1 {
-            let input = ScanInput { bits: &self.bits, has: &self.has, words, query, dims };
-            scan_agreement(input, &mut out, &mut histogram);
-            return (out, histogram);
+            return scan(0);
         }
-        let per = out.len().div_ceil(threads);
-        let parts: Vec<Vec<usize>> = std::thread::scope(|scope| {
-            let scans: Vec<_> = out
-                .chunks_mut(per)
-                .zip(self.has.chunks(per))
-                .zip(self.bits.chunks(per * words))
-                .map(|((out, has), bits)| {
-                    scope.spawn(move || {
-                        let mut histogram = vec![0usize; dims + 1];
-                        scan_agreement(ScanInput { bits, has, words, query, dims }, out, &mut histogram);
-                        histogram
-                    })
-                })
-                .collect();
-            scans.into_iter().map(|scan| scan.join().expect("a sign-bit scan's thread stopped")).collect()
-        });
-        for part in parts {
-            histogram.iter_mut().zip(part).for_each(|(all, one)| *all += one);
-        }
-        (out, histogram)
+        std::thread::scope(|scope| {
+            let scans: Vec<_> = (1..threads).map(|part| scope.spawn(move || scan(part))).collect();
+            let mut out = scan(0);
+            for part in scans {
+                out.extend(part.join().expect("a sign-bit scan's thread stopped"));
+            }
+            out
+        })
     }
 }
 
@@ -720,71 +774,58 @@ struct ScanInput<'a> {
     dims: usize,
 }
 
-/// Fills `out[u]` with the sign bits unit `u` shares with the query (left as
-/// is where `has[u]` is false) and counts each in `histogram` (`dims + 1`
-/// long), using the CPU's population count when it has one: the portable
+/// Pushes onto `out` each unit of the slice (numbered from `first`) that has
+/// a vector and shares at least `bar` sign bits with the query, with that
+/// count, using the CPU's population count when it has one: the portable
 /// build's `count_ones` is a dozen instructions a word instead of one.
-fn scan_agreement(input: ScanInput<'_>, out: &mut [u16], histogram: &mut [usize]) {
+fn scan_passing(input: ScanInput<'_>, bar: u16, first: u32, out: &mut Vec<(u32, u16)>) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("popcnt") {
-        // SAFETY: `scan_agreement_popcnt` only differs from the portable scan
+        // SAFETY: `scan_passing_popcnt` only differs from the portable scan
         // by using the `popcnt` instruction, which the CPU was just found to have.
-        unsafe { scan_agreement_popcnt(input, out, histogram) };
+        unsafe { scan_passing_popcnt(input, bar, first, out) };
         return;
     }
-    scan_agreement_portable(input, out, histogram);
+    scan_passing_portable(input, bar, first, out);
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "popcnt")]
-fn scan_agreement_popcnt(input: ScanInput<'_>, out: &mut [u16], histogram: &mut [usize]) {
-    scan_agreement_portable(input, out, histogram);
+fn scan_passing_popcnt(input: ScanInput<'_>, bar: u16, first: u32, out: &mut Vec<(u32, u16)>) {
+    scan_passing_portable(input, bar, first, out);
 }
 
 /// The scan itself; 384 dimensions (six words, every embedder ctxfs ships) get
-/// a loop the compiler unrolls, with the query's words in registers.
-///
-/// Neighbouring units mostly agree with the query in about as many bits, so
-/// counting them in one histogram made each count wait for the one before
-/// (a third of the scan's time went to that one increment); four
-/// histograms, a unit's by its place, count side by side and are added up at
-/// the end.
+/// a loop the compiler unrolls, with the query's words in registers. A unit
+/// costs a load of its code, six counts and a comparison: nothing is
+/// written but the few units that pass.
 #[inline(always)]
-fn scan_agreement_portable(input: ScanInput<'_>, out: &mut [u16], histogram: &mut [usize]) {
+fn scan_passing_portable(input: ScanInput<'_>, bar: u16, first: u32, out: &mut Vec<(u32, u16)>) {
     let ScanInput { bits, has, words, query, dims } = input;
-    if let (Ok(&q), 385..) = (<&[u64; 6]>::try_from(query), histogram.len()) {
-        let mut counts = [[0u32; 385]; 4];
+    let bar = u32::from(bar);
+    if let Ok(&q) = <&[u64; 6]>::try_from(query) {
         let [q0, q1, q2, q3, q4, q5] = q;
         let (codes, _) = bits.as_chunks::<6>();
-        for (at, ((code, has), out)) in codes.iter().zip(has).zip(out.iter_mut()).enumerate() {
-            if *has {
-                // Written out: as a loop over the words, the compiler kept the query on the stack.
-                let [c0, c1, c2, c3, c4, c5] = *code;
-                let differ = (c0 ^ q0).count_ones()
-                    + (c1 ^ q1).count_ones()
-                    + (c2 ^ q2).count_ones()
-                    + (c3 ^ q3).count_ones()
-                    + (c4 ^ q4).count_ones()
-                    + (c5 ^ q5).count_ones();
-                let agree = (dims as u32).saturating_sub(differ) as u16;
-                *out = agree;
-                // At most 384: within each histogram.
-                counts[at & 3][usize::from(agree).min(384)] += 1;
+        for (at, (code, has)) in codes.iter().zip(has).enumerate() {
+            // Written out: as a loop over the words, the compiler kept the query on the stack.
+            let [c0, c1, c2, c3, c4, c5] = *code;
+            let differ = (c0 ^ q0).count_ones()
+                + (c1 ^ q1).count_ones()
+                + (c2 ^ q2).count_ones()
+                + (c3 ^ q3).count_ones()
+                + (c4 ^ q4).count_ones()
+                + (c5 ^ q5).count_ones();
+            let agree = (dims as u32).saturating_sub(differ);
+            if agree >= bar && *has {
+                out.push((first + at as u32, agree as u16));
             }
-        }
-        for part in &counts {
-            histogram.iter_mut().zip(part).for_each(|(all, one)| *all += *one as usize);
         }
         return;
     }
-    let last = histogram.len().saturating_sub(1);
-    for ((code, has), out) in bits.chunks_exact(words).zip(has).zip(out.iter_mut()) {
-        if *has {
-            let agree = agreement(code, query, dims) as u16;
-            *out = agree;
-            if let Some(count) = histogram.get_mut(usize::from(agree).min(last)) {
-                *count += 1;
-            }
+    for (at, (code, has)) in bits.chunks_exact(words).zip(has).enumerate() {
+        let agree = agreement(code, query, dims);
+        if agree >= bar && *has {
+            out.push((first + at as u32, agree as u16));
         }
     }
 }
@@ -1901,34 +1942,60 @@ mod tests {
     use super::super::terms::words;
     use super::*;
 
-    /// The sign-bit scan answers what a plain count of agreeing bits says,
-    /// alone or shared between threads, for six words a code and others.
+    /// The sign-bit scan picks what a plain count of every unit's agreeing
+    /// bits and `rank::select_most` pick (the top `n`, ties by the order),
+    /// alone or shared between threads, for six words a code and others, and
+    /// when the sample's bar lets too few through.
     #[test]
-    fn sign_bit_scan_agrees_with_a_plain_count() {
+    fn sign_bit_scan_picks_what_a_plain_count_picks() {
         let mut state = 11u64;
         let mut next = || {
             state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             state
+        };
+        // An order unrelated to the unit numbers, so ties are not settled by position.
+        let order = |a: u32, b: u32| {
+            (a.wrapping_mul(2654435761) % 977).cmp(&(b.wrapping_mul(2654435761) % 977)).then(a.cmp(&b))
+        };
+        let check = |codes: &Codes, query: &[u64], n: usize, what: &str| {
+            let plain: Vec<u16> = (0..codes.has.len())
+                .map(|u| {
+                    if codes.has[u] {
+                        let code = &codes.bits[u * codes.words..(u + 1) * codes.words];
+                        let differ: u32 = code.iter().zip(query).map(|(c, q)| (c ^ q).count_ones()).sum();
+                        (codes.dims as u32 - differ) as u16
+                    } else {
+                        u16::MAX
+                    }
+                })
+                .collect();
+            let histogram = super::super::rank::histogram(&plain, codes.dims);
+            let mut want = super::super::rank::select_most(&plain, &histogram, n, &order);
+            want.sort_unstable();
+            let mut got = codes.most_alike(query, n, &order);
+            got.sort_unstable();
+            assert_eq!(got, want, "{what}, n {n}");
         };
         for (words, units) in [(6, 1000), (6, SCAN_SPLIT_FROM + 7), (2, 300), (2, SCAN_SPLIT_FROM * 2 + 1)] {
             let dims = words * 64;
             let bits: Vec<u64> = (0..units * words).map(|_| next()).collect();
             let has: Vec<bool> = (0..units).map(|_| next() % 7 != 0).collect();
             let query: Vec<u64> = (0..words).map(|_| next()).collect();
-            let codes = Codes { dims, words, bits: bits.clone(), has: has.clone() };
-            let (got, histogram) = codes.agreement(&query);
-            assert_eq!(got.len(), units);
-            assert_eq!(histogram, super::super::rank::histogram(&got, dims), "{units} units, {words} words");
-            for u in 0..units {
-                let want = if has[u] {
-                    let differ: u32 = (0..words).map(|w| (bits[u * words + w] ^ query[w]).count_ones()).sum();
-                    (dims as u32 - differ) as u16
-                } else {
-                    u16::MAX
-                };
-                assert_eq!(got[u], want, "unit {u} of {units}, {words} words");
+            let codes = Codes { dims, words, bits, has };
+            for n in [1, 10, 200, 1000, units + 5] {
+                check(&codes, &query, n, &format!("{units} units, {words} words"));
             }
         }
+        // The sampled units agree in every bit and the others in none: the
+        // sample's bar lets the sampled units alone through, fewer than asked.
+        let (words, units) = (6, 10_000);
+        let query: Vec<u64> = (0..words).map(|_| next()).collect();
+        let bits: Vec<u64> =
+            (0..units).flat_map(|u| query.iter().map(move |q| if u % SAMPLE_EVERY == 0 { *q } else { !*q })).collect();
+        let codes = Codes { dims: 384, words, bits, has: vec![true; units] };
+        let sampled = units.div_ceil(SAMPLE_EVERY);
+        assert!(codes.passing(&query, codes.bar_from_sample(&query, 1000)).len() == sampled && sampled < 1000);
+        check(&codes, &query, 1000, "a bar too high");
     }
     use crate::access::{Level, Need, View};
     use crate::vfs::mem::MemFs;

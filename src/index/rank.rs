@@ -230,8 +230,7 @@ pub(crate) fn select_all(agree: &[u16]) -> Vec<u32> {
 }
 
 /// How many units agree with the query in each count of bits, `0..=dims`
-/// (`u16::MAX`: no vector, not counted): what the sign-bit scan counts as it goes.
-#[cfg(test)]
+/// (`u16::MAX`: no vector, not counted).
 pub(crate) fn histogram(agree: &[u16], dims: usize) -> Vec<usize> {
     let mut histogram = vec![0usize; dims + 1];
     for a in agree.iter().filter(|a| **a != u16::MAX) {

@@ -467,11 +467,10 @@ fn meaning_ranking(
     let Meaning { query, dims, codes, vector } = meaning;
     let mut q_code = Vec::with_capacity(codes.words);
     sign_code(query.iter().map(|v| *v > 0.0), &mut q_code, dims);
-    let (agree, histogram) = codes.agreement(&q_code);
     let candidates = if rankings.exact_meaning {
-        rank::select_all(&agree)
+        codes.with_vectors()
     } else {
-        rank::select_most(&agree, &histogram, rankings.candidates, order)
+        codes.most_alike(&q_code, rankings.candidates, order)
     };
     lap("codes");
     let (q, q_scale) = quantize(&query);
