@@ -39,7 +39,7 @@
 //! files are left.
 
 use super::embed::{EmbedError, Embedder};
-use super::rankings::{rank as rank_units, Meaning, Quantised, Rankings, TermCache};
+use super::rankings::{rank as rank_units, Meaning, Quantised, Rankings};
 use super::store::{decode_vector, IndexStore, NewChunk};
 use super::terms::{query_terms, query_words, terms};
 use crate::access::walk::{visible_files, visible_files_among, Found, Only};
@@ -437,7 +437,6 @@ struct Visible {
     seen: Vec<Seen>,
     units: OnceLock<Units>,
     codes: OnceLock<Codes>,
-    terms: TermCache,
 }
 
 impl Visible {
@@ -449,7 +448,7 @@ impl Visible {
 
     /// Files already in `passage_order`.
     fn laid_out(seen: Vec<Seen>) -> Visible {
-        Visible { seen, units: OnceLock::new(), codes: OnceLock::new(), terms: TermCache::default() }
+        Visible { seen, units: OnceLock::new(), codes: OnceLock::new() }
     }
 }
 
@@ -1789,7 +1788,7 @@ impl Index {
         let postings = |kind: Postings, term: &str| {
             lists.get(&(kind, term)).cloned().ok_or_else(|| anyhow::anyhow!("the postings of {term:?} were not read"))
         };
-        let chosen = rank_units(seen, units, &terms, limit, rankings, &postings, &visible.terms, meaning, &mut lap)?;
+        let chosen = rank_units(seen, units, &terms, limit, rankings, &postings, meaning, &mut lap)?;
         let hits = store.in_one_read(|| {
             let mut hits = Vec::with_capacity(chosen.len());
             for unit in chosen {
@@ -2361,37 +2360,6 @@ mod tests {
         index.note_written(&VPath::parse("/w/a.md").unwrap(), b"the omega protocol replaced it\n", None).unwrap();
         assert_eq!(texts("omega"), vec!["the omega protocol replaced it\n"]);
         assert!(texts("alpha").is_empty());
-    }
-
-    /// A term's pass over its postings is kept with the view's passages and
-    /// serves the next question that asks for it, with the same answer; a
-    /// change to the files gives a new view, whose searches see the change.
-    #[test]
-    fn a_terms_pass_is_kept_for_the_view_and_dropped_with_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let fs = Arc::new(MemFs::new(VPath::root()));
-        fs.add_file("/w/a.md", "the alpha protocol is here\n");
-        fs.add_file("/w/b.md", "alpha alpha and beta\n");
-        fs.set_changes(Some(7));
-        let index = index_with(dir.path(), false);
-        let access = access(fs.clone(), &[("/w", Level::Ro)]);
-        let root = access.target("/w", Need::Look).unwrap();
-        let hits = |query: &str| -> Vec<(String, String)> {
-            let found = index.search(&access, &root, query, 10).unwrap();
-            found.into_iter().map(|h| (h.path.to_string(), h.text)).collect()
-        };
-        let kept = |term: &str| index.walks.lock().unwrap()[0].seen.terms.get(term).is_some();
-        let first = hits("alpha protocol");
-        assert_eq!(first.len(), 2);
-        assert!(kept("alpha") && kept("protocol") && !kept("beta"));
-        assert_eq!(hits("alpha protocol"), first, "the kept pass answers as the first did");
-        assert_eq!(hits("beta alpha")[0].0, "/w/b.md");
-        assert!(kept("beta"));
-        fs.add_file("/w/c.md", "alpha once more\n");
-        fs.set_changes(Some(8));
-        let after = hits("alpha");
-        assert_eq!(after.len(), 3, "{after:?}");
-        assert!(after.iter().any(|(path, _)| path == "/w/c.md"));
     }
 
     /// A file written over and over, and files removed while their passages

@@ -32,20 +32,13 @@ use std::cmp::Ordering;
 pub(super) struct TermHits {
     pub idf: f64,
     pub bound: f64,
-    /// Shared with the view's cache of its terms (`rankings::TermCache`).
-    pub hits: std::sync::Arc<Vec<(u32, u32)>>,
+    pub hits: Vec<(u32, u32)>,
 }
 
 impl TermHits {
     /// A term of `idf` whose visible postings are `hits` (chunk keys ascending).
-    #[cfg(test)]
     pub(super) fn new(idf: f64, hits: Vec<(u32, u32)>) -> TermHits {
         let most = hits.iter().map(|h| h.1).max().unwrap_or(0);
-        TermHits::with_most(idf, std::sync::Arc::new(hits), most)
-    }
-
-    /// `new` for hits whose highest count, `most`, is known.
-    pub(super) fn with_most(idf: f64, hits: std::sync::Arc<Vec<(u32, u32)>>, most: u32) -> TermHits {
         // BM25 grows with the count and shrinks with the length, and a
         // length of zero gives the least normalisation, so this bounds every
         // passage the term is in.
@@ -149,7 +142,7 @@ fn seed_threshold(terms: &[TermHits], passages: &Passages<'_>, depth: usize) -> 
     }
     let mut best_files = BestFiles::new(depth);
     let mut file_best: std::collections::HashMap<u32, f64> = std::collections::HashMap::new();
-    for &(key, _) in strongest.hits.iter() {
+    for &(key, _) in &strongest.hits {
         let mut len = 0;
         (passages.units_of)(key, &mut |unit| len = (passages.len)(unit));
         let score = score_of(terms, key, len, passages.avg);
@@ -427,7 +420,7 @@ mod tests {
     fn exhaustive(corpus: &Corpus, terms: &[TermHits], avg: f64) -> Vec<f64> {
         let mut scores = vec![0.0; corpus.unit_count()];
         for term in terms {
-            for &(key, count) in term.hits.iter() {
+            for &(key, count) in &term.hits {
                 for unit in corpus.units(key) {
                     let len = corpus.chunks[key as usize].len() as f64;
                     scores[unit as usize] += rank::bm25(term.idf, f64::from(count), len, avg);

@@ -36,7 +36,7 @@ use super::maxscore;
 use super::rank;
 use super::store::quantize;
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 /// How deep each ranking goes into fusion.
 const RANK_DEPTH: usize = 200;
@@ -205,7 +205,6 @@ pub(super) fn rank(
     limit: usize,
     rankings: Rankings,
     postings: &PostingsOf<'_>,
-    cache: &TermCache,
     meaning: Option<Meaning<'_>>,
     lap: &mut dyn FnMut(&'static str),
 ) -> anyhow::Result<Vec<u32>> {
@@ -220,7 +219,7 @@ pub(super) fn rank(
     let file_order = |a: u32, b: u32| seen[a as usize].shown.cmp(&seen[b as usize].shown);
     let starts = &units.starts;
     let weights = rank::Weights::from_env();
-    let by_words = || word_rankings(seen, units, terms, rankings, postings, cache, &weights, &order, &file_order);
+    let by_words = || word_rankings(seen, units, terms, rankings, postings, &weights, &order, &file_order);
     let two_threads = meaning.is_some()
         && match rankings.side_by_side {
             SideBySide::BySize => units.len() >= SIDE_BY_SIDE_FROM,
@@ -339,88 +338,6 @@ impl UnitScores {
     }
 }
 
-/// What one pass over a term's postings finds among a view's passages: the
-/// visible chunks with the term's count in each (keys ascending) and the
-/// highest of those counts, how many visible passages hold it (a chunk
-/// visible under several paths counts once for each), and each file's count
-/// of it (files in the order first met). None of it depends on the query.
-pub(super) struct TermStats {
-    hits: Arc<Vec<(u32, u32)>>,
-    most: u32,
-    df: usize,
-    files: Vec<(u32, u32)>,
-}
-
-impl TermStats {
-    /// The pass over `list` (a term's postings, ids ascending); `file_tf` is
-    /// room for a count per file, left all zero as it was found.
-    fn of(units: &Units, list: &[(i64, u32)], file_tf: &mut Vec<u32>) -> TermStats {
-        file_tf.resize(units.file_len.len(), 0);
-        let (mut hits, mut df, mut most) = (Vec::with_capacity(list.len()), 0usize, 0u32);
-        let mut files: Vec<u32> = Vec::new();
-        for (at, &(id, tf)) in list.iter().enumerate() {
-            if let Some((ahead, _)) = list.get(at + PREFETCH_AHEAD) {
-                units.prefetch_chunk(*ahead);
-            }
-            let mut visible = false;
-            units.files_of_chunk(id, |file| {
-                visible = true;
-                df += 1;
-                let file = file as usize;
-                if file_tf[file] == 0 {
-                    files.push(file as u32);
-                }
-                file_tf[file] += tf;
-            });
-            if visible {
-                // Within `first`'s span, so it fits: `first` is indexed by it.
-                hits.push(((id - units.lo) as u32, tf));
-                most = most.max(tf);
-            }
-        }
-        hits.shrink_to_fit();
-        let files = files.into_iter().map(|f| (f, std::mem::take(&mut file_tf[f as usize]))).collect();
-        TermStats { hits: Arc::new(hits), most, df, files }
-    }
-
-    /// What it holds, counted in postings (a file's count as one).
-    fn size(&self) -> usize {
-        self.hits.len() + self.files.len()
-    }
-}
-
-/// The `TermStats` of the terms a view's searches asked for, kept with the
-/// view's passages (`hybrid::Visible`), which a change to the store or the
-/// visible files replaces: a term asked again, in the same question or in
-/// another, costs no pass over its postings. Bounded by `TERM_CACHE_POSTINGS`:
-/// past it, the cache starts again empty.
-#[derive(Default)]
-pub(super) struct TermCache {
-    terms: std::sync::Mutex<(HashMap<String, Arc<TermStats>>, usize)>,
-}
-
-/// The most postings `TermCache` keeps for a view (8 bytes each: 64 MB).
-const TERM_CACHE_POSTINGS: usize = 8 << 20;
-
-impl TermCache {
-    pub(super) fn get(&self, term: &str) -> Option<Arc<TermStats>> {
-        self.terms.lock().unwrap_or_else(|e| e.into_inner()).0.get(term).cloned()
-    }
-
-    fn keep(&self, term: &str, stats: Arc<TermStats>) {
-        let mut guard = self.terms.lock().unwrap_or_else(|e| e.into_inner());
-        let (terms, size) = &mut *guard;
-        if *size + stats.size() > TERM_CACHE_POSTINGS {
-            terms.clear();
-            *size = 0;
-        }
-        if stats.size() <= TERM_CACHE_POSTINGS {
-            *size += stats.size();
-            terms.insert(term.to_owned(), stats);
-        }
-    }
-}
-
 /// The rankings made of words: BM25 by passage and by whole file (a file's
 /// words are its passages' words), then BM25 over paths and tags, each with
 /// statistics over the visible units or files only.
@@ -437,7 +354,6 @@ fn word_rankings(
     terms: &[String],
     rankings: Rankings,
     postings: &PostingsOf<'_>,
-    cache: &TermCache,
     weights: &rank::Weights,
     order: &(dyn Fn(u32, u32) -> std::cmp::Ordering + Sync),
     file_order: &(dyn Fn(u32, u32) -> std::cmp::Ordering + Sync),
@@ -447,30 +363,41 @@ fn word_rankings(
         let n = units.len() as f64;
         let whole_files = rankings.files;
         let files_n = if whole_files { seen.len() } else { 0 };
-        let mut file_scores = vec![0f64; files_n];
+        let (mut file_scores, mut file_tf) = (vec![0f64; files_n], vec![0u32; files_n]);
+        let mut touched: Vec<u32> = Vec::new();
         let mut passage_terms = Vec::with_capacity(terms.len());
-        let mut file_tf = Vec::new();
         for term in terms {
-            let stats = match cache.get(term) {
-                Some(stats) => stats,
-                None => {
-                    let stats = Arc::new(TermStats::of(units, &postings(Postings::Chunks, term)?, &mut file_tf));
-                    cache.keep(term, stats.clone());
-                    stats
+            let list = postings(Postings::Chunks, term)?;
+            let (mut hits, mut df) = (Vec::with_capacity(list.len()), 0usize);
+            for (at, &(id, tf)) in list.iter().enumerate() {
+                if let Some((ahead, _)) = list.get(at + PREFETCH_AHEAD) {
+                    units.prefetch_chunk(*ahead);
                 }
-            };
-            if whole_files {
-                let file_idf = rank::idf(units.files_n, stats.files.len() as f64);
-                for &(file, tf) in &stats.files {
-                    let file = file as usize;
-                    file_scores[file] += rank::bm25(file_idf, f64::from(tf), units.file_len[file], units.file_avg);
+                let mut visible = false;
+                units.files_of_chunk(id, |file| {
+                    visible = true;
+                    df += 1;
+                    if whole_files {
+                        let file = file as usize;
+                        if file_tf[file] == 0 {
+                            touched.push(file as u32);
+                        }
+                        file_tf[file] += tf;
+                    }
+                });
+                if visible {
+                    // Within `first`'s span, so it fits: `first` is indexed by it.
+                    hits.push(((id - units.lo) as u32, tf));
                 }
             }
-            passage_terms.push(maxscore::TermHits::with_most(
-                rank::idf(n, stats.df as f64),
-                stats.hits.clone(),
-                stats.most,
-            ));
+            let file_idf = rank::idf(units.files_n, touched.len() as f64);
+            for file in touched.drain(..) {
+                let file = file as usize;
+                let (tf, len) = (f64::from(file_tf[file]), units.file_len[file]);
+                file_scores[file] += rank::bm25(file_idf, tf, len, units.file_avg);
+                file_tf[file] = 0;
+            }
+            passage_terms.push(maxscore::TermHits::new(rank::idf(n, df as f64), hits));
         }
         if rankings.words {
             let units_of = |key: u32, each: &mut dyn FnMut(u32)| units.of_chunk(i64::from(key) + units.lo, each);
