@@ -208,15 +208,16 @@ pub(super) fn rank(
     meaning: Option<Meaning<'_>>,
     lap: &mut dyn FnMut(&'static str),
 ) -> anyhow::Result<Vec<u32>> {
+    // By shown path (`Units::path_rank` is its order), then line and place.
+    let path_rank = &units.path_rank;
     let order = |a: u32, b: u32| {
         let (a, b) = (a as usize, b as usize);
-        seen[units.file[a] as usize]
-            .shown
-            .cmp(&seen[units.file[b] as usize].shown)
+        path_rank[units.file[a] as usize]
+            .cmp(&path_rank[units.file[b] as usize])
             .then(units.first_line[a].cmp(&units.first_line[b]))
             .then(units.index[a].cmp(&units.index[b]))
     };
-    let file_order = |a: u32, b: u32| seen[a as usize].shown.cmp(&seen[b as usize].shown);
+    let file_order = |a: u32, b: u32| path_rank[a as usize].cmp(&path_rank[b as usize]);
     let starts = &units.starts;
     let weights = rank::Weights::from_env();
     let by_words = || word_rankings(seen, units, terms, rankings, postings, &weights, &order, &file_order);
@@ -423,20 +424,16 @@ fn word_rankings(
         out.scores = UnitScores::Words(passage_terms);
     }
     if rankings.paths && !seen.is_empty() && !terms.is_empty() {
-        let (starts, by_rowid) = (&units.starts, &units.by_rowid);
+        let starts = &units.starts;
         let n = seen.len() as f64;
         let mut scores = vec![0f64; seen.len()];
+        let mut hits: Vec<(usize, u32)> = Vec::new();
         for term in terms {
             let postings = postings(Postings::Meta, term)?;
-            let hits: Vec<(usize, u32)> = postings
-                .iter()
-                .filter_map(|(rowid, tf)| {
-                    by_rowid.get(rowid).map(|files| files.iter().map(move |f| (*f as usize, *tf)))
-                })
-                .flatten()
-                .collect();
+            hits.clear();
+            units.files_of_rows(&postings, |file, tf| hits.push((file as usize, tf)));
             let idf = rank::idf(n, hits.len() as f64);
-            for (file, tf) in hits {
+            for &(file, tf) in &hits {
                 if starts[file] < starts[file + 1] {
                     scores[file] += idf * f64::from(tf);
                 }
