@@ -16,10 +16,11 @@
 //! bytes a passage, once a meaning search needs them). A walk's visible
 //! files are kept while the file system's change count and the store stay
 //! the same (`Walked`), and with them their passages laid out for ranking
-//! (`Units`: lengths, the chunk-to-passage map, and the sign bits side by
-//! side for one linear scan, shared between threads on a large tree and
-//! counted with the CPU's `popcnt`), made by the first search that needs
-//! them. Terms' postings are read from SQLite once and kept while the store
+//! (`Units`: lengths, the chunk-to-passage map, each file's place in path
+//! order for settling ties as numbers, and the sign bits side by side for
+//! one linear scan against a bar a sample sets, shared between threads on a
+//! large tree and counted with the CPU's `popcnt`), made by the first search
+//! that needs them. Terms' postings are read from SQLite once and kept while the store
 //! does not change; the words a query needs that memory lacks are read half
 //! on a second connection, on another thread. A query then reads from SQLite only the `i8` vectors of the
 //! passages the meaning ranking scores exactly (half of them on the second
