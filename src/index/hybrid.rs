@@ -516,18 +516,12 @@ pub(super) struct Units {
 /// For each of `asked` (rows ascending, each once, with a count), calls
 /// `each` with the file of every entry of `files` (sorted by row, then file)
 /// that is that row, and the count: one forward walk that gallops over the
-/// rows between two asked for, so a few rows cost a few searches and many
-/// cost one pass.
+/// rows between two asked for (`rank::seek`), so a few rows cost a few
+/// searches and many cost one pass.
 fn join_rows(files: &[(i64, u32)], asked: &[(i64, u32)], mut each: impl FnMut(u32, u32)) {
     let mut at = 0;
     for &(row, count) in asked {
-        let (mut lo, mut step) = (at, 1);
-        while lo + step < files.len() && files[lo + step].0 < row {
-            lo += step;
-            step *= 2;
-        }
-        let hi = (lo + step + 1).min(files.len());
-        at = lo + files[lo..hi].partition_point(|entry| entry.0 < row);
+        at = super::rank::seek(files, at, |entry| entry.0 < row);
         while let Some(&(_, file)) = files.get(at).filter(|entry| entry.0 == row) {
             each(file, count);
             at += 1;

@@ -310,14 +310,7 @@ impl Cursor<'_> {
     /// Moves to the first hit at or after chunk `key`: galloping, then a
     /// binary search, so a list is passed over in steps as long as the gaps.
     fn seek(&mut self, key: u32) {
-        let hits = &self.term.hits;
-        let (mut lo, mut step) = (self.next, 1);
-        while lo + step < hits.len() && hits[lo + step].0 < key {
-            lo += step;
-            step *= 2;
-        }
-        let hi = (lo + step + 1).min(hits.len());
-        self.next = lo + hits[lo..hi].partition_point(|h| h.0 < key);
+        self.next = rank::seek(&self.term.hits, self.next, |h| h.0 < key);
     }
 }
 

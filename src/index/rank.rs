@@ -224,6 +224,23 @@ impl PartialEq for Ranked<'_> {
 
 impl Eq for Ranked<'_> {}
 
+/// The first place at or after `from` whose item is not `before`, in
+/// `items` whose items from `from` on are all `before` up to some place and
+/// none after it (a sorted list and "below a key"): galloping, then a
+/// binary search, so a walk of ascending keys over a list costs steps as
+/// long as the gaps it passes over. Both walks of one sorted list by another
+/// use it: MaxScore's terms seeking a chunk, the paths' rows joined with the
+/// visible files'.
+pub(crate) fn seek<T>(items: &[T], from: usize, before: impl Fn(&T) -> bool) -> usize {
+    let (mut lo, mut step) = (from, 1);
+    while lo + step < items.len() && before(&items[lo + step]) {
+        lo += step;
+        step *= 2;
+    }
+    let hi = (lo + step + 1).min(items.len());
+    lo + items[lo..hi].partition_point(before)
+}
+
 /// Every unit with a vector (`u16::MAX`: none).
 pub(crate) fn select_all(agree: &[u16]) -> Vec<u32> {
     (0..agree.len() as u32).filter(|i| agree[*i as usize] != u16::MAX).collect()
