@@ -12,8 +12,11 @@ p50/p95 (each N in its own `ctxfs replay` process; `--rounds` timed rounds after
 Questions: search_speed.py's ten, then the held-out sets' questions (bench/search_queries/heldout, both
 halves, in file order) up to --questions in all.
 
+`--knobs` runs each N once per knob added to the rankings (`--knobs ,every-code`: as it is, and with
+every passage's sign bits scanned where they are in lists), rows named `N` or `N+knob`.
+
 Usage: python3 bench/search_candidates.py --ctxfs BIN --root TREE --data DIR [--counts 2000,1000,500]
-       [--modes meaning,fused] [--questions 40] [--rounds 2] [--warm 3] [--json FILE]
+       [--modes meaning,fused] [--knobs ,every-code] [--questions 40] [--rounds 2] [--warm 3] [--json FILE]
 Stdlib Python 3 only.
 """
 
@@ -63,6 +66,7 @@ def main():
     ap.add_argument("--data", required=True)
     ap.add_argument("--counts", default="2000,1000,500")
     ap.add_argument("--modes", default="meaning,fused")
+    ap.add_argument("--knobs", default="", help="comma-separated knobs each N is also run with (empty: as it is)")
     ap.add_argument("--questions", type=int, default=40)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--warm", type=int, default=3)
@@ -77,17 +81,18 @@ def main():
         if not all(exact[q] for q in asked):
             sys.exit(f"{mode}+exact answered no passage for some question: is the index built with vectors?")
         rows = {}
-        for count in counts:
-            tops, times = ask(args.ctxfs, args.root, args.data, f"{mode}+candidates={count}", asked, args.rounds,
-                              args.warm)
+        for count, knob in [(c, k) for c in counts for k in args.knobs.split(",")]:
+            name = f"{count}+{knob}" if knob else str(count)
+            rankings = f"{mode}+candidates={count}" + (f"+{knob}" if knob else "")
+            tops, times = ask(args.ctxfs, args.root, args.data, rankings, asked, args.rounds, args.warm)
             shares = [len(set(tops[q]) & set(exact[q])) / len(exact[q]) for q in asked]
-            rows[count] = {
+            rows[name] = {
                 "overlap_at_10": sum(shares) / len(shares),
                 "whole_top_10_kept": sum(1 for q in asked if tops[q] == exact[q]),
                 "p50_ms": pct(times, 0.5),
                 "p95_ms": pct(times, 0.95),
             }
-            log(f"{mode} N={count}: {rows[count]}")
+            log(f"{mode} N={name}: {rows[name]}")
         res["modes"][mode] = rows
     report(res, args.json)
 

@@ -17,10 +17,9 @@
 //! files are kept while the file system's change count and the store stay
 //! the same (`Walked`), and with them their passages laid out for ranking
 //! (`Units`: lengths, the chunk-to-passage map, each file's place in path
-//! order for settling ties as numbers, and the sign bits side by side for
-//! one linear scan against a bar a sample sets, shared between threads on a
-//! large tree and counted with the CPU's `popcnt`), made by the first search
-//! that needs them. Terms' postings are read from SQLite once and kept while the store
+//! order for settling ties as numbers, and the sign bits side by side,
+//! in lists on a large tree: `codes`), made by the first search that needs
+//! them. Terms' postings are read from SQLite once and kept while the store
 //! does not change; the words a query needs that memory lacks are read half
 //! on a second connection, on another thread. A query then reads from SQLite only the `i8` vectors of the
 //! passages the meaning ranking scores exactly (half of them on the second
@@ -39,6 +38,7 @@
 //! `SEARCH_INDEX_BUDGET` and answers from what is indexed, saying how many
 //! files are left.
 
+use super::codes::{sign_code, Codes};
 use super::embed::{EmbedError, Embedder};
 use super::rankings::{rank as rank_units, Meaning, Quantised, Rankings};
 use super::store::{decode_vector, IndexStore, NewChunk};
@@ -198,21 +198,14 @@ struct Mirror {
     dims: usize,
     /// The count of refreshes, for `FileEntry::mark`.
     epoch: u32,
+    /// How many blobs were stored through this mirror: a list of visible
+    /// files laid out before and after the same count, over the same store
+    /// version, has the same passages.
+    blobs_put: u64,
     /// The `Fs::source` a refresh read each file from, where it is not the
     /// shared tree's (0): a file of a mount is one session's working copy's,
     /// and is taken as unchanged only by a walk of that same copy.
     sources: HashMap<String, u64>,
-}
-
-/// The sign bits of a vector, 64 to a word.
-pub(super) fn sign_code(values: impl Iterator<Item = bool>, out: &mut Vec<u64>, dims: usize) {
-    let start = out.len();
-    out.resize(start + dims.div_ceil(64), 0);
-    for (i, positive) in values.enumerate().take(dims) {
-        if positive {
-            out[start + i / 64] |= 1 << (i % 64);
-        }
-    }
 }
 
 impl Mirror {
@@ -268,6 +261,7 @@ impl Mirror {
             }
         }
         self.blobs.insert(sha, entry);
+        self.blobs_put += 1;
     }
 }
 
@@ -308,7 +302,7 @@ impl WalkCounts {
 }
 
 /// A visible file found by a refresh.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(super) struct Seen {
     pub(super) shown: VPath,
     blob: Sha,
@@ -345,6 +339,8 @@ pub struct Index {
     reader: Mutex<Option<IndexStore>>,
     /// How long a search indexes new or changed files before it answers (`SEARCH_INDEX_BUDGET`).
     index_budget: std::time::Duration,
+    /// From how many visible passages with vectors their codes are put in lists (`codes::LISTS_FROM`).
+    lists_from: usize,
     /// Whole walks made for searches, and kept walks brought up to date from
     /// the file system's feed instead (for tests and logs).
     walks_made: AtomicUsize,
@@ -409,6 +405,8 @@ struct Walked {
     /// another root, an indexed write or a tag moves that).
     version: Option<i64>,
     store_changes: u64,
+    /// The mirror's `blobs_put` when the list was laid out.
+    blobs_put: u64,
     /// When the walk was made: a walk is not reused past `WALK_MAX_AGE`, in
     /// case the watcher missed something (it should not, but it is cheap).
     /// A list brought up to date from the feed keeps its walk's time.
@@ -679,205 +677,22 @@ impl Units {
     }
 }
 
-/// The sign bits of every unit's vector, side by side (`words` `u64`s a
-/// unit; `has[u]` false: the unit has no vector), for one linear scan.
-pub(super) struct Codes {
-    dims: usize,
-    pub(super) words: usize,
-    bits: Vec<u64>,
-    has: Vec<bool>,
-}
-
-/// Every how many units the sample that sets the scan's bar is taken (`Codes::most_alike`).
-const SAMPLE_EVERY: usize = 32;
-/// How many times its share of the units asked for the sample lets through
-/// the bar it sets, so that the whole scan almost always passes enough.
-const SAMPLE_MARGIN: usize = 4;
-
-impl Codes {
-    fn build(mirror: &Mirror, seen: &[Seen], units: &Units) -> Codes {
-        let (dims, words) = (mirror.dims, mirror.code_words());
-        let mut bits = vec![0u64; units.len() * words];
-        let mut has = vec![false; units.len()];
-        for (f, s) in seen.iter().enumerate() {
-            let Some(blob) = mirror.blobs.get(&s.blob) else { continue };
-            for u in units.starts[f]..units.starts[f + 1] {
-                let at = units.index[u as usize] as usize * words;
-                if let Some(code) = blob.codes.get(at..at + words) {
-                    bits[u as usize * words..(u as usize + 1) * words].copy_from_slice(code);
-                    has[u as usize] = true;
-                }
+/// The sign bits of the walk's units' vectors (`Codes`), put in lists from `lists_from` units with a vector.
+fn codes_of(mirror: &Mirror, seen: &[Seen], units: &Units, lists_from: usize) -> Codes {
+    let (dims, words) = (mirror.dims, mirror.code_words());
+    let mut bits = vec![0u64; units.len() * words];
+    let mut has = vec![false; units.len()];
+    for (f, s) in seen.iter().enumerate() {
+        let Some(blob) = mirror.blobs.get(&s.blob) else { continue };
+        for u in units.starts[f]..units.starts[f + 1] {
+            let at = units.index[u as usize] as usize * words;
+            if let Some(code) = blob.codes.get(at..at + words) {
+                bits[u as usize * words..(u as usize + 1) * words].copy_from_slice(code);
+                has[u as usize] = true;
             }
         }
-        Codes { dims, words, bits, has }
     }
-
-    /// The units that have a vector, in unit order.
-    pub(super) fn with_vectors(&self) -> Vec<u32> {
-        (0..self.has.len() as u32).filter(|u| self.has[*u as usize]).collect()
-    }
-
-    /// The `n` units whose codes share the most sign bits with `query`, ties
-    /// by `order` (path, line, place), so the choice depends on the visible
-    /// units alone; in no particular order.
-    ///
-    /// Exactly the `n` a count of every unit's agreement would pick, but
-    /// without keeping that count for a million units: a sample of every
-    /// `SAMPLE_EVERY`-th unit sets a bar that about `SAMPLE_MARGIN` times `n`
-    /// units reach, the scan keeps the units at or above it alone, and the
-    /// `n` are picked among those. Since at least `n` units reach the bar
-    /// (else the scan is made again without one), every unit that agrees as
-    /// much as the `n`-th best is among them, so the pick is the same. (The
-    /// scan used to write each unit's count and a histogram of them: a
-    /// store and a dependent increment a unit, a fifth of the scan's time.)
-    pub(super) fn most_alike(
-        &self,
-        query: &[u64],
-        n: usize,
-        order: &dyn Fn(u32, u32) -> std::cmp::Ordering,
-    ) -> Vec<u32> {
-        if self.words == 0 || query.len() != self.words || n == 0 {
-            return Vec::new();
-        }
-        let bar = self.bar_from_sample(query, n);
-        let mut passed = self.passing(query, bar);
-        if passed.len() < n && bar > 0 {
-            passed = self.passing(query, 0);
-        }
-        let agree: Vec<u16> = passed.iter().map(|(_, agree)| *agree).collect();
-        let histogram = super::rank::histogram(&agree, self.dims);
-        let picked =
-            super::rank::select_most(&agree, &histogram, n, &|a, b| order(passed[a as usize].0, passed[b as usize].0));
-        picked.into_iter().map(|at| passed[at as usize].0).collect()
-    }
-
-    /// The highest agreement that at least `SAMPLE_MARGIN` times the sample's
-    /// share of `n` sampled units reach (0, letting every unit through, when
-    /// the sample is smaller than that).
-    fn bar_from_sample(&self, query: &[u64], n: usize) -> u16 {
-        let mut histogram = vec![0usize; self.dims + 1];
-        for u in (0..self.has.len()).step_by(SAMPLE_EVERY).filter(|u| self.has[*u]) {
-            let agree = agreement(&self.bits[u * self.words..(u + 1) * self.words], query, self.dims);
-            histogram[(agree as usize).min(self.dims)] += 1;
-        }
-        let want = n.div_ceil(SAMPLE_EVERY).saturating_mul(SAMPLE_MARGIN);
-        let mut at_or_above = 0;
-        for (agree, count) in histogram.iter().enumerate().rev() {
-            at_or_above += count;
-            if at_or_above >= want {
-                return agree as u16;
-            }
-        }
-        0
-    }
-
-    /// Every unit with a vector whose code shares at least `bar` sign bits
-    /// with `query`, with that count, in unit order. From `SCAN_SPLIT_FROM`
-    /// units on the scan is shared between threads, each taking a slice of
-    /// the units, so the answer is the same either way.
-    fn passing(&self, query: &[u64], bar: u16) -> Vec<(u32, u16)> {
-        let units = self.has.len();
-        let (words, dims) = (self.words, self.dims);
-        let threads = if units >= SCAN_SPLIT_FROM {
-            std::thread::available_parallelism().map_or(1, |n| n.get()).min(SCAN_THREADS)
-        } else {
-            1
-        };
-        let per = units.div_ceil(threads).max(1);
-        let scan = |part: usize| {
-            let (from, to) = ((part * per).min(units), ((part + 1) * per).min(units));
-            let input =
-                ScanInput { bits: &self.bits[from * words..to * words], has: &self.has[from..to], words, query, dims };
-            let mut out = Vec::new();
-            scan_passing(input, bar, from as u32, &mut out);
-            out
-        };
-        if threads == 1 {
-            return scan(0);
-        }
-        std::thread::scope(|scope| {
-            let scans: Vec<_> = (1..threads).map(|part| scope.spawn(move || scan(part))).collect();
-            let mut out = scan(0);
-            for part in scans {
-                out.extend(part.join().expect("a sign-bit scan's thread stopped"));
-            }
-            out
-        })
-    }
-}
-
-/// From how many units the sign-bit scan is shared between threads (below, a
-/// thread's start costs more than the scan it would save).
-const SCAN_SPLIT_FROM: usize = 1 << 16;
-
-/// The most threads a sign-bit scan uses (it is bound by memory beyond a few).
-const SCAN_THREADS: usize = 4;
-
-/// One slice of the sign-bit scan: its units' codes (`words` `u64`s a unit)
-/// and whether each has one, and the query's code of `dims` bits.
-#[derive(Clone, Copy)]
-struct ScanInput<'a> {
-    bits: &'a [u64],
-    has: &'a [bool],
-    words: usize,
-    query: &'a [u64],
-    dims: usize,
-}
-
-/// Pushes onto `out` each unit of the slice (numbered from `first`) that has
-/// a vector and shares at least `bar` sign bits with the query, with that
-/// count, using the CPU's population count when it has one: the portable
-/// build's `count_ones` is a dozen instructions a word instead of one.
-fn scan_passing(input: ScanInput<'_>, bar: u16, first: u32, out: &mut Vec<(u32, u16)>) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("popcnt") {
-        // SAFETY: `scan_passing_popcnt` only differs from the portable scan
-        // by using the `popcnt` instruction, which the CPU was just found to have.
-        unsafe { scan_passing_popcnt(input, bar, first, out) };
-        return;
-    }
-    scan_passing_portable(input, bar, first, out);
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "popcnt")]
-fn scan_passing_popcnt(input: ScanInput<'_>, bar: u16, first: u32, out: &mut Vec<(u32, u16)>) {
-    scan_passing_portable(input, bar, first, out);
-}
-
-/// The scan itself; 384 dimensions (six words, every embedder ctxfs ships) get
-/// a loop the compiler unrolls, with the query's words in registers. A unit
-/// costs a load of its code, six counts and a comparison: nothing is
-/// written but the few units that pass.
-#[inline(always)]
-fn scan_passing_portable(input: ScanInput<'_>, bar: u16, first: u32, out: &mut Vec<(u32, u16)>) {
-    let ScanInput { bits, has, words, query, dims } = input;
-    let bar = u32::from(bar);
-    if let Ok(&q) = <&[u64; 6]>::try_from(query) {
-        let [q0, q1, q2, q3, q4, q5] = q;
-        let (codes, _) = bits.as_chunks::<6>();
-        for (at, (code, has)) in codes.iter().zip(has).enumerate() {
-            // Written out: as a loop over the words, the compiler kept the query on the stack.
-            let [c0, c1, c2, c3, c4, c5] = *code;
-            let differ = (c0 ^ q0).count_ones()
-                + (c1 ^ q1).count_ones()
-                + (c2 ^ q2).count_ones()
-                + (c3 ^ q3).count_ones()
-                + (c4 ^ q4).count_ones()
-                + (c5 ^ q5).count_ones();
-            let agree = (dims as u32).saturating_sub(differ);
-            if agree >= bar && *has {
-                out.push((first + at as u32, agree as u16));
-            }
-        }
-        return;
-    }
-    for (at, (code, has)) in bits.chunks_exact(words).zip(has).enumerate() {
-        let agree = agreement(code, query, dims);
-        if agree >= bar && *has {
-            out.push((first + at as u32, agree as u16));
-        }
-    }
+    Codes::new(dims, bits, has, lists_from)
 }
 
 /// The longest a walk is reused.
@@ -922,11 +737,6 @@ enum SkipWhy {
     Unreadable,
 }
 
-/// How many sign bits two codes share (the dimensions minus their Hamming distance).
-fn agreement(a: &[u64], b: &[u64], dims: usize) -> u32 {
-    dims as u32 - a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum::<u32>()
-}
-
 impl Index {
     pub fn open(
         path: &Path,
@@ -943,6 +753,7 @@ impl Index {
             path: path.to_path_buf(),
             reader: Mutex::new(None),
             index_budget: SEARCH_INDEX_BUDGET,
+            lists_from: super::codes::LISTS_FROM,
             walks_made: AtomicUsize::new(0),
             feeds_used: AtomicUsize::new(0),
         })
@@ -1072,6 +883,13 @@ impl Index {
         self.index_budget = budget;
     }
 
+    /// Sets from how many visible passages with vectors a meaning search
+    /// scans the lists of codes nearest the query rather than every code
+    /// (`codes::LISTS_FROM` by default; tests put small trees in lists).
+    pub fn set_lists_from(&mut self, passages: usize) {
+        self.lists_from = passages;
+    }
+
     pub fn has_vectors(&self) -> bool {
         self.vectorizer.is_some()
     }
@@ -1097,8 +915,9 @@ impl Index {
         }
         let mut mirror = self.mirror_mut();
         if mirror.version != Some(version) {
-            let epoch = mirror.epoch;
-            *mirror = Mirror { epoch, ..Mirror::default() };
+            // A reread counts as a blob stored: nothing laid out before it is kept.
+            let (epoch, blobs_put) = (mirror.epoch, mirror.blobs_put + 1);
+            *mirror = Mirror { epoch, blobs_put, ..Mirror::default() };
             store.all_files(|f| {
                 if let Ok(blob) = <Sha>::try_from(f.blob.as_slice()) {
                     let entry =
@@ -1436,7 +1255,20 @@ impl Index {
         let met = Met::default();
         let deadline = std::time::Instant::now() + self.index_budget;
         let (seen, done) = self.refresh(store, access, root, true, None, &met, Some(deadline), progress)?;
-        let seen = Arc::new(Visible::new(seen, &self.mirror()));
+        let seen = Visible::new(seen, &self.mirror());
+        // A walk that found what a kept one found, over a store that has not
+        // changed since, keeps its passages laid out and their codes' lists
+        // (a walk past `WALK_MAX_AGE`, or after a change that changed nothing
+        // the view shows, would otherwise make them again).
+        let (now_version, blobs_put) = {
+            let mirror = self.mirror();
+            (mirror.version, mirror.blobs_put)
+        };
+        let same = walks()
+            .iter()
+            .find(|w| w.key == key && w.version == now_version && w.blobs_put == blobs_put && w.seen.seen == seen.seen)
+            .map(|w| w.seen.clone());
+        let seen = same.unwrap_or_else(|| Arc::new(seen));
         // A file reached through a link to outside the root (or into `.git`)
         // can change without the root's watcher seeing it.
         if let (Some(changes), false, 0) = (changes, met.escaped.load(Ordering::Relaxed), done.pending) {
@@ -1445,7 +1277,8 @@ impl Index {
             let made = std::time::Instant::now();
             let linked = met.linked.load(Ordering::Relaxed);
             let store_changes = store.total_changes();
-            walks.insert(0, Walked { key, changes, version, store_changes, made, linked, seen: seen.clone() });
+            let walked = Walked { key, changes, version, store_changes, blobs_put, made, linked, seen: seen.clone() };
+            walks.insert(0, walked);
             walks.truncate(WALKS_KEPT);
         }
         Ok((seen, done))
@@ -1468,6 +1301,7 @@ impl Index {
         progress: &dyn Fn(&Progress),
     ) -> anyhow::Result<Option<(Arc<Visible>, Progress)>> {
         let (at, made, old) = kept;
+        let blobs_before = self.mirror().blobs_put;
         let fs = access.fs();
         let Some((now, paths)) = fs.changed_since(&root.real, at) else { return Ok(None) };
         for path in paths.iter().filter(|p| p.starts_with(&root.real)) {
@@ -1506,7 +1340,10 @@ impl Index {
                 Visible::laid_out(seen)
             }
         };
-        let seen = Arc::new(seen);
+        // Nothing the view shows changed (a file written with what it held):
+        // the kept list's passages and their codes' lists stay.
+        let blobs_put = self.mirror().blobs_put;
+        let seen = if blobs_put == blobs_before && seen.seen == old.seen { old } else { Arc::new(seen) };
         if done.pending == 0 {
             let mut walks = self.walks.lock().unwrap_or_else(|e| e.into_inner());
             walks.retain(|w| w.key != key);
@@ -1514,7 +1351,16 @@ impl Index {
             let key = key.to_owned();
             walks.insert(
                 0,
-                Walked { key, changes: now, version, store_changes, made, linked: false, seen: seen.clone() },
+                Walked {
+                    key,
+                    changes: now,
+                    version,
+                    store_changes,
+                    blobs_put,
+                    made,
+                    linked: false,
+                    seen: seen.clone(),
+                },
             );
             walks.truncate(WALKS_KEPT);
         }
@@ -1813,7 +1659,7 @@ impl Index {
                 .map(|q| Meaning {
                     query: q,
                     dims,
-                    codes: visible.codes.get_or_init(|| Codes::build(&mirror, seen, units)),
+                    codes: visible.codes.get_or_init(|| codes_of(&mirror, seen, units, self.lists_from)),
                     vector: &vector,
                 })
         } else {
@@ -2048,61 +1894,6 @@ mod tests {
         }
     }
 
-    /// The sign-bit scan picks what a plain count of every unit's agreeing
-    /// bits and `rank::select_most` pick (the top `n`, ties by the order),
-    /// alone or shared between threads, for six words a code and others, and
-    /// when the sample's bar lets too few through.
-    #[test]
-    fn sign_bit_scan_picks_what_a_plain_count_picks() {
-        let mut state = 11u64;
-        let mut next = || {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            state
-        };
-        // An order unrelated to the unit numbers, so ties are not settled by position.
-        let order = |a: u32, b: u32| {
-            (a.wrapping_mul(2654435761) % 977).cmp(&(b.wrapping_mul(2654435761) % 977)).then(a.cmp(&b))
-        };
-        let check = |codes: &Codes, query: &[u64], n: usize, what: &str| {
-            let plain: Vec<u16> = (0..codes.has.len())
-                .map(|u| {
-                    if codes.has[u] {
-                        let code = &codes.bits[u * codes.words..(u + 1) * codes.words];
-                        let differ: u32 = code.iter().zip(query).map(|(c, q)| (c ^ q).count_ones()).sum();
-                        (codes.dims as u32 - differ) as u16
-                    } else {
-                        u16::MAX
-                    }
-                })
-                .collect();
-            let histogram = super::super::rank::histogram(&plain, codes.dims);
-            let mut want = super::super::rank::select_most(&plain, &histogram, n, &order);
-            want.sort_unstable();
-            let mut got = codes.most_alike(query, n, &order);
-            got.sort_unstable();
-            assert_eq!(got, want, "{what}, n {n}");
-        };
-        for (words, units) in [(6, 1000), (6, SCAN_SPLIT_FROM + 7), (2, 300), (2, SCAN_SPLIT_FROM * 2 + 1)] {
-            let dims = words * 64;
-            let bits: Vec<u64> = (0..units * words).map(|_| next()).collect();
-            let has: Vec<bool> = (0..units).map(|_| next() % 7 != 0).collect();
-            let query: Vec<u64> = (0..words).map(|_| next()).collect();
-            let codes = Codes { dims, words, bits, has };
-            for n in [1, 10, 200, 1000, units + 5] {
-                check(&codes, &query, n, &format!("{units} units, {words} words"));
-            }
-        }
-        // The sampled units agree in every bit and the others in none: the
-        // sample's bar lets the sampled units alone through, fewer than asked.
-        let (words, units) = (6, 10_000);
-        let query: Vec<u64> = (0..words).map(|_| next()).collect();
-        let bits: Vec<u64> =
-            (0..units).flat_map(|u| query.iter().map(move |q| if u % SAMPLE_EVERY == 0 { *q } else { !*q })).collect();
-        let codes = Codes { dims: 384, words, bits, has: vec![true; units] };
-        let sampled = units.div_ceil(SAMPLE_EVERY);
-        assert!(codes.passing(&query, codes.bar_from_sample(&query, 1000)).len() == sampled && sampled < 1000);
-        check(&codes, &query, 1000, "a bar too high");
-    }
     use crate::access::{Level, Need, View};
     use crate::vfs::mem::MemFs;
 
@@ -2239,6 +2030,62 @@ mod tests {
         // A new process reads the vectors back from the store.
         let again = index_with(dir.path(), true).search_with(&access, &root, "retry upload", 3, meaning).unwrap();
         assert_eq!(first, again);
+    }
+
+    /// With the sign bits in lists, a search answers from the visible
+    /// passages alone: a store that also holds passages of files this view
+    /// hides (indexed through a wider view) answers as one that never had
+    /// them, and the meaning ranking still finds a passage by its meaning.
+    #[test]
+    fn listed_codes_answer_from_the_visible_passages_alone() {
+        let queries = ["retry upload", "paint the disk", "store a file", "colour"];
+        let answers = |hidden: bool| {
+            let dir = tempfile::tempdir().unwrap();
+            let fs = Arc::new(MemFs::new(VPath::root()));
+            fs.add_file(
+                "/w/net.rs",
+                "fn push_blob() { transfer(); send(); }\n// when it fails, backoff and go again\n",
+            );
+            fs.add_file("/w/paint.rs", "fn colour() { paint(); }\n");
+            fs.add_file("/w/disk.rs", "fn store_file() { disk(); }\n");
+            for i in 0..30 {
+                fs.add_file(&format!("/w/more/m{i}.rs"), ["fn a() { paint(); }\n", "fn b() { disk(); }\n"][i % 2]);
+            }
+            if hidden {
+                for i in 0..40 {
+                    fs.add_file(&format!("/secret/s{i}.rs"), ["fn upload() { retry(); }\n", "// send again\n"][i % 2]);
+                }
+            }
+            // A file system that counts its changes, so the walk (and its codes) is kept.
+            fs.set_changes(Some(1));
+            let mut index = index_with(dir.path(), true);
+            index.set_lists_from(0);
+            if hidden {
+                let wide = access(fs.clone(), &[("/w", Level::Ro), ("/secret", Level::Ro)]);
+                index.build(&wide, &wide.target("/secret", Need::Look).unwrap(), &|_, _| {}).unwrap();
+            }
+            let narrow = access(fs, &[("/w", Level::Ro)]);
+            let root = narrow.target("/w", Need::Look).unwrap();
+            let meaning = Rankings { meaning: true, ..Rankings::NONE };
+            let found: Vec<_> = queries
+                .iter()
+                .flat_map(|q| {
+                    [
+                        index.search(&narrow, &root, q, 10).unwrap(),
+                        index.search_with(&narrow, &root, q, 10, meaning).unwrap(),
+                    ]
+                })
+                .collect();
+            let walks = index.walks.lock().unwrap();
+            assert!(
+                walks.iter().any(|w| w.seen.codes.get().is_some_and(|c| c.is_listed())),
+                "the codes were not listed"
+            );
+            found
+        };
+        let plain = answers(false);
+        assert_eq!(plain[1][0].path.as_str(), "/w/net.rs");
+        assert_eq!(answers(true), plain);
     }
 
     /// The word and meaning rankings computed on two threads give the search
@@ -2759,6 +2606,33 @@ mod tests {
         fs.note_changed("/w/a.md");
         assert!(!same_as_a_walk("alpha").iter().any(|h| h.starts_with("/w/a.md:")));
         assert_eq!(index.walk_counts(), (1, 4));
+    }
+
+    /// A change that changes nothing the view shows (a file written with
+    /// what it held) keeps the kept list itself, with its passages laid out
+    /// and their codes; a change that does changes it.
+    #[test]
+    fn a_change_that_changes_nothing_keeps_the_laid_out_passages() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        fs.add_file("/w/a.md", "the alpha protocol\n");
+        fs.add_file("/w/b.md", "beta and alpha together\n");
+        fs.set_changes(Some(1));
+        let access = access(fs.clone(), &[("/w", Level::Ro)]);
+        let index = index(dir.path());
+        let kept = || index.walks.lock().unwrap().first().expect("a kept walk").seen.clone();
+        let hits = hits_of(&index, &access, "alpha");
+        let before = kept();
+        assert!(before.units.get().is_some());
+        fs.add_file("/w/a.md", "the alpha protocol\n");
+        fs.note_changed("/w/a.md");
+        assert_eq!(hits_of(&index, &access, "alpha"), hits);
+        assert_eq!(index.walk_counts(), (1, 1));
+        assert!(Arc::ptr_eq(&before, &kept()), "the same files were laid out again");
+        fs.add_file("/w/a.md", "the alpha protocol, changed\n");
+        fs.note_changed("/w/a.md");
+        assert_ne!(hits_of(&index, &access, "alpha"), hits);
+        assert!(!Arc::ptr_eq(&before, &kept()));
     }
 
     /// What the feed cannot vouch for makes the next search walk: an ignore

@@ -8,6 +8,7 @@
 pub mod background;
 pub mod bert;
 pub mod chunk;
+mod codes;
 pub mod embed;
 pub mod http;
 pub mod hybrid;

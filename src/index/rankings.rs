@@ -17,9 +17,11 @@
 //! function words left out of a query. Weights and constants were chosen on
 //! the tuning halves of bench/search_heldout.py's question sets and are
 //! reported on their held-out halves (bench/README.md). Meaning: the sign
-//! bits of every visible passage's vector pick the `RERANK` most alike to
-//! the query's; their `i8` vectors, read from the store, give the exact
-//! scores (with fewer visible passages, all of them).
+//! bits of the visible passages' vectors pick the `RERANK` most alike to
+//! the query's (all of them, or from `codes::LISTS_FROM` passages on those
+//! of the lists nearest the query: `codes`); their `i8` vectors, read from
+//! the store, give the exact scores (with fewer visible passages, all of
+//! them).
 //!
 //! For benchmarks, `CTXFS_SEARCH_RANKINGS` (read once) limits which
 //! rankings take part: `words`, `meaning`, `paths`, `files`, joined by `+`
@@ -28,10 +30,12 @@
 //! `grouped` choose the other fusions `rank` keeps for measuring; `apart`
 //! and `together` compute the word and meaning rankings on two threads or on
 //! one whatever the tree's size; `candidates=N` has the sign bits pick N
-//! passages to score exactly. It is a knob for measuring, not a setting
+//! passages to score exactly; `every-code` scans every passage's sign bits
+//! even where they are in lists. It is a knob for measuring, not a setting
 //! for users; `Index::search_with` takes the same choice per call.
 
-use super::hybrid::{sign_code, Codes, PostingList, Postings, Seen, Units};
+use super::codes::{sign_code, Codes, Scan};
+use super::hybrid::{PostingList, Postings, Seen, Units};
 use super::maxscore;
 use super::rank;
 use super::store::quantize;
@@ -82,6 +86,9 @@ pub struct Rankings {
     /// How many passages the sign bits pick for the meaning ranking to score
     /// exactly (`RERANK` by default; `candidates=N` to measure another count).
     pub candidates: usize,
+    /// Scan every passage's sign bits even where they are in lists (`every-code`,
+    /// to measure what the lists cost in answers and save in time).
+    pub every_code: bool,
 }
 
 /// Whether a search computes its word and meaning rankings on two threads.
@@ -106,6 +113,7 @@ impl Rankings {
         exact_meaning: false,
         side_by_side: SideBySide::BySize,
         candidates: RERANK,
+        every_code: false,
     };
     pub const NONE: Rankings = Rankings {
         words: false,
@@ -117,13 +125,15 @@ impl Rankings {
         exact_meaning: false,
         side_by_side: SideBySide::BySize,
         candidates: RERANK,
+        every_code: false,
     };
 
     /// `words`, `meaning`, `paths`, `files`, joined by `+` or `,`; `fused`,
     /// `all` or nothing is all four; `exact` adds `exact_meaning`; `blend`
     /// and `grouped` choose those fusions; `unjoined` matches split words only;
     /// `apart` and `together` choose two threads or one whatever the size;
-    /// `candidates=N` has the sign bits pick N passages for exact scoring.
+    /// `candidates=N` has the sign bits pick N passages for exact scoring;
+    /// `every-code` scans every passage's sign bits where they are in lists.
     pub fn parse(text: &str) -> Result<Rankings, String> {
         let mut out = Rankings::NONE;
         for part in text.split(['+', ',']).map(str::trim).filter(|p| !p.is_empty()) {
@@ -140,6 +150,7 @@ impl Rankings {
                 "unjoined" => out.unjoined = true,
                 "apart" => out.side_by_side = SideBySide::Always,
                 "together" => out.side_by_side = SideBySide::Never,
+                "every-code" => out.every_code = true,
                 count if count.starts_with("candidates=") => {
                     out.candidates = match count["candidates=".len()..].parse() {
                         Ok(n) if n > 0 => n,
@@ -148,7 +159,7 @@ impl Rankings {
                 }
                 other => {
                     return Err(format!(
-                        "{other:?} is not a ranking (words, meaning, paths, files, fused, exact, opening, blend, grouped, unjoined, apart, together, candidates=N)"
+                        "{other:?} is not a ranking (words, meaning, paths, files, fused, exact, opening, blend, grouped, unjoined, apart, together, every-code, candidates=N)"
                     ))
                 }
             }
@@ -467,7 +478,8 @@ fn meaning_ranking(
     let candidates = if rankings.exact_meaning {
         codes.with_vectors()
     } else {
-        codes.most_alike(&q_code, rankings.candidates, order)
+        let scan = if rankings.every_code { Scan::EveryCode } else { Scan::NearestLists };
+        codes.most_alike(&q_code, rankings.candidates, order, scan)
     };
     lap("codes");
     let (q, q_scale) = quantize(&query);
@@ -532,6 +544,7 @@ mod tests {
             Rankings { words: true, side_by_side: SideBySide::Never, ..Rankings::NONE }
         );
         assert_eq!(Rankings::parse("fused+candidates=500").unwrap(), Rankings { candidates: 500, ..Rankings::ALL });
+        assert_eq!(Rankings::parse("every-code").unwrap(), Rankings { every_code: true, ..Rankings::ALL });
         assert!(Rankings::parse("candidates=0").is_err() && Rankings::parse("candidates=many").is_err());
         assert!(Rankings::parse("vibes").is_err());
     }
