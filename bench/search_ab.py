@@ -12,7 +12,8 @@ Reported per binary: p50 and p95 over all its trials' queries, each trial's p50,
 process's first round (its words' postings not yet in memory), the mean time of each stage over the
 timed queries from the index's debug log, the process's memory after them (resident, anonymous,
 file-backed, peak), and whether both binaries answered every query with the same passages (they must,
-unless the change was meant to change results).
+unless the change was meant to change results; when not, which questions differ and the mean share of
+A's passages B's answers hold).
 
 Usage: python3 bench/search_ab.py --a OLD --b NEW --root TREE --data DIR [--data-b DIR] [--index] [--trials 3]
        [--rounds 2] [--warm 3] [--rankings fused] [--rankings-b KNOB] [--questions N] [--rg rg] [--json FILE]
@@ -115,6 +116,10 @@ def main():
     if not res["same_passages"]:
         differ = [q for q in asked if lists["a"].get(q) != lists["b"].get(q)]
         res["queries_answered_differently"] = differ
+        # The mean share of A's passages (top 10) that B's answer holds too.
+        kept = [len(set(lists["a"][q]) & set(lists["b"].get(q, []))) / len(lists["a"][q])
+                for q in asked if lists["a"].get(q)]
+        res["passages_of_a_kept_by_b"] = sum(kept) / max(1, len(kept))
     report(res, args.json)
 
 

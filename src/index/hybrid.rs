@@ -38,7 +38,7 @@
 //! `SEARCH_INDEX_BUDGET` and answers from what is indexed, saying how many
 //! files are left.
 
-use super::codes::{sign_code, Codes};
+use super::codes::{sign_code, sign_code_of_i8, Codes};
 use super::embed::{EmbedError, Embedder};
 use super::rankings::{rank as rank_units, Meaning, Quantised, Rankings};
 use super::store::{decode_vector, IndexStore, NewChunk};
@@ -994,7 +994,7 @@ impl Index {
                 entry.codes = vec![0; n * words];
             }
             code.clear();
-            sign_code(values.iter().map(|v| *v > 0), &mut code, dims);
+            sign_code_of_i8(&values, &mut code);
             let i = i as usize;
             entry.codes[i * words..(i + 1) * words].copy_from_slice(&code);
             filled[b as usize] += 1;

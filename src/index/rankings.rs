@@ -31,7 +31,8 @@
 //! and `together` compute the word and meaning rankings on two threads or on
 //! one whatever the tree's size; `candidates=N` has the sign bits pick N
 //! passages to score exactly; `every-code` scans every passage's sign bits
-//! even where they are in lists. It is a knob for measuring, not a setting
+//! even where they are in lists, and `share=N` the nearest lists until they
+//! hold one passage in N. It is a knob for measuring, not a setting
 //! for users; `Index::search_with` takes the same choice per call.
 
 use super::codes::{sign_code, Codes, Scan};
@@ -89,6 +90,9 @@ pub struct Rankings {
     /// Scan every passage's sign bits even where they are in lists (`every-code`,
     /// to measure what the lists cost in answers and save in time).
     pub every_code: bool,
+    /// Where the sign bits are in lists, the nearest lists are scanned until
+    /// they hold one passage in this many (`codes::PROBE_SHARE`; `share=N` to measure another).
+    pub lists_share: usize,
 }
 
 /// Whether a search computes its word and meaning rankings on two threads.
@@ -114,6 +118,7 @@ impl Rankings {
         side_by_side: SideBySide::BySize,
         candidates: RERANK,
         every_code: false,
+        lists_share: super::codes::PROBE_SHARE,
     };
     pub const NONE: Rankings = Rankings {
         words: false,
@@ -126,6 +131,7 @@ impl Rankings {
         side_by_side: SideBySide::BySize,
         candidates: RERANK,
         every_code: false,
+        lists_share: super::codes::PROBE_SHARE,
     };
 
     /// `words`, `meaning`, `paths`, `files`, joined by `+` or `,`; `fused`,
@@ -133,7 +139,8 @@ impl Rankings {
     /// and `grouped` choose those fusions; `unjoined` matches split words only;
     /// `apart` and `together` choose two threads or one whatever the size;
     /// `candidates=N` has the sign bits pick N passages for exact scoring;
-    /// `every-code` scans every passage's sign bits where they are in lists.
+    /// `every-code` scans every passage's sign bits where they are in lists;
+    /// `share=N` scans the nearest lists until they hold one passage in N.
     pub fn parse(text: &str) -> Result<Rankings, String> {
         let mut out = Rankings::NONE;
         for part in text.split(['+', ',']).map(str::trim).filter(|p| !p.is_empty()) {
@@ -151,6 +158,12 @@ impl Rankings {
                 "apart" => out.side_by_side = SideBySide::Always,
                 "together" => out.side_by_side = SideBySide::Never,
                 "every-code" => out.every_code = true,
+                share if share.starts_with("share=") => {
+                    out.lists_share = match share["share=".len()..].parse() {
+                        Ok(n) if n > 0 => n,
+                        _ => return Err(format!("{share:?}: the share is a number above 0")),
+                    }
+                }
                 count if count.starts_with("candidates=") => {
                     out.candidates = match count["candidates=".len()..].parse() {
                         Ok(n) if n > 0 => n,
@@ -159,7 +172,7 @@ impl Rankings {
                 }
                 other => {
                     return Err(format!(
-                        "{other:?} is not a ranking (words, meaning, paths, files, fused, exact, opening, blend, grouped, unjoined, apart, together, every-code, candidates=N)"
+                        "{other:?} is not a ranking (words, meaning, paths, files, fused, exact, opening, blend, grouped, unjoined, apart, together, every-code, share=N, candidates=N)"
                     ))
                 }
             }
@@ -478,7 +491,8 @@ fn meaning_ranking(
     let candidates = if rankings.exact_meaning {
         codes.with_vectors()
     } else {
-        let scan = if rankings.every_code { Scan::EveryCode } else { Scan::NearestLists };
+        let scan =
+            if rankings.every_code { Scan::EveryCode } else { Scan::NearestLists { share: rankings.lists_share } };
         codes.most_alike(&q_code, rankings.candidates, order, scan)
     };
     lap("codes");
@@ -545,6 +559,8 @@ mod tests {
         );
         assert_eq!(Rankings::parse("fused+candidates=500").unwrap(), Rankings { candidates: 500, ..Rankings::ALL });
         assert_eq!(Rankings::parse("every-code").unwrap(), Rankings { every_code: true, ..Rankings::ALL });
+        assert_eq!(Rankings::parse("share=4").unwrap(), Rankings { lists_share: 4, ..Rankings::ALL });
+        assert!(Rankings::parse("share=0").is_err());
         assert!(Rankings::parse("candidates=0").is_err() && Rankings::parse("candidates=many").is_err());
         assert!(Rankings::parse("vibes").is_err());
     }
