@@ -110,9 +110,8 @@ struct Lists {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Scan {
     /// The nearest lists until they hold one passage in `share` (and `PROBE_MARGIN` times those asked for).
-    NearestLists {
-        share: usize,
-    },
+    NearestLists { share: usize },
+    /// Every code, so the pick is exact.
     EveryCode,
 }
 
