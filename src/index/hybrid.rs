@@ -965,18 +965,29 @@ impl Index {
         let mut mirror = self.mirror_mut();
         let mirror = &mut *mirror;
         let shas: Vec<Sha> = mirror.blobs.keys().copied().collect();
-        let mut place: HashMap<i64, (u32, u32)> = HashMap::new();
+        // Every chunk's blob and place in it, by id: the store gives the
+        // vectors in id order, so one forward walk finds each (a map of a
+        // million ids, and a blob looked up by hash a vector, were a tenth of
+        // a first search at a million passages).
+        let mut place: Vec<(i64, u32, u32)> = Vec::new();
         for (b, sha) in shas.iter().enumerate() {
             for (i, c) in mirror.blobs[sha].chunks.iter().enumerate() {
-                place.insert(c.id, (b as u32, i as u32));
+                place.push((c.id, b as u32, i as u32));
             }
         }
+        place.sort_unstable();
+        let chunks: Vec<usize> = shas.iter().map(|sha| mirror.blobs[sha].chunks.len()).collect();
+        let mut codes: Vec<Vec<u64>> = vec![Vec::new(); shas.len()];
         let mut filled = vec![0u32; shas.len()];
         let mut dims = mirror.dims;
         let mut values = Vec::new();
         let mut code = Vec::new();
+        let mut at = 0;
         store.all_vectors(|id, bytes| {
-            let Some(&(b, i)) = place.get(&id) else { return };
+            while place.get(at).is_some_and(|p| p.0 < id) {
+                at += 1;
+            }
+            let Some(&(_, b, i)) = place.get(at).filter(|p| p.0 == id) else { return };
             values.clear();
             if decode_vector(bytes, &mut values).is_none() {
                 return;
@@ -987,24 +998,21 @@ impl Index {
             if values.len() != dims || dims == 0 {
                 return;
             }
-            let Some(entry) = mirror.blobs.get_mut(&shas[b as usize]) else { return };
             let words = dims.div_ceil(64);
-            let n = entry.chunks.len();
-            if entry.codes.len() != n * words {
-                entry.codes = vec![0; n * words];
+            let blob = &mut codes[b as usize];
+            if blob.is_empty() {
+                *blob = vec![0; chunks[b as usize] * words];
             }
             code.clear();
             sign_code_of_i8(&values, &mut code);
             let i = i as usize;
-            entry.codes[i * words..(i + 1) * words].copy_from_slice(&code);
+            blob[i * words..(i + 1) * words].copy_from_slice(&code);
             filled[b as usize] += 1;
         })?;
         // A blob with a chunk that has no vector has none at all.
-        for (b, sha) in shas.iter().enumerate() {
+        for (b, (sha, blob_codes)) in shas.iter().zip(codes).enumerate() {
             if let Some(entry) = mirror.blobs.get_mut(sha) {
-                if filled[b] as usize != entry.chunks.len() {
-                    entry.codes = Vec::new();
-                }
+                entry.codes = if filled[b] as usize == entry.chunks.len() { blob_codes } else { Vec::new() };
             }
         }
         mirror.dims = dims;
