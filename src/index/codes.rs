@@ -81,7 +81,9 @@ pub(super) const SCAN_SPLIT_FROM: usize = 1 << 16;
 const SCAN_THREADS: usize = 4;
 
 /// In the lists' building: a unit without a vector, in no list.
-const NO_LIST: u32 = u32::MAX;
+pub(super) const NO_LIST: u32 = u32::MAX;
+/// In `Codes::new`'s `like`: a unit whose list is not known (its chunk is new).
+pub(super) const UNKNOWN_LIST: u32 = u32::MAX - 1;
 
 /// The sign bits of every unit's vector, side by side (`words` `u64`s a
 /// code) in the order they are scanned: unit order, or list by list when
@@ -95,6 +97,8 @@ pub(super) struct Codes {
     has: Vec<bool>,
     /// The unit of each slot; empty: the slot is the unit.
     units_of: Vec<u32>,
+    /// How many units there are (with a vector or not).
+    units: usize,
     lists: Option<Lists>,
 }
 
@@ -118,28 +122,89 @@ pub(super) enum Scan {
 impl Codes {
     /// The codes of `has.len()` units (`bits` holds `dims.div_ceil(64)` words
     /// a unit, zero where `has` is false), put in lists when at least
-    /// `lists_from` units have a vector.
-    pub(super) fn new(dims: usize, bits: Vec<u64>, has: Vec<bool>, lists_from: usize) -> Codes {
+    /// `lists_from` units have a vector. With `like`, the codes of the walk
+    /// this one was brought up to date from (the same view) and each unit's
+    /// list there (`Codes::lists_of_units`, through the unit of the same
+    /// chunk; `UNKNOWN_LIST` for a new one), its lists' centres are kept,
+    /// not trained again: a unit keeps its list, a new one goes to the list
+    /// of its nearest centre. The lists then depend on the codes a walk of
+    /// this view saw first, never on anything hidden from it.
+    pub(super) fn new(
+        dims: usize,
+        bits: Vec<u64>,
+        has: Vec<bool>,
+        lists_from: usize,
+        like: Option<(&Codes, Vec<u32>)>,
+    ) -> Codes {
         let words = dims.div_ceil(64);
-        let codes = Codes { dims, words, bits, has, units_of: Vec::new(), lists: None };
+        let units = has.len();
+        let codes = Codes { dims, words, bits, has, units_of: Vec::new(), units, lists: None };
         let with_vector = codes.has.iter().filter(|h| **h).count();
         if words == 0 || with_vector == 0 || with_vector < lists_from {
             return codes;
         }
-        codes.listed(with_vector)
+        match like {
+            Some((previous, known)) if previous.words == words && known.len() == units => {
+                if let Some(lists) = &previous.lists {
+                    return codes.listed_like(with_vector, lists.centres.clone(), known);
+                }
+                codes.listed(with_vector)
+            }
+            _ => codes.listed(with_vector),
+        }
+    }
+
+    /// Each unit's list (`NO_LIST` for a unit in none), when the codes are in lists.
+    pub(super) fn lists_of_units(&self) -> Option<Vec<u32>> {
+        let lists = self.lists.as_ref()?;
+        let mut of = vec![NO_LIST; self.units];
+        for (list, slots) in lists.starts.windows(2).enumerate() {
+            for slot in slots[0]..slots[1] {
+                of[self.units_of[slot as usize] as usize] = list as u32;
+            }
+        }
+        Some(of)
+    }
+
+    /// The same codes in the lists of `centres`: each unit with a vector
+    /// in its `known` list, or (`UNKNOWN_LIST`) that of its nearest centre.
+    fn listed_like(self, with_vector: usize, centres: Vec<u64>, mut known: Vec<u32>) -> Codes {
+        let started = std::time::Instant::now();
+        let words = self.words;
+        let new: Vec<usize> = (0..self.units).filter(|u| self.has[*u] && known[*u] == UNKNOWN_LIST).collect();
+        let new_bits: Vec<u64> =
+            new.iter().flat_map(|u| self.bits[u * words..(u + 1) * words].iter().copied()).collect();
+        let mut nearest = Vec::with_capacity(new.len());
+        nearest_of(&new_bits, &vec![true; new.len()], &Centres::new(&centres, words), &mut nearest);
+        for (unit, list) in new.iter().zip(nearest) {
+            known[*unit] = list;
+        }
+        for (unit, has) in self.has.iter().enumerate() {
+            if !*has {
+                known[unit] = NO_LIST;
+            }
+        }
+        tracing::debug!(new = new.len(), placed = ?started.elapsed(), "sign bits put in the lists of the walk before");
+        self.laid_out(with_vector, centres, known)
     }
 
     /// The same codes, in lists: centres trained on a sample, every code put
     /// in the list of the centre it agrees with most, the lists side by side.
     fn listed(self, with_vector: usize) -> Codes {
-        let Codes { dims, words, bits, has, .. } = self;
+        let words = self.words;
         let started = std::time::Instant::now();
         let lists = with_vector.div_ceil(LIST_SIZE).clamp(1, MOST_LISTS);
-        let centres = train_centres(&bits, &has, words, lists);
-        let lists = centres.len() / words;
+        let centres = train_centres(&self.bits, &self.has, words, lists);
         let trained = started.elapsed();
-        let nearest = nearest_centres(&bits, &has, &Centres::new(&centres, words));
-        let assigned = started.elapsed();
+        let nearest = nearest_centres(&self.bits, &self.has, &Centres::new(&centres, words));
+        tracing::debug!(?trained, assigned = ?started.elapsed(), lists = centres.len() / words, "sign bits put in lists");
+        self.laid_out(with_vector, centres, nearest)
+    }
+
+    /// The codes laid out list by list (`nearest`: each unit's list, `NO_LIST` for none).
+    fn laid_out(self, with_vector: usize, centres: Vec<u64>, nearest: Vec<u32>) -> Codes {
+        let Codes { dims, words, bits, units, .. } = self;
+        let lists = centres.len() / words;
         let mut starts = vec![0u32; lists + 1];
         for list in nearest.iter().filter(|l| **l != NO_LIST) {
             starts[*list as usize + 1] += 1;
@@ -156,13 +221,13 @@ impl Codes {
             units_of[slot] = unit as u32;
             listed[slot * words..(slot + 1) * words].copy_from_slice(&bits[unit * words..(unit + 1) * words]);
         }
-        tracing::debug!(?trained, ?assigned, laid_out = ?started.elapsed(), lists, "sign bits put in lists");
         Codes {
             dims,
             words,
             bits: listed,
             has: vec![true; with_vector],
             units_of,
+            units,
             lists: Some(Lists { centres, starts }),
         }
     }
@@ -605,7 +670,7 @@ mod tests {
             let bits: Vec<u64> = (0..units * words).map(|_| next()).collect();
             let has: Vec<bool> = (0..units).map(|_| next() % 7 != 0).collect();
             let query: Vec<u64> = (0..words).map(|_| next()).collect();
-            let codes = Codes::new(dims, bits, has, usize::MAX);
+            let codes = Codes::new(dims, bits, has, usize::MAX, None);
             for n in [1, 10, 200, 1000, units + 5] {
                 check(&codes, &query, n, &format!("{units} units, {words} words"));
             }
@@ -616,7 +681,7 @@ mod tests {
         let query: Vec<u64> = (0..words).map(|_| next()).collect();
         let bits: Vec<u64> =
             (0..units).flat_map(|u| query.iter().map(move |q| if u % SAMPLE_EVERY == 0 { *q } else { !*q })).collect();
-        let codes = Codes::new(384, bits, vec![true; units], usize::MAX);
+        let codes = Codes::new(384, bits, vec![true; units], usize::MAX, None);
         let sampled = units.div_ceil(SAMPLE_EVERY);
         assert!(codes.passing(&query, codes.bar_from_sample(&query, 1000)).len() == sampled && sampled < 1000);
         check(&codes, &query, 1000, "a bar too high");
@@ -672,8 +737,8 @@ mod tests {
     fn listed_codes_pick_what_a_plain_count_picks_when_scanned_whole() {
         let order = |a: u32, b: u32| (a % 13).cmp(&(b % 13)).then(a.cmp(&b));
         let (bits, has, query) = clustered(40_000, 50, 8, 3);
-        let listed = Codes::new(384, bits.clone(), has.clone(), 0);
-        assert!(listed.lists.is_some() && Codes::new(384, bits.clone(), has.clone(), 40_000).lists.is_none());
+        let listed = Codes::new(384, bits.clone(), has.clone(), 0, None);
+        assert!(listed.lists.is_some() && Codes::new(384, bits.clone(), has.clone(), 40_000, None).lists.is_none());
         let with: Vec<u32> = (0..has.len() as u32).filter(|u| has[*u as usize]).collect();
         assert_eq!(listed.with_vectors(), with);
         let lists = listed.lists.as_ref().unwrap();
@@ -700,7 +765,7 @@ mod tests {
         let order = |a: u32, b: u32| a.cmp(&b);
         for seed in [1, 2, 3] {
             let (bits, has, query) = clustered(150_000, 20, 16, seed);
-            let listed = Codes::new(384, bits.clone(), has.clone(), 0);
+            let listed = Codes::new(384, bits.clone(), has.clone(), 0, None);
             let n = 200;
             let want = plain_pick(&bits, &has, &query, n, &order);
             let got = listed.most_alike(&query, n, &order, Scan::NearestLists { share: PROBE_SHARE });
@@ -767,6 +832,29 @@ mod tests {
         }
     }
 
+    /// Codes put in the lists of the walk before keep the lists they had
+    /// there, and a code whose list is not known goes where a fresh
+    /// assignment to those centres puts it; the picks are those of the walk
+    /// before.
+    #[test]
+    fn codes_put_in_the_lists_of_the_walk_before_keep_them() {
+        let order = |a: u32, b: u32| a.cmp(&b);
+        let (bits, has, query) = clustered(20_000, 30, 8, 5);
+        let first = Codes::new(384, bits.clone(), has.clone(), 0, None);
+        let known = first.lists_of_units().unwrap();
+        assert_eq!(known.iter().filter(|l| **l != NO_LIST).count(), has.iter().filter(|h| **h).count());
+        let again = Codes::new(384, bits.clone(), has.clone(), 0, Some((&first, known.clone())));
+        assert_eq!(again.lists_of_units().as_ref(), Some(&known));
+        let picks = |codes: &Codes| {
+            let mut got = codes.most_alike(&query, 300, &order, Scan::NearestLists { share: PROBE_SHARE });
+            got.sort_unstable();
+            got
+        };
+        assert_eq!(picks(&again), picks(&first));
+        let placed = Codes::new(384, bits, has.clone(), 0, Some((&first, vec![UNKNOWN_LIST; has.len()])));
+        assert_eq!(placed.lists_of_units(), Some(known));
+    }
+
     /// The lists depend on the codes, not on the units' order: units put in
     /// another order pick the same units (renumbered).
     #[test]
@@ -786,8 +874,8 @@ mod tests {
         }
         let order = |a: u32, b: u32| a.cmp(&b);
         let order2 = |a: u32, b: u32| back[a as usize].cmp(&back[b as usize]);
-        let one = Codes::new(384, bits, has, 0);
-        let two = Codes::new(384, bits2, has2, 0);
+        let one = Codes::new(384, bits, has, 0, None);
+        let two = Codes::new(384, bits2, has2, 0, None);
         assert_eq!(one.lists.as_ref().unwrap().centres, two.lists.as_ref().unwrap().centres);
         let mut a = one.most_alike(&query, 300, &order, Scan::NearestLists { share: PROBE_SHARE });
         let mut b: Vec<u32> = two

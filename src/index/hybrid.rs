@@ -436,6 +436,9 @@ struct Visible {
     seen: Vec<Seen>,
     units: OnceLock<Units>,
     codes: OnceLock<Codes>,
+    /// The list this one was brought up to date from (the same view), kept
+    /// until this one's codes are made, so they go in its lists (`codes_of`).
+    previous: Mutex<Option<Arc<Visible>>>,
 }
 
 impl Visible {
@@ -447,7 +450,19 @@ impl Visible {
 
     /// Files already in `passage_order`.
     fn laid_out(seen: Vec<Seen>) -> Visible {
-        Visible { seen, units: OnceLock::new(), codes: OnceLock::new() }
+        Visible { seen, units: OnceLock::new(), codes: OnceLock::new(), previous: Mutex::new(None) }
+    }
+
+    /// The list whose codes' lists this one's take (see `previous`): `old`
+    /// when its codes are made, else the one `old` was waiting for.
+    fn after(self, old: &Arc<Visible>) -> Visible {
+        let previous = if old.codes.get().is_some() {
+            Some(old.clone())
+        } else {
+            old.previous.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        };
+        *self.previous.lock().unwrap_or_else(|e| e.into_inner()) = previous;
+        self
     }
 }
 
@@ -677,8 +692,12 @@ impl Units {
     }
 }
 
-/// The sign bits of the walk's units' vectors (`Codes`), put in lists from `lists_from` units with a vector.
-fn codes_of(mirror: &Mirror, seen: &[Seen], units: &Units, lists_from: usize) -> Codes {
+/// The sign bits of the walk's units' vectors (`Codes`), put in lists from
+/// `lists_from` units with a vector: those of `previous` (the list this one
+/// was brought up to date from) when its codes are in lists, each unit in
+/// the list its chunk was in there, so that an outside edit at a million
+/// passages does not train and fill the lists again (~0.4 s).
+fn codes_of(mirror: &Mirror, seen: &[Seen], units: &Units, lists_from: usize, previous: Option<&Visible>) -> Codes {
     let (dims, words) = (mirror.dims, mirror.code_words());
     let mut bits = vec![0u64; units.len() * words];
     let mut has = vec![false; units.len()];
@@ -692,7 +711,25 @@ fn codes_of(mirror: &Mirror, seen: &[Seen], units: &Units, lists_from: usize) ->
             }
         }
     }
-    Codes::new(dims, bits, has, lists_from)
+    let like = previous.and_then(|previous| {
+        let (old_units, old_codes) = (previous.units.get()?, previous.codes.get()?);
+        let old_lists = old_codes.lists_of_units()?;
+        let known = units
+            .id
+            .iter()
+            .map(|id| {
+                let mut list = super::codes::UNKNOWN_LIST;
+                old_units.of_chunk(*id, |old| {
+                    if list == super::codes::UNKNOWN_LIST && old_lists[old as usize] != super::codes::NO_LIST {
+                        list = old_lists[old as usize];
+                    }
+                });
+                list
+            })
+            .collect();
+        Some((old_codes, known))
+    });
+    Codes::new(dims, bits, has, lists_from, like)
 }
 
 /// The longest a walk is reused.
@@ -1337,7 +1374,7 @@ impl Index {
             let mirror = self.mirror();
             if fresh.len() > PLACED_ONE_BY_ONE_UP_TO {
                 seen.extend(fresh);
-                Visible::new(seen, &mirror)
+                Visible::new(seen, &mirror).after(&old)
             } else {
                 // The kept list is laid out already: each fresh file goes in its place.
                 for file in fresh {
@@ -1345,7 +1382,7 @@ impl Index {
                     let place = seen.partition_point(|s| passage_order(&mirror, s) <= at);
                     seen.insert(place, file);
                 }
-                Visible::laid_out(seen)
+                Visible::laid_out(seen).after(&old)
             }
         };
         // Nothing the view shows changed (a file written with what it held):
@@ -1667,7 +1704,10 @@ impl Index {
                 .map(|q| Meaning {
                     query: q,
                     dims,
-                    codes: visible.codes.get_or_init(|| codes_of(&mirror, seen, units, self.lists_from)),
+                    codes: visible.codes.get_or_init(|| {
+                        let previous = visible.previous.lock().unwrap_or_else(|e| e.into_inner()).take();
+                        codes_of(&mirror, seen, units, self.lists_from, previous.as_deref())
+                    }),
                     vector: &vector,
                 })
         } else {
