@@ -108,6 +108,8 @@ struct Lists {
     centres: Vec<u64>,
     /// List `l` holds the slots `starts[l]..starts[l + 1]`, in unit order.
     starts: Vec<u32>,
+    /// Whether the centres were trained for these codes (else taken from the walk before).
+    trained: bool,
 }
 
 /// How a query's codes are compared: with the nearest lists when the codes are in lists, or every code.
@@ -185,7 +187,7 @@ impl Codes {
             }
         }
         tracing::debug!(new = new.len(), placed = ?started.elapsed(), "sign bits put in the lists of the walk before");
-        self.laid_out(with_vector, centres, known)
+        self.laid_out(with_vector, Lists { centres, starts: Vec::new(), trained: false }, known)
     }
 
     /// The same codes, in lists: centres trained on a sample, every code put
@@ -198,12 +200,14 @@ impl Codes {
         let trained = started.elapsed();
         let nearest = nearest_centres(&self.bits, &self.has, &Centres::new(&centres, words));
         tracing::debug!(?trained, assigned = ?started.elapsed(), lists = centres.len() / words, "sign bits put in lists");
-        self.laid_out(with_vector, centres, nearest)
+        self.laid_out(with_vector, Lists { centres, starts: Vec::new(), trained: true }, nearest)
     }
 
-    /// The codes laid out list by list (`nearest`: each unit's list, `NO_LIST` for none).
-    fn laid_out(self, with_vector: usize, centres: Vec<u64>, nearest: Vec<u32>) -> Codes {
+    /// The codes laid out in `lists` (whose `starts` this fills), list by
+    /// list (`nearest`: each unit's list, `NO_LIST` for none).
+    fn laid_out(self, with_vector: usize, lists: Lists, nearest: Vec<u32>) -> Codes {
         let Codes { dims, words, bits, units, .. } = self;
+        let Lists { centres, trained, .. } = lists;
         let lists = centres.len() / words;
         let mut starts = vec![0u32; lists + 1];
         for list in nearest.iter().filter(|l| **l != NO_LIST) {
@@ -228,7 +232,7 @@ impl Codes {
             has: vec![true; with_vector],
             units_of,
             units,
-            lists: Some(Lists { centres, starts }),
+            lists: Some(Lists { centres, starts, trained }),
         }
     }
 
@@ -236,6 +240,12 @@ impl Codes {
     #[cfg(test)]
     pub(super) fn is_listed(&self) -> bool {
         self.lists.is_some()
+    }
+
+    /// Whether the codes' lists were trained for them (`None`: not in lists).
+    #[cfg(test)]
+    pub(super) fn trained_here(&self) -> Option<bool> {
+        self.lists.as_ref().map(|lists| lists.trained)
     }
 
     /// The units that have a vector, in unit order.
@@ -845,6 +855,7 @@ mod tests {
         assert_eq!(known.iter().filter(|l| **l != NO_LIST).count(), has.iter().filter(|h| **h).count());
         let again = Codes::new(384, bits.clone(), has.clone(), 0, Some((&first, known.clone())));
         assert_eq!(again.lists_of_units().as_ref(), Some(&known));
+        assert_eq!((first.trained_here(), again.trained_here()), (Some(true), Some(false)));
         let picks = |codes: &Codes| {
             let mut got = codes.most_alike(&query, 300, &order, Scan::NearestLists { share: PROBE_SHARE });
             got.sort_unstable();

@@ -2136,6 +2136,47 @@ mod tests {
         assert_eq!(answers(true), plain);
     }
 
+    /// With the sign bits in lists, a list brought up to date from the feed
+    /// puts its codes in the lists of the one it came from: every passage of
+    /// an unchanged file keeps its list, and the answers are a fresh index's.
+    #[test]
+    fn an_outside_edit_keeps_the_lists_of_the_walk_before() {
+        let (dir, fresh_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        fs.add_file("/w/net.rs", "fn push_blob() { transfer(); send(); }\n// when it fails, backoff and go again\n");
+        for i in 0..40 {
+            fs.add_file(&format!("/w/more/m{i}.rs"), ["fn a() { paint(); }\n", "fn b() { disk(); }\n"][i % 3 % 2]);
+        }
+        fs.set_changes(Some(1));
+        let access = access(fs.clone(), &[("/w", Level::Ro)]);
+        let root = access.target("/w", Need::Look).unwrap();
+        let mut index = index_with(dir.path(), true);
+        index.set_lists_from(0);
+        let kept = |index: &Index| index.walks.lock().unwrap().first().expect("a kept walk").seen.clone();
+        index.search(&access, &root, "retry upload", 10).unwrap();
+        let before = kept(&index);
+        let lists_by_chunk = |visible: &Visible| -> HashMap<i64, u32> {
+            let (units, codes) = (visible.units.get().unwrap(), visible.codes.get().unwrap());
+            let lists = codes.lists_of_units().expect("the codes are in lists");
+            units.id.iter().zip(lists).map(|(id, list)| (*id, list)).collect()
+        };
+        let old = lists_by_chunk(&before);
+        fs.add_file("/w/more/m7.rs", "fn c() { upload(); retry(); }\n");
+        fs.note_changed("/w/more/m7.rs");
+        let hits = index.search(&access, &root, "retry upload", 10).unwrap();
+        assert_eq!(index.walk_counts(), (1, 1));
+        let after = kept(&index);
+        assert!(!Arc::ptr_eq(&before, &after) && after.previous.lock().unwrap().is_none());
+        assert_eq!(before.codes.get().unwrap().trained_here(), Some(true));
+        assert_eq!(after.codes.get().unwrap().trained_here(), Some(false), "the lists were trained again");
+        let new = lists_by_chunk(&after);
+        let kept_lists = old.iter().filter(|(id, list)| new.get(id) == Some(list)).count();
+        assert_eq!(kept_lists, new.keys().filter(|id| old.contains_key(id)).count());
+        let mut fresh = index_with(fresh_dir.path(), true);
+        fresh.set_lists_from(0);
+        assert_eq!(hits, fresh.search(&access, &root, "retry upload", 10).unwrap());
+    }
+
     /// The word and meaning rankings computed on two threads give the search
     /// one thread gives, for each query and ranking.
     #[test]
