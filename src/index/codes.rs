@@ -363,38 +363,39 @@ impl Codes {
     /// slots on the scan is shared between threads, each taking a part of
     /// the slots, so the answer is the same either way.
     fn passing(&self, query: &[u64], bar: u16) -> Vec<(u32, u16)> {
-        let slots = self.has.len();
         let (words, dims) = (self.words, self.dims);
-        let threads = if slots >= SCAN_SPLIT_FROM { threads() } else { 1 };
-        let per = slots.div_ceil(threads).max(1);
-        let scan = |part: usize| {
-            let (from, to) = ((part * per).min(slots), ((part + 1) * per).min(slots));
+        in_parts(self.has.len(), |slots| {
+            let (from, to) = (slots.start, slots.end);
             let input =
                 ScanInput { bits: &self.bits[from * words..to * words], has: &self.has[from..to], words, query, dims };
             let mut out = Vec::new();
             scan_passing(input, bar, from as u32, &mut out);
             out
-        };
-        in_parts(threads, scan).into_iter().flatten().collect()
+        })
     }
 }
 
-/// How many threads a scan or the lists' building uses.
-fn threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get()).min(SCAN_THREADS)
-}
-
-/// `work` of each part `0..parts`, the first on this thread and the others
-/// on threads of their own, in part order.
-fn in_parts<R: Send>(parts: usize, work: impl Fn(usize) -> R + Sync) -> Vec<R> {
+/// `work` over `0..len` cut in consecutive parts, the results joined in
+/// order: from `SCAN_SPLIT_FROM` on, a part for each of a few threads (the
+/// first on this one), so the answer is the one of a single part.
+fn in_parts<T: Send>(len: usize, work: impl Fn(std::ops::Range<usize>) -> Vec<T> + Sync) -> Vec<T> {
+    let parts = if len >= SCAN_SPLIT_FROM {
+        std::thread::available_parallelism().map_or(1, |n| n.get()).min(SCAN_THREADS)
+    } else {
+        1
+    };
     if parts <= 1 {
-        return vec![work(0)];
+        return work(0..len);
     }
+    let per = len.div_ceil(parts);
+    let part = |at: usize| (at * per).min(len)..((at + 1) * per).min(len);
     std::thread::scope(|scope| {
         let work = &work;
-        let others: Vec<_> = (1..parts).map(|part| scope.spawn(move || work(part))).collect();
-        let mut out = vec![work(0)];
-        out.extend(others.into_iter().map(|part| part.join().expect("a sign-bit scan's thread stopped")));
+        let others: Vec<_> = (1..parts).map(|at| scope.spawn(move || work(part(at)))).collect();
+        let mut out = work(part(0));
+        for other in others {
+            out.extend(other.join().expect("a sign-bit scan's thread stopped"));
+        }
         out
     })
 }
@@ -491,18 +492,12 @@ impl Centres {
 /// Each unit's nearest centre (`NO_LIST` for a unit without a vector),
 /// computed on a few threads, each taking a part of the units.
 fn nearest_centres(bits: &[u64], has: &[bool], centres: &Centres) -> Vec<u32> {
-    let (units, words) = (has.len(), centres.words);
-    let parts = if units >= SCAN_SPLIT_FROM { threads() } else { 1 };
-    let per = units.div_ceil(parts).max(1);
-    in_parts(parts, |part| {
-        let (from, to) = ((part * per).min(units), ((part + 1) * per).min(units));
-        let mut out = Vec::with_capacity(to - from);
-        nearest_of(&bits[from * words..to * words], &has[from..to], centres, &mut out);
+    let words = centres.words;
+    in_parts(has.len(), |units| {
+        let mut out = Vec::with_capacity(units.len());
+        nearest_of(&bits[units.start * words..units.end * words], &has[units.clone()], centres, &mut out);
         out
     })
-    .into_iter()
-    .flatten()
-    .collect()
 }
 
 /// Pushes each code's nearest centre onto `out` (the first of those that
