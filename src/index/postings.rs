@@ -149,14 +149,55 @@ pub(super) fn read(db: &Connection, term: &str) -> anyhow::Result<Vec<(i64, u32)
         ends.push(lists.len());
     }
     let mut out = Vec::with_capacity(postings_in(&lists));
+    let (mut run, mut tail) = (Vec::new(), Vec::new());
     let mut start = 0;
     for end in ends {
+        let from = out.len();
         decode(&lists[start..end], &mut out)?;
         start = end;
+        // A segment whose id range reaches into the one before (see the module header).
+        if from > 0 && from < out.len() && out[from].0 <= out[from - 1].0 {
+            run.clear();
+            run.extend_from_slice(&out[from..]);
+            out.truncate(from);
+            merge_run(&mut out, &run, &mut tail);
+        }
     }
-    // Segments whose id ranges interleave (see the module header).
-    in_id_order(&mut out);
     Ok(out)
+}
+
+/// Adds the sorted `run` to the sorted `out`, which stays sorted: only the
+/// part of `out` from the run's first id on is merged with it (`tail` is
+/// room for that part), the rest of `out` is left where it is. Segments'
+/// ranges overlap by a little at their ends: sorting the whole list (a
+/// merge of its runs) was a sixth of reading a common word's postings. An
+/// id in both (which a segment never shares) is kept once, from `out`.
+fn merge_run(out: &mut Vec<(i64, u32)>, run: &[(i64, u32)], tail: &mut Vec<(i64, u32)>) {
+    let Some(first) = run.first() else { return };
+    let from = out.partition_point(|p| p.0 < first.0);
+    tail.clear();
+    tail.extend_from_slice(&out[from..]);
+    out.truncate(from);
+    let (mut i, mut j) = (0, 0);
+    while i < tail.len() && j < run.len() {
+        match tail[i].0.cmp(&run[j].0) {
+            std::cmp::Ordering::Less => {
+                out.push(tail[i]);
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                out.push(run[j]);
+                j += 1;
+            }
+            std::cmp::Ordering::Equal => {
+                out.push(tail[i]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out.extend_from_slice(&tail[i..]);
+    out.extend_from_slice(&run[j..]);
 }
 
 /// Sorts lists read from segments whose id ranges interleave (each id is in
@@ -319,17 +360,33 @@ fn postings_in(lists: &[u8]) -> usize {
 }
 
 /// Appends the list `encode` wrote to `out`.
-fn decode(mut bytes: &[u8], out: &mut Vec<(i64, u32)>) -> anyhow::Result<()> {
+fn decode(bytes: &[u8], out: &mut Vec<(i64, u32)>) -> anyhow::Result<()> {
+    let damaged = || anyhow::anyhow!("a postings list in the index is damaged");
     let mut last = 0i64;
-    while !bytes.is_empty() {
-        let (gap, used) = u64::decode_var(bytes).context("a postings list in the index is damaged")?;
-        bytes = &bytes[used..];
-        let (n, used) = u32::decode_var(bytes).context("a postings list in the index is damaged")?;
-        bytes = &bytes[used..];
+    let mut at = 0;
+    while at < bytes.len() {
+        let gap = varint(bytes, &mut at).ok_or_else(damaged)?;
+        let n = varint(bytes, &mut at).and_then(|n| u32::try_from(n).ok()).ok_or_else(damaged)?;
         last += gap as i64;
         out.push((last, n));
     }
     Ok(())
+}
+
+/// The varint at `bytes[*at..]`, moving `at` past it. Most are one byte (a
+/// common word's gaps, nearly every count): those are read here, the rest
+/// by the crate. Through the crate alone, reading the 40 benchmark
+/// questions' lists at a million passages took about a tenth longer.
+#[inline]
+fn varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
+    let first = *bytes.get(*at)?;
+    if first < 0x80 {
+        *at += 1;
+        return Some(u64::from(first));
+    }
+    let (value, used) = u64::decode_var(&bytes[*at..])?;
+    *at += used;
+    Some(value)
 }
 
 #[cfg(test)]
@@ -357,6 +414,28 @@ mod tests {
         assert_eq!(back, list);
         assert_eq!(postings_in(&bytes), list.len(), "counted without decoding");
         assert!(decode(&[0x80], &mut back).is_err(), "a varint cut short is refused");
+    }
+
+    /// A run merged into a list touches only the part of it from the
+    /// run's first id on, and the list comes out as sorting both would make it.
+    #[test]
+    fn runs_merge_into_a_sorted_list() {
+        let cases: [(&[i64], &[i64]); 5] = [
+            (&[1, 5, 9], &[10, 11]),
+            (&[1, 5, 9, 20], &[6, 7, 30]),
+            (&[1, 5, 9], &[2, 3, 4]),
+            (&[4, 8], &[1, 2]),
+            (&[1, 5, 9], &[5, 9, 12]),
+        ];
+        let mut tail = Vec::new();
+        for (list, run) in cases {
+            let mut out: Vec<(i64, u32)> = list.iter().map(|id| (*id, 1)).collect();
+            let run: Vec<(i64, u32)> = run.iter().map(|id| (*id, 2)).collect();
+            merge_run(&mut out, &run, &mut tail);
+            let mut want: Vec<(i64, u32)> = list.iter().map(|id| (*id, 1)).chain(run.iter().copied()).collect();
+            in_id_order(&mut want);
+            assert_eq!(out, want, "{list:?} and {run:?}");
+        }
     }
 
     #[test]
