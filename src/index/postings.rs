@@ -16,7 +16,7 @@
 //!   commit's: a segment made by one commit covers ids no other segment
 //!   holds, so a term's lists read in segment order are in id order. A merge
 //!   of like-sized segments may span smaller ones made between them; `read`
-//!   then sorts what it read (correct, only slower).
+//!   then merges each segment's run into what it read before (`merge_run`).
 //! * Sizes by tiers of `FANOUT`: a segment's level grows with its chunks,
 //!   and `FANOUT` segments of one level are merged into one. A term is read
 //!   from at most a few segments a level, and each posting is written again
