@@ -22,7 +22,6 @@
 //!   from at most a few segments a level, and each posting is written again
 //!   about once a level (write amplification logarithmic in the index).
 
-use anyhow::Context;
 use integer_encoding::VarInt;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::collections::HashSet;
