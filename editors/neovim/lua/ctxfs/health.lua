@@ -86,8 +86,13 @@ end
 
 local function writable(dir)
   local existed = vim.fn.isdirectory(dir) == 1
-  if not existed and vim.fn.mkdir(dir, 'p') ~= 1 then
-    return false, 'it cannot be created'
+  if not existed then
+    -- A server starting meanwhile may make it first: mkdir then raises
+    -- E739, and the directory is there all the same.
+    local ok, made = pcall(vim.fn.mkdir, dir, 'p')
+    if not ((ok and made == 1) or vim.fn.isdirectory(dir) == 1) then
+      return false, 'it cannot be created'
+    end
   end
   local probe = dir .. '/.ctxfs-health-' .. vim.fn.getpid()
   local f = io.open(probe, 'w')
