@@ -106,6 +106,14 @@ pub enum SideBySide {
     Never,
 }
 
+/// The number above 0 that follows `prefix` in `part` (`what` names it when it is not one).
+fn number_after(part: &str, prefix: &str, what: &str) -> Result<usize, String> {
+    match part[prefix.len()..].parse() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("{part:?}: {what} is a number above 0")),
+    }
+}
+
 impl Rankings {
     pub const ALL: Rankings = Rankings {
         words: true,
@@ -158,17 +166,9 @@ impl Rankings {
                 "apart" => out.side_by_side = SideBySide::Always,
                 "together" => out.side_by_side = SideBySide::Never,
                 "every-code" => out.every_code = true,
-                share if share.starts_with("share=") => {
-                    out.lists_share = match share["share=".len()..].parse() {
-                        Ok(n) if n > 0 => n,
-                        _ => return Err(format!("{share:?}: the share is a number above 0")),
-                    }
-                }
+                share if share.starts_with("share=") => out.lists_share = number_after(share, "share=", "the share")?,
                 count if count.starts_with("candidates=") => {
-                    out.candidates = match count["candidates=".len()..].parse() {
-                        Ok(n) if n > 0 => n,
-                        _ => return Err(format!("{count:?}: the count of candidates is a number above 0")),
-                    }
+                    out.candidates = number_after(count, "candidates=", "the count of candidates")?
                 }
                 other => {
                     return Err(format!(
