@@ -88,6 +88,7 @@ pub(super) const UNKNOWN_LIST: u32 = u32::MAX - 1;
 /// The sign bits of every unit's vector, side by side (`words` `u64`s a
 /// code) in the order they are scanned: unit order, or list by list when
 /// they are in lists (then only the units with a vector have a code).
+#[cfg_attr(test, derive(Debug, PartialEq))]
 pub(super) struct Codes {
     dims: usize,
     pub(super) words: usize,
@@ -103,6 +104,7 @@ pub(super) struct Codes {
 }
 
 /// The lists: each one's centre, and its slots.
+#[cfg_attr(test, derive(Debug, PartialEq))]
 struct Lists {
     /// `words` `u64`s a list.
     centres: Vec<u64>,
@@ -110,6 +112,22 @@ struct Lists {
     starts: Vec<u32>,
     /// Whether the centres were trained for these codes (else taken from the walk before).
     trained: bool,
+}
+
+/// Puts one list's slots (`units`, and their codes, `words` words each) in
+/// unit order, when they are not: a list brought up to date has its carried
+/// units in order and the added ones after them, which are mostly the last.
+fn in_unit_order(units: &mut [u32], bits: &mut [u64], words: usize) {
+    if units.is_sorted() {
+        return;
+    }
+    let mut order: Vec<usize> = (0..units.len()).collect();
+    order.sort_unstable_by_key(|at| units[*at]);
+    let (old_units, old_bits) = (units.to_vec(), bits.to_vec());
+    for (slot, at) in order.into_iter().enumerate() {
+        units[slot] = old_units[at];
+        bits[slot * words..(slot + 1) * words].copy_from_slice(&old_bits[at * words..(at + 1) * words]);
+    }
 }
 
 /// How a query's codes are compared: with the nearest lists when the codes are in lists, or every code.
@@ -154,6 +172,80 @@ impl Codes {
             }
             _ => codes.listed(with_vector),
         }
+    }
+
+    /// These codes, in their lists, for the units of a list brought up to
+    /// date from the one they were made for: `runs` says where their units
+    /// went there (`(first, end, at)`: units `first..end` are units `at..`
+    /// there; sorted, apart; a unit in no run has no place there), `added`
+    /// are its new units with a vector, in unit order (`added_bits`: their
+    /// codes, side by side), and `units` how many units it has. A carried
+    /// code keeps its list and each added one goes to the list of its
+    /// nearest centre, which is where any code of these lists is (a trained
+    /// list's codes were put by nearest centre, and so was every code added
+    /// since); so the lists are those `Codes::new` makes from the walk
+    /// before, without a pass over the mirror's codes (~0.1 s at a million
+    /// passages). The units' new places are found by run, not looked up
+    /// one by one in a map: a list's units are spread over all the units,
+    /// and a map of a million cost a cache miss each (~80 ms). `None` when
+    /// these codes are not in lists, or fewer than `lists_from` units would
+    /// have a vector.
+    pub(super) fn carried(
+        &self,
+        runs: &[(u32, u32, u32)],
+        units: usize,
+        added: &[u32],
+        added_bits: &[u64],
+        lists_from: usize,
+    ) -> Option<Codes> {
+        let lists = self.lists.as_ref()?;
+        let started = std::time::Instant::now();
+        let words = self.words;
+        let mut nearest = Vec::with_capacity(added.len());
+        nearest_of(added_bits, &vec![true; added.len()], &Centres::new(&lists.centres, words), &mut nearest);
+        // The added units by list, in unit order within each.
+        let mut joining: Vec<(u32, u32, usize)> =
+            nearest.iter().zip(added).enumerate().map(|(at, (list, unit))| (*list, *unit, at)).collect();
+        joining.sort_unstable();
+        let mut joining = joining.into_iter().peekable();
+        let mut units_of: Vec<u32> = Vec::with_capacity(self.units_of.len() + added.len());
+        let mut bits: Vec<u64> = Vec::with_capacity(units_of.capacity() * words);
+        let mut starts = Vec::with_capacity(lists.starts.len());
+        for (list, slots) in lists.starts.windows(2).enumerate() {
+            let from = units_of.len();
+            starts.push(from as u32);
+            let mut run = 0;
+            for slot in slots[0] as usize..slots[1] as usize {
+                let unit = self.units_of[slot];
+                if runs.get(run).is_none_or(|r| unit < r.0 || unit >= r.1) {
+                    run = runs.partition_point(|r| r.1 <= unit);
+                }
+                if let Some(&(first, _, at)) = runs.get(run).filter(|r| r.0 <= unit) {
+                    units_of.push(at + (unit - first));
+                    bits.extend_from_slice(&self.bits[slot * words..(slot + 1) * words]);
+                }
+            }
+            while let Some((_, unit, at)) = joining.next_if(|(l, _, _)| *l as usize == list) {
+                units_of.push(unit);
+                bits.extend_from_slice(&added_bits[at * words..(at + 1) * words]);
+            }
+            in_unit_order(&mut units_of[from..], &mut bits[from * words..], words);
+        }
+        starts.push(units_of.len() as u32);
+        let with_vector = units_of.len();
+        tracing::debug!(added = added.len(), runs = runs.len(), took = ?started.elapsed(), "sign bits carried over");
+        if with_vector == 0 || with_vector < lists_from {
+            return None;
+        }
+        Some(Codes {
+            dims: self.dims,
+            words,
+            bits,
+            has: vec![true; with_vector],
+            units_of,
+            units,
+            lists: Some(Lists { centres: lists.centres.clone(), starts, trained: false }),
+        })
     }
 
     /// Each unit's list (`NO_LIST` for a unit in none), when the codes are in lists.

@@ -202,6 +202,11 @@ struct Mirror {
     /// files laid out before and after the same count, over the same store
     /// version, has the same passages.
     blobs_put: u64,
+    /// How many times a blob's passages held here may have been made anew
+    /// (stored again under a sha already held, or everything read again):
+    /// passages laid out before are carried into a newer list only while
+    /// this has not moved (`Units::remade`).
+    blobs_remade: u64,
     /// The `Fs::source` a refresh read each file from, where it is not the
     /// shared tree's (0): a file of a mount is one session's working copy's,
     /// and is taken as unchanged only by a walk of that same copy.
@@ -260,7 +265,9 @@ impl Mirror {
                 }
             }
         }
-        self.blobs.insert(sha, entry);
+        if self.blobs.insert(sha, entry).is_some() {
+            self.blobs_remade += 1;
+        }
         self.blobs_put += 1;
     }
 }
@@ -436,9 +443,38 @@ struct Visible {
     seen: Vec<Seen>,
     units: OnceLock<Units>,
     codes: OnceLock<Codes>,
-    /// The list this one was brought up to date from (the same view), kept
-    /// until this one's codes are made, so they go in its lists (`codes_of`).
-    previous: Mutex<Option<Arc<Visible>>>,
+    /// The nearest list this one was brought up to date from (the same view)
+    /// whose passages are laid out, kept until this one's are: those of its
+    /// files that are still here are copied from it (`Units::laid_out`).
+    units_from: Mutex<Option<Before>>,
+    /// The nearest one whose codes are made, kept until this one's are: they
+    /// are carried over from it, in its lists (`codes_of`).
+    codes_from: Mutex<Option<Before>>,
+}
+
+/// In `Before::files`: a file the list before did not have.
+const NEW_FILE: u32 = u32::MAX;
+
+/// A list another was brought up to date from, and where each file of that
+/// other one was in it.
+struct Before {
+    visible: Arc<Visible>,
+    /// For each file of the newer list, its place in `visible.seen`, or `NEW_FILE`.
+    files: Vec<u32>,
+}
+
+impl Before {
+    /// The places in the same list of the files of a list made from the
+    /// newer one (`files`: each one's place in the newer one).
+    fn through(&self, files: &[u32]) -> Before {
+        let place = |f: &u32| if *f == NEW_FILE { NEW_FILE } else { self.files[*f as usize] };
+        Before { visible: self.visible.clone(), files: files.iter().map(place).collect() }
+    }
+}
+
+/// Locks a mutex whose holder may have panicked (what it guards is whole between statements).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Visible {
@@ -450,18 +486,28 @@ impl Visible {
 
     /// Files already in `passage_order`.
     fn laid_out(seen: Vec<Seen>) -> Visible {
-        Visible { seen, units: OnceLock::new(), codes: OnceLock::new(), previous: Mutex::new(None) }
+        Visible {
+            seen,
+            units: OnceLock::new(),
+            codes: OnceLock::new(),
+            units_from: Mutex::new(None),
+            codes_from: Mutex::new(None),
+        }
     }
 
-    /// The list whose codes' lists this one's take (see `previous`): `old`
-    /// when its codes are made, else the one `old` was waiting for.
-    fn after(self, old: &Arc<Visible>) -> Visible {
-        let previous = if old.codes.get().is_some() {
-            Some(old.clone())
-        } else {
-            old.previous.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    /// This list, brought up to date from `old` (`files`: where each of its
+    /// files was there, or `NEW_FILE`), takes its passages and codes from
+    /// `old` when they are made, else from what `old` was waiting for.
+    fn after(self, old: &Arc<Visible>, files: Vec<u32>) -> Visible {
+        let from = |made: bool, waiting: &Mutex<Option<Before>>| {
+            if made {
+                Some(Before { visible: old.clone(), files: files.clone() })
+            } else {
+                lock(waiting).as_ref().map(|before| before.through(&files))
+            }
         };
-        *self.previous.lock().unwrap_or_else(|e| e.into_inner()) = previous;
+        *lock(&self.units_from) = from(old.units.get().is_some(), &old.units_from);
+        *lock(&self.codes_from) = from(old.codes.get().is_some(), &old.codes_from);
         self
     }
 }
@@ -485,6 +531,7 @@ const PLACED_ONE_BY_ONE_UP_TO: usize = 64;
 /// list's order (`passage_order`; file `f` owns units `starts[f]..starts[f + 1]`),
 /// with what BM25 needs about them. No result depends on that order: every
 /// score is computed per unit, and ties go by shown path, line and place.
+#[cfg_attr(test, derive(Debug, PartialEq))]
 pub(super) struct Units {
     pub(super) file: Vec<u32>,
     /// The chunk's place in its blob.
@@ -524,6 +571,10 @@ pub(super) struct Units {
     /// in their thousands (paths' words, shared by every copy of a tree)
     /// spent tens of milliseconds comparing strings.
     pub(super) path_rank: Vec<u32>,
+    /// The files in the order of their shown paths (what `path_rank` numbers).
+    by_path: Vec<u32>,
+    /// The mirror's `blobs_remade` when these were laid out.
+    remade: u64,
 }
 
 /// For each of `asked` (rows ascending, each once, with a count), calls
@@ -542,19 +593,61 @@ fn join_rows(files: &[(i64, u32)], asked: &[(i64, u32)], mut each: impl FnMut(u3
     }
 }
 
-/// Each file's place in the order of the shown paths, equal paths at one place.
-fn path_ranks(seen: &[Seen]) -> Vec<u32> {
+/// The files in the order of their shown paths, and each file's place in
+/// that order, equal paths at one place.
+fn path_ranks(seen: &[Seen]) -> (Vec<u32>, Vec<u32>) {
     let mut by_path: Vec<u32> = (0..seen.len() as u32).collect();
     by_path.sort_unstable_by(|a, b| seen[*a as usize].shown.cmp(&seen[*b as usize].shown));
-    let mut rank = vec![0u32; seen.len()];
+    let rank = ranks_in_order(&by_path, seen.len(), |a, b| seen[a as usize].shown == seen[b as usize].shown);
+    (by_path, rank)
+}
+
+/// Each file's place in `by_path` (files in order), the place of the first
+/// of a run of files that `same` says have one path.
+fn ranks_in_order(by_path: &[u32], files: usize, same: impl Fn(u32, u32) -> bool) -> Vec<u32> {
+    let mut rank = vec![0u32; files];
     let mut place = 0u32;
     for (at, file) in by_path.iter().enumerate() {
-        if at > 0 && seen[by_path[at - 1] as usize].shown != seen[*file as usize].shown {
+        if at > 0 && !same(by_path[at - 1], *file) {
             place = at as u32;
         }
         rank[*file as usize] = place;
     }
     rank
+}
+
+/// `path_ranks` of `seen`, a list brought up to date from one whose files'
+/// path order is known (`old_by_path`, `old_rank`; `files`: where each file
+/// of `seen` was there, or `NEW_FILE`): the old order with the files gone
+/// left out and the new ones merged in, so only a new file's path is
+/// compared (a sort of every path was a sixth of laying out a million passages).
+fn path_ranks_after(seen: &[Seen], files: &[u32], old_by_path: &[u32], old_rank: &[u32]) -> (Vec<u32>, Vec<u32>) {
+    let mut now = vec![NEW_FILE; old_rank.len()];
+    let mut added = Vec::new();
+    for (f, at) in files.iter().enumerate() {
+        match *at {
+            NEW_FILE => added.push(f as u32),
+            at => now[at as usize] = f as u32,
+        }
+    }
+    let shown = |f: u32| &seen[f as usize].shown;
+    added.sort_unstable_by(|a, b| shown(*a).cmp(shown(*b)));
+    let kept: Vec<u32> = old_by_path.iter().map(|at| now[*at as usize]).filter(|f| *f != NEW_FILE).collect();
+    let mut by_path = Vec::with_capacity(seen.len());
+    let mut from = 0;
+    for file in added {
+        let place = from + kept[from..].partition_point(|k| shown(*k) < shown(file));
+        by_path.extend_from_slice(&kept[from..place]);
+        by_path.push(file);
+        from = place;
+    }
+    by_path.extend_from_slice(&kept[from..]);
+    let same = |a: u32, b: u32| match (files[a as usize], files[b as usize]) {
+        (NEW_FILE, _) | (_, NEW_FILE) => shown(a) == shown(b),
+        (a, b) => old_rank[a as usize] == old_rank[b as usize],
+    };
+    let rank = ranks_in_order(&by_path, seen.len(), same);
+    (by_path, rank)
 }
 
 /// In `Units::first` and `Units::next`: no unit.
@@ -563,14 +656,34 @@ const NO_UNIT: u32 = u32::MAX;
 const MORE_UNITS: u32 = 1 << 31;
 
 impl Units {
+    /// The passages of the files of `seen`.
+    #[cfg(test)]
     fn build(mirror: &Mirror, seen: &[Seen]) -> Units {
+        Units::laid_out(mirror, seen, None)
+    }
+
+    /// The passages of the files of `seen`; with `before` (a list this one
+    /// was brought up to date from, whose passages are laid out, over a
+    /// mirror whose passages were not made anew since), those of the files
+    /// it had are copied from it, runs of files at a time, and only the new
+    /// files' are looked up: at a million passages, laying every one out
+    /// from the mirror took ~100 ms after each outside edit.
+    fn laid_out(mirror: &Mirror, seen: &[Seen], before: Option<&Before>) -> Units {
+        let before = before
+            .and_then(|b| Some((b.visible.units.get()?, b.files.as_slice())))
+            .filter(|(old, files)| old.remade == mirror.blobs_remade && files.len() == seen.len());
+        let capacity = before.map_or(0, |(old, _)| old.len());
+        let (by_path, path_rank) = match before {
+            Some((old, files)) => path_ranks_after(seen, files, &old.by_path, &old.path_rank),
+            None => path_ranks(seen),
+        };
         let mut u = Units {
-            file: Vec::new(),
-            index: Vec::new(),
-            id: Vec::new(),
-            first_line: Vec::new(),
-            last_line: Vec::new(),
-            words: Vec::new(),
+            file: Vec::with_capacity(capacity),
+            index: Vec::with_capacity(capacity),
+            id: Vec::with_capacity(capacity),
+            first_line: Vec::with_capacity(capacity),
+            last_line: Vec::with_capacity(capacity),
+            words: Vec::with_capacity(capacity),
             starts: Vec::with_capacity(seen.len() + 1),
             lo: 0,
             first: Vec::new(),
@@ -581,13 +694,32 @@ impl Units {
             files_n: 0.0,
             file_avg: 1.0,
             rows: Vec::with_capacity(seen.len()),
-            path_rank: path_ranks(seen),
+            path_rank,
+            by_path,
+            remade: mirror.blobs_remade,
         };
-        for (f, s) in seen.iter().enumerate() {
-            u.rows.push((s.rowid, f as u32));
+        let mut f = 0;
+        while f < seen.len() {
+            if let Some((old, files)) = before.filter(|(_, files)| files[f] != NEW_FILE) {
+                // A run of files that were side by side there.
+                let at = files[f] as usize;
+                let run = files[f..].iter().zip(at..).take_while(|(was, at)| **was as usize == *at).count();
+                let units = old.starts[at] as usize..old.starts[at + run] as usize;
+                let (shift, unit_shift) = (f as i64 - at as i64, u.id.len() as i64 - units.start as i64);
+                u.starts.extend(old.starts[at..at + run].iter().map(|start| (i64::from(*start) + unit_shift) as u32));
+                u.file_len.extend_from_slice(&old.file_len[at..at + run]);
+                u.file.extend(old.file[units.clone()].iter().map(|file| (i64::from(*file) + shift) as u32));
+                u.index.extend_from_slice(&old.index[units.clone()]);
+                u.id.extend_from_slice(&old.id[units.clone()]);
+                u.first_line.extend_from_slice(&old.first_line[units.clone()]);
+                u.last_line.extend_from_slice(&old.last_line[units.clone()]);
+                u.words.extend_from_slice(&old.words[units]);
+                f += run;
+                continue;
+            }
             u.starts.push(u.id.len() as u32);
             let mut len = 0u64;
-            if let Some(blob) = mirror.blobs.get(&s.blob) {
+            if let Some(blob) = mirror.blobs.get(&seen[f].blob) {
                 for (index, chunk) in blob.chunks.iter().enumerate() {
                     u.file.push(f as u32);
                     u.index.push(index as u32);
@@ -599,9 +731,19 @@ impl Units {
                 }
             }
             u.file_len.push(len as f64);
+            f += 1;
         }
         u.starts.push(u.id.len() as u32);
+        u.rows.extend(seen.iter().zip(0u32..).map(|(s, f)| (s.rowid, f)));
         u.rows.sort_unstable();
+        u.index_chunks(seen.len());
+        u
+    }
+
+    /// Fills what is computed from the laid-out units: the mean lengths and
+    /// the chunk id's units and files.
+    fn index_chunks(&mut self, files: usize) {
+        let u = self;
         let n = u.id.len();
         if n > 0 {
             // Summed as integers: the same whatever order the walk found the files in.
@@ -611,7 +753,7 @@ impl Units {
             u.file_avg = (total as f64 / u.files_n.max(1.0)).max(1.0);
             u.lo = u.id.iter().copied().min().unwrap_or(0);
             let hi = u.id.iter().copied().max().unwrap_or(0);
-            assert!(n.max(seen.len()) < MORE_UNITS as usize, "more passages than a search can lay out");
+            assert!(n.max(files) < MORE_UNITS as usize, "more passages than a search can lay out");
             u.first = vec![NO_UNIT; (hi - u.lo + 1) as usize];
             u.next = vec![NO_UNIT; n];
             for i in (0..n).rev() {
@@ -628,7 +770,6 @@ impl Units {
                 })
                 .collect();
         }
-        u
     }
 
     pub(super) fn len(&self) -> usize {
@@ -693,11 +834,22 @@ impl Units {
 }
 
 /// The sign bits of the walk's units' vectors (`Codes`), put in lists from
-/// `lists_from` units with a vector: those of `previous` (the list this one
-/// was brought up to date from) when its codes are in lists, each unit in
-/// the list its chunk was in there, so that an outside edit at a million
-/// passages does not train and fill the lists again (~0.4 s).
-fn codes_of(mirror: &Mirror, seen: &[Seen], units: &Units, lists_from: usize, previous: Option<&Visible>) -> Codes {
+/// `lists_from` units with a vector. With `before` (the list this one was
+/// brought up to date from) whose codes are in lists, they are carried over
+/// (`carried_codes`), or failing that put in its lists, each unit in the
+/// list its chunk was in there: an outside edit at a million passages then
+/// neither trains and fills the lists again (~0.4 s) nor gathers every code
+/// from the mirror (~0.1 s).
+fn codes_of(mirror: &Mirror, seen: &[Seen], units: &Units, lists_from: usize, before: Option<&Before>) -> Codes {
+    match before.and_then(|before| carried_codes(mirror, seen, units, lists_from, before)) {
+        Some(codes) => codes,
+        None => gathered_codes(mirror, seen, units, lists_from, before),
+    }
+}
+
+/// The codes of `units` gathered from the mirror, put in the lists of
+/// `before` when its codes are in lists (see `codes_of`), else in lists of their own.
+fn gathered_codes(mirror: &Mirror, seen: &[Seen], units: &Units, lists_from: usize, before: Option<&Before>) -> Codes {
     let (dims, words) = (mirror.dims, mirror.code_words());
     let mut bits = vec![0u64; units.len() * words];
     let mut has = vec![false; units.len()];
@@ -711,8 +863,8 @@ fn codes_of(mirror: &Mirror, seen: &[Seen], units: &Units, lists_from: usize, pr
             }
         }
     }
-    let like = previous.and_then(|previous| {
-        let (old_units, old_codes) = (previous.units.get()?, previous.codes.get()?);
+    let like = before.and_then(|before| {
+        let (old_units, old_codes) = (before.visible.units.get()?, before.visible.codes.get()?);
         let old_lists = old_codes.lists_of_units()?;
         let known = units
             .id
@@ -730,6 +882,47 @@ fn codes_of(mirror: &Mirror, seen: &[Seen], units: &Units, lists_from: usize, pr
         Some((old_codes, known))
     });
     Codes::new(dims, bits, has, lists_from, like)
+}
+
+/// The codes of `units` carried over from those of `before` (`Codes::carried`):
+/// a file it had keeps its units' codes and lists, and only a new file's
+/// codes are read from the mirror. `None` when its codes are not made or
+/// not in lists, or the mirror's passages were made anew since its units
+/// were laid out (then a kept file's passages might not be those it had).
+fn carried_codes(mirror: &Mirror, seen: &[Seen], units: &Units, lists_from: usize, before: &Before) -> Option<Codes> {
+    let (old_units, old_codes) = (before.visible.units.get()?, before.visible.codes.get()?);
+    let words = mirror.code_words();
+    if old_units.remade != mirror.blobs_remade
+        || units.remade != mirror.blobs_remade
+        || before.files.len() != seen.len()
+        || old_codes.words != words
+    {
+        return None;
+    }
+    // Where the units of the files it had are here, by runs of units side by side in both.
+    let mut runs: Vec<(u32, u32, u32)> = Vec::new();
+    let (mut added, mut added_bits) = (Vec::new(), Vec::new());
+    for (f, at) in before.files.iter().enumerate() {
+        let here = units.starts[f]..units.starts[f + 1];
+        if *at != NEW_FILE {
+            let there = old_units.starts[*at as usize];
+            match runs.last_mut() {
+                Some(run) if run.1 == there && run.2 + (run.1 - run.0) == here.start => run.1 += here.len() as u32,
+                _ if here.is_empty() => {}
+                _ => runs.push((there, there + here.len() as u32, here.start)),
+            }
+        } else if let Some(blob) = mirror.blobs.get(&seen[f].blob) {
+            for unit in here {
+                let at = units.index[unit as usize] as usize * words;
+                if let Some(code) = blob.codes.get(at..at + words) {
+                    added.push(unit);
+                    added_bits.extend_from_slice(code);
+                }
+            }
+        }
+    }
+    runs.sort_unstable();
+    old_codes.carried(&runs, units.len(), &added, &added_bits, lists_from)
 }
 
 /// The longest a walk is reused.
@@ -797,7 +990,7 @@ impl Index {
     }
 
     fn store(&self) -> std::sync::MutexGuard<'_, IndexStore> {
-        self.store.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.store)
     }
 
     fn mirror(&self) -> std::sync::RwLockReadGuard<'_, Mirror> {
@@ -812,7 +1005,7 @@ impl Index {
     /// from it once (so a query does not read its words' lists every time).
     fn postings(&self, store: &IndexStore, kind: Postings, term: &str) -> anyhow::Result<Arc<Vec<(i64, u32)>>> {
         let key = (store.data_version()?, store.total_changes());
-        let mut cache = self.postings.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = lock(&self.postings);
         cache.keep_for(key);
         if let Some(found) = cache.terms.get(&(kind, term.to_owned())) {
             return Ok(found.clone());
@@ -833,7 +1026,7 @@ impl Index {
     fn prefetch_postings(&self, store: &IndexStore, wanted: &[(Postings, String)]) -> anyhow::Result<()> {
         let key = (store.data_version()?, store.total_changes());
         let missing: Vec<&(Postings, String)> = {
-            let mut cache = self.postings.lock().unwrap_or_else(|e| e.into_inner());
+            let mut cache = lock(&self.postings);
             cache.keep_for(key);
             let mut once = HashSet::new();
             wanted.iter().filter(|w| !cache.terms.contains_key(*w) && once.insert(*w)).collect()
@@ -844,7 +1037,7 @@ impl Index {
         let lists = self.on_two_connections(store, &missing, |store, which| {
             which.iter().map(|(kind, term)| kind.read(store, term)).collect()
         })?;
-        let mut cache = self.postings.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = lock(&self.postings);
         if cache.key != Some(key) {
             return Ok(());
         }
@@ -869,7 +1062,7 @@ impl Index {
         if items.len() < 2 {
             return work(store, items);
         }
-        let mut reader = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        let mut reader = lock(&self.reader);
         if reader.is_none() {
             match IndexStore::open(&self.path) {
                 Ok(opened) => *reader = Some(opened),
@@ -953,8 +1146,8 @@ impl Index {
         let mut mirror = self.mirror_mut();
         if mirror.version != Some(version) {
             // A reread counts as a blob stored: nothing laid out before it is kept.
-            let (epoch, blobs_put) = (mirror.epoch, mirror.blobs_put + 1);
-            *mirror = Mirror { epoch, blobs_put, ..Mirror::default() };
+            let (epoch, blobs_put, blobs_remade) = (mirror.epoch, mirror.blobs_put + 1, mirror.blobs_remade + 1);
+            *mirror = Mirror { epoch, blobs_put, blobs_remade, ..Mirror::default() };
             store.all_files(|f| {
                 if let Ok(blob) = <Sha>::try_from(f.blob.as_slice()) {
                     let entry =
@@ -973,6 +1166,7 @@ impl Index {
             mirror.version = Some(version);
         }
         if chunks && !mirror.chunks {
+            mirror.blobs_remade += 1;
             for blob in mirror.blobs.values_mut() {
                 blob.chunks.clear();
             }
@@ -1266,7 +1460,7 @@ impl Index {
         root: &Target,
         progress: &dyn Fn(&Progress),
     ) -> anyhow::Result<(Arc<Visible>, Progress)> {
-        let walks = || self.walks.lock().unwrap_or_else(|e| e.into_inner());
+        let walks = || lock(&self.walks);
         // Inside `.git` nothing is watched.
         let in_git = root.real.as_str().split('/').any(|name| name == ".git");
         // Read before the walk: a change during it moves the count, so the next query walks again.
@@ -1369,28 +1563,33 @@ impl Index {
         // The changed paths' entries are replaced by what the narrowed walk found of them.
         let changed: HashSet<VPath> =
             only.paths().filter_map(|p| p.strip_prefix(&root.real)).map(|rel| root.path.join_rel(rel)).collect();
-        let mut seen: Vec<Seen> = old.seen.iter().filter(|s| !changed.contains(&s.shown)).cloned().collect();
+        // Each file with its place in the kept list (`NEW_FILE` for a fresh one).
+        let mut seen: Vec<(Seen, u32)> = (old.seen.iter().zip(0u32..))
+            .filter(|(s, _)| !changed.contains(&s.shown))
+            .map(|(s, at)| (s.clone(), at))
+            .collect();
         let seen = {
             let mirror = self.mirror();
             if fresh.len() > PLACED_ONE_BY_ONE_UP_TO {
-                seen.extend(fresh);
-                Visible::new(seen, &mirror).after(&old)
+                seen.extend(fresh.into_iter().map(|s| (s, NEW_FILE)));
+                seen.sort_by_cached_key(|(s, _)| passage_order(&mirror, s));
             } else {
                 // The kept list is laid out already: each fresh file goes in its place.
                 for file in fresh {
                     let at = passage_order(&mirror, &file);
-                    let place = seen.partition_point(|s| passage_order(&mirror, s) <= at);
-                    seen.insert(place, file);
+                    let place = seen.partition_point(|(s, _)| passage_order(&mirror, s) <= at);
+                    seen.insert(place, (file, NEW_FILE));
                 }
-                Visible::laid_out(seen).after(&old)
             }
+            let (seen, files): (Vec<Seen>, Vec<u32>) = seen.into_iter().unzip();
+            Visible::laid_out(seen).after(&old, files)
         };
         // Nothing the view shows changed (a file written with what it held):
         // the kept list's passages and their codes' lists stay.
         let blobs_put = self.mirror().blobs_put;
         let seen = if blobs_put == blobs_before && seen.seen == old.seen { old } else { Arc::new(seen) };
         if done.pending == 0 {
-            let mut walks = self.walks.lock().unwrap_or_else(|e| e.into_inner());
+            let mut walks = lock(&self.walks);
             walks.retain(|w| w.key != key);
             let (version, store_changes) = (self.mirror().version, store.total_changes());
             let key = key.to_owned();
@@ -1479,7 +1678,7 @@ impl Index {
                         Work::Same { shown, size, blob, rowid } => {
                             counts.add(&counts.same, size);
                             if collect {
-                                unchanged.lock().unwrap_or_else(|e| e.into_inner()).push(Seen { shown, blob, rowid });
+                                lock(&unchanged).push(Seen { shown, blob, rowid });
                             }
                         }
                         Work::Skip { size, why } => {
@@ -1495,7 +1694,7 @@ impl Index {
                             counts.pending.fetch_add(1, Ordering::Relaxed);
                             counts.pending_bytes.fetch_add(size.max(0) as u64, Ordering::Relaxed);
                             if let (Some(stale), true) = (stale, collect) {
-                                unchanged.lock().unwrap_or_else(|e| e.into_inner()).push(stale);
+                                lock(&unchanged).push(stale);
                             }
                         }
                         work => {
@@ -1577,7 +1776,7 @@ impl Index {
                     counts.fill(&mut state);
                     progress(&state);
                 }
-                seen.append(&mut unchanged.lock().unwrap_or_else(|e| e.into_inner()));
+                seen.append(&mut lock(&unchanged));
                 // Visible files under the root that this walk did not find are gone.
                 let gone: Vec<(String, Sha)> = {
                     let mirror = self.mirror();
@@ -1643,7 +1842,7 @@ impl Index {
         let store = self.store();
         self.refresh(&store, access, root, false, None, &Met::default(), None, &|p| {
             progress(p);
-            *last.lock().unwrap_or_else(|e| e.into_inner()) = p.clone();
+            *lock(&last) = p.clone();
         })?;
         Ok(last.into_inner().unwrap_or_else(|e| e.into_inner()))
     }
@@ -1692,7 +1891,10 @@ impl Index {
         }
         let mirror = self.mirror();
         let seen = &visible.seen;
-        let units = visible.units.get_or_init(|| Units::build(&mirror, seen));
+        let units = visible.units.get_or_init(|| {
+            let before = lock(&visible.units_from).take();
+            Units::laid_out(&mirror, seen, before.as_ref())
+        });
         lap("units");
         let vector = |ids: &[i64]| self.stored_vectors(&store, ids);
         let meaning = if want_meaning && units.len() > 0 {
@@ -1705,8 +1907,8 @@ impl Index {
                     query: q,
                     dims,
                     codes: visible.codes.get_or_init(|| {
-                        let previous = visible.previous.lock().unwrap_or_else(|e| e.into_inner()).take();
-                        codes_of(&mirror, seen, units, self.lists_from, previous.as_deref())
+                        let before = lock(&visible.codes_from).take();
+                        codes_of(&mirror, seen, units, self.lists_from, before.as_ref())
                     }),
                     vector: &vector,
                 })
@@ -1928,7 +2130,7 @@ mod tests {
             .enumerate()
             .map(|(at, p)| Seen { shown: VPath::parse(p).unwrap(), blob: [at as u8; 32], rowid: at as i64 })
             .collect();
-        let ranks = path_ranks(&seen);
+        let (_, ranks) = path_ranks(&seen);
         for a in 0..seen.len() {
             for b in 0..seen.len() {
                 assert_eq!(
@@ -2166,7 +2368,7 @@ mod tests {
         let hits = index.search(&access, &root, "retry upload", 10).unwrap();
         assert_eq!(index.walk_counts(), (1, 1));
         let after = kept(&index);
-        assert!(!Arc::ptr_eq(&before, &after) && after.previous.lock().unwrap().is_none());
+        assert!(!Arc::ptr_eq(&before, &after) && after.codes_from.lock().unwrap().is_none());
         assert_eq!(before.codes.get().unwrap().trained_here(), Some(true));
         assert_eq!(after.codes.get().unwrap().trained_here(), Some(false), "the lists were trained again");
         let new = lists_by_chunk(&after);
@@ -2179,6 +2381,83 @@ mod tests {
 
     /// The word and meaning rankings computed on two threads give the search
     /// one thread gives, for each query and ranking.
+    /// After outside edits (a file changed, one gone, new ones, one with a
+    /// blob another path shows, more than are put in place one by one), the
+    /// passages and codes carried over from the list before are those laid
+    /// out and gathered afresh, also when a search in between made the
+    /// passages but not the codes.
+    #[test]
+    fn passages_and_codes_carried_over_edits_are_those_made_afresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        let texts = [
+            "fn push_blob() { transfer(); send(); }\n// when it fails, backoff and go again\n",
+            "fn colour() { paint(); }\n",
+            "fn store_file() { disk(); }\n// and upload it\n",
+        ];
+        let text = |i: usize| texts[i % 3].repeat(1 + i % 4 * 6);
+        for i in 0..60 {
+            fs.add_file(&format!("/w/d{}/f{i}.rs", i % 5), text(i));
+        }
+        fs.set_changes(Some(1));
+        let access = access(fs.clone(), &[("/w", Level::Ro)]);
+        let root = access.target("/w", Need::Look).unwrap();
+        let mut index = index_with(dir.path(), true);
+        index.set_lists_from(0);
+        let fused = |index: &Index| index.search(&access, &root, "retry upload", 10).unwrap();
+        let first = fused(&index);
+        assert!(!first.is_empty());
+        // Brings the list up to date, and checks what it carries over (and then keeps it).
+        let check = |index: &Index, codes_too: bool| {
+            let store = index.store();
+            let (visible, _) = index.visible(&store, &access, &root, &|_| {}).unwrap();
+            assert_eq!(index.walk_counts().0, 1, "the list was walked again");
+            index.load_vectors(&store).unwrap();
+            let mirror = index.mirror();
+            let seen = &visible.seen;
+            let units_from = lock(&visible.units_from).take().expect("the list before, with its passages");
+            assert_eq!(units_from.visible.units.get().unwrap().remade, mirror.blobs_remade);
+            assert!(units_from.files.contains(&NEW_FILE) && units_from.files.iter().any(|f| *f != NEW_FILE));
+            let carried = Units::laid_out(&mirror, seen, Some(&units_from));
+            assert_eq!(carried, Units::build(&mirror, seen));
+            let codes_from = lock(&visible.codes_from).take().expect("the list before, with its codes");
+            let codes = carried_codes(&mirror, seen, &carried, 0, &codes_from).expect("the codes were carried over");
+            assert_eq!(codes, gathered_codes(&mirror, seen, &carried, 0, Some(&codes_from)));
+            assert_eq!(codes.trained_here(), Some(false));
+            assert!(visible.units.set(carried).is_ok());
+            if codes_too {
+                assert!(visible.codes.set(codes).is_ok());
+            }
+        };
+        fs.add_file("/w/d2/f7.rs", "fn c() { upload(); retry(); }\n".repeat(9));
+        fs.note_changed("/w/d2/f7.rs");
+        fs.remove("/w/d3/f3.rs");
+        fs.note_changed("/w/d3/f3.rs");
+        fs.add_file("/w/d0/again.rs", text(1));
+        fs.note_changed("/w/d0/again.rs");
+        fs.add_file("/w/a.rs", "fn first_of_all() { upload(); }\n");
+        fs.note_changed("/w/a.rs");
+        check(&index, true);
+        // A search of the words alone lays the passages out but makes no codes.
+        let words = Rankings { words: true, ..Rankings::NONE };
+        fs.add_file("/w/d1/f11.rs", text(5));
+        fs.note_changed("/w/d1/f11.rs");
+        index.search_report(&access, &root, "retry upload", 10, words, &|_| {}).unwrap();
+        fs.remove("/w/d0/f0.rs");
+        fs.note_changed("/w/d0/f0.rs");
+        for i in 0..PLACED_ONE_BY_ONE_UP_TO + 6 {
+            let path = format!("/w/new/n{i}.rs");
+            fs.add_file(&path, text(i * 7 + 1) + &format!("// note {i}\n"));
+            fs.note_changed(&path);
+        }
+        check(&index, true);
+        assert_eq!(index.walk_counts(), (1, 3));
+        let dir = tempfile::tempdir().unwrap();
+        let mut fresh = index_with(dir.path(), true);
+        fresh.set_lists_from(0);
+        assert_eq!(fused(&index), fused(&fresh));
+    }
+
     #[test]
     fn rankings_side_by_side_are_those_of_one_thread() {
         use super::super::rankings::SideBySide;
