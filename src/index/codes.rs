@@ -187,9 +187,10 @@ impl Codes {
     /// before, without a pass over the mirror's codes (~0.1 s at a million
     /// passages). The units' new places are found by run, not looked up
     /// one by one in a map: a list's units are spread over all the units,
-    /// and a map of a million cost a cache miss each (~80 ms). `None` when
-    /// these codes are not in lists, or fewer than `lists_from` units would
-    /// have a vector.
+    /// and a map of a million cost a cache miss each (~80 ms). Codes not in
+    /// lists are carried in unit order, run by run. `None` when the newer
+    /// units' codes would be in lists and these are not, or the other way
+    /// round (then they are made afresh).
     pub(super) fn carried(
         &self,
         runs: &[(u32, u32, u32)],
@@ -198,7 +199,9 @@ impl Codes {
         added_bits: &[u64],
         lists_from: usize,
     ) -> Option<Codes> {
-        let lists = self.lists.as_ref()?;
+        let Some(lists) = self.lists.as_ref() else {
+            return self.carried_in_unit_order(runs, units, added, added_bits, lists_from);
+        };
         let started = std::time::Instant::now();
         let words = self.words;
         let mut nearest = Vec::with_capacity(added.len());
@@ -246,6 +249,34 @@ impl Codes {
             units,
             lists: Some(Lists { centres: lists.centres.clone(), starts, trained: false }),
         })
+    }
+
+    /// `carried` for codes not in lists.
+    fn carried_in_unit_order(
+        &self,
+        runs: &[(u32, u32, u32)],
+        units: usize,
+        added: &[u32],
+        added_bits: &[u64],
+        lists_from: usize,
+    ) -> Option<Codes> {
+        let words = self.words;
+        let mut bits = vec![0u64; units * words];
+        let mut has = vec![false; units];
+        for &(first, end, at) in runs {
+            let (from, to) = (first as usize..end as usize, at as usize..at as usize + (end - first) as usize);
+            bits[to.start * words..to.end * words].copy_from_slice(&self.bits[from.start * words..from.end * words]);
+            has[to].copy_from_slice(&self.has[from]);
+        }
+        for (unit, code) in added.iter().zip(added_bits.chunks_exact(words)) {
+            bits[*unit as usize * words..(*unit as usize + 1) * words].copy_from_slice(code);
+            has[*unit as usize] = true;
+        }
+        let with_vector = has.iter().filter(|h| **h).count();
+        if with_vector > 0 && with_vector >= lists_from {
+            return None;
+        }
+        Some(Codes { dims: self.dims, words, bits, has, units_of: Vec::new(), units, lists: None })
     }
 
     /// Each unit's list (`NO_LIST` for a unit in none), when the codes are in lists.

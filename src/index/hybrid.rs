@@ -885,10 +885,11 @@ fn gathered_codes(mirror: &Mirror, seen: &[Seen], units: &Units, lists_from: usi
 }
 
 /// The codes of `units` carried over from those of `before` (`Codes::carried`):
-/// a file it had keeps its units' codes and lists, and only a new file's
-/// codes are read from the mirror. `None` when its codes are not made or
-/// not in lists, or the mirror's passages were made anew since its units
-/// were laid out (then a kept file's passages might not be those it had).
+/// a file it had keeps its units' codes (and lists), and only a new file's
+/// codes are read from the mirror. `None` when its codes are not made, or
+/// would be in lists where these are not (or the other way round), or the
+/// mirror's passages were made anew since its units were laid out (then a
+/// kept file's passages might not be those it had).
 fn carried_codes(mirror: &Mirror, seen: &[Seen], units: &Units, lists_from: usize, before: &Before) -> Option<Codes> {
     let (old_units, old_codes) = (before.visible.units.get()?, before.visible.codes.get()?);
     let words = mirror.code_words();
@@ -2385,9 +2386,14 @@ mod tests {
     /// blob another path shows, more than are put in place one by one), the
     /// passages and codes carried over from the list before are those laid
     /// out and gathered afresh, also when a search in between made the
-    /// passages but not the codes.
+    /// passages but not the codes; with the codes in lists and not.
     #[test]
     fn passages_and_codes_carried_over_edits_are_those_made_afresh() {
+        carried_over_edits_as_made_afresh(0);
+        carried_over_edits_as_made_afresh(super::super::codes::LISTS_FROM);
+    }
+
+    fn carried_over_edits_as_made_afresh(lists_from: usize) {
         let dir = tempfile::tempdir().unwrap();
         let fs = Arc::new(MemFs::new(VPath::root()));
         let texts = [
@@ -2403,12 +2409,12 @@ mod tests {
         let access = access(fs.clone(), &[("/w", Level::Ro)]);
         let root = access.target("/w", Need::Look).unwrap();
         let mut index = index_with(dir.path(), true);
-        index.set_lists_from(0);
+        index.set_lists_from(lists_from);
         let fused = |index: &Index| index.search(&access, &root, "retry upload", 10).unwrap();
         let first = fused(&index);
         assert!(!first.is_empty());
         // Brings the list up to date, and checks what it carries over (and then keeps it).
-        let check = |index: &Index, codes_too: bool| {
+        let check = |index: &Index| {
             let store = index.store();
             let (visible, _) = index.visible(&store, &access, &root, &|_| {}).unwrap();
             assert_eq!(index.walk_counts().0, 1, "the list was walked again");
@@ -2421,13 +2427,11 @@ mod tests {
             let carried = Units::laid_out(&mirror, seen, Some(&units_from));
             assert_eq!(carried, Units::build(&mirror, seen));
             let codes_from = lock(&visible.codes_from).take().expect("the list before, with its codes");
-            let codes = carried_codes(&mirror, seen, &carried, 0, &codes_from).expect("the codes were carried over");
-            assert_eq!(codes, gathered_codes(&mirror, seen, &carried, 0, Some(&codes_from)));
-            assert_eq!(codes.trained_here(), Some(false));
-            assert!(visible.units.set(carried).is_ok());
-            if codes_too {
-                assert!(visible.codes.set(codes).is_ok());
-            }
+            let codes =
+                carried_codes(&mirror, seen, &carried, lists_from, &codes_from).expect("the codes were carried over");
+            assert_eq!(codes, gathered_codes(&mirror, seen, &carried, lists_from, Some(&codes_from)));
+            assert_eq!(codes.trained_here(), (lists_from == 0).then_some(false));
+            assert!(visible.units.set(carried).is_ok() && visible.codes.set(codes).is_ok());
         };
         fs.add_file("/w/d2/f7.rs", "fn c() { upload(); retry(); }\n".repeat(9));
         fs.note_changed("/w/d2/f7.rs");
@@ -2437,7 +2441,7 @@ mod tests {
         fs.note_changed("/w/d0/again.rs");
         fs.add_file("/w/a.rs", "fn first_of_all() { upload(); }\n");
         fs.note_changed("/w/a.rs");
-        check(&index, true);
+        check(&index);
         // A search of the words alone lays the passages out but makes no codes.
         let words = Rankings { words: true, ..Rankings::NONE };
         fs.add_file("/w/d1/f11.rs", text(5));
@@ -2450,11 +2454,11 @@ mod tests {
             fs.add_file(&path, text(i * 7 + 1) + &format!("// note {i}\n"));
             fs.note_changed(&path);
         }
-        check(&index, true);
+        check(&index);
         assert_eq!(index.walk_counts(), (1, 3));
         let dir = tempfile::tempdir().unwrap();
         let mut fresh = index_with(dir.path(), true);
-        fresh.set_lists_from(0);
+        fresh.set_lists_from(lists_from);
         assert_eq!(fused(&index), fused(&fresh));
     }
 
