@@ -114,6 +114,21 @@ struct Lists {
     trained: bool,
 }
 
+/// A newer list of units, as the codes of an older one see it (`Codes::carried`).
+#[derive(Clone, Copy)]
+pub(super) struct NewerUnits<'a> {
+    /// Where the older units are in it: `(first, end, at)` says units
+    /// `first..end` are its units `at..`; sorted and apart, and a unit in no
+    /// run is not in it.
+    pub(super) runs: &'a [(u32, u32, u32)],
+    /// How many units it has.
+    pub(super) units: usize,
+    /// Its new units with a vector, in unit order.
+    pub(super) added: &'a [u32],
+    /// Their codes, side by side.
+    pub(super) added_bits: &'a [u64],
+}
+
 /// Puts one list's slots (`units`, and their codes, `words` words each) in
 /// unit order, when they are not: a list brought up to date has its carried
 /// units in order and the added ones after them, which are mostly the last.
@@ -175,33 +190,23 @@ impl Codes {
     }
 
     /// These codes, in their lists, for the units of a list brought up to
-    /// date from the one they were made for: `runs` says where their units
-    /// went there (`(first, end, at)`: units `first..end` are units `at..`
-    /// there; sorted, apart; a unit in no run has no place there), `added`
-    /// are its new units with a vector, in unit order (`added_bits`: their
-    /// codes, side by side), and `units` how many units it has. A carried
-    /// code keeps its list and each added one goes to the list of its
-    /// nearest centre, which is where any code of these lists is (a trained
-    /// list's codes were put by nearest centre, and so was every code added
-    /// since); so the lists are those `Codes::new` makes from the walk
-    /// before, without a pass over the mirror's codes (~0.1 s at a million
-    /// passages). The units' new places are found by run, not looked up
-    /// one by one in a map: a list's units are spread over all the units,
-    /// and a map of a million cost a cache miss each (~80 ms). Codes not in
-    /// lists are carried in unit order, run by run. `None` when the newer
-    /// units' codes would be in lists and these are not, or the other way
-    /// round (then they are made afresh).
-    pub(super) fn carried(
-        &self,
-        runs: &[(u32, u32, u32)],
-        units: usize,
-        added: &[u32],
-        added_bits: &[u64],
-        lists_from: usize,
-    ) -> Option<Codes> {
+    /// date from the one they were made for (`newer`). A carried code keeps
+    /// its list and each added one goes to the list of its nearest centre,
+    /// which is where any code of these lists is (a trained list's codes
+    /// were put by nearest centre, and so was every code added since); so
+    /// the lists are those `Codes::new` makes from the walk before, without
+    /// a pass over the mirror's codes (~0.1 s at a million passages). The
+    /// units' new places are found by run, not looked up one by one in a
+    /// map: a list's units are spread over all the units, and a map of a
+    /// million cost a cache miss each (~80 ms). Codes not in lists are
+    /// carried in unit order, run by run. `None` when the newer units'
+    /// codes would be in lists and these are not, or the other way round
+    /// (then they are made afresh).
+    pub(super) fn carried(&self, newer: &NewerUnits<'_>, lists_from: usize) -> Option<Codes> {
         let Some(lists) = self.lists.as_ref() else {
-            return self.carried_in_unit_order(runs, units, added, added_bits, lists_from);
+            return self.carried_in_unit_order(newer, lists_from);
         };
+        let NewerUnits { runs, units, added, added_bits } = *newer;
         let started = std::time::Instant::now();
         let words = self.words;
         let mut nearest = Vec::with_capacity(added.len());
@@ -252,14 +257,8 @@ impl Codes {
     }
 
     /// `carried` for codes not in lists.
-    fn carried_in_unit_order(
-        &self,
-        runs: &[(u32, u32, u32)],
-        units: usize,
-        added: &[u32],
-        added_bits: &[u64],
-        lists_from: usize,
-    ) -> Option<Codes> {
+    fn carried_in_unit_order(&self, newer: &NewerUnits<'_>, lists_from: usize) -> Option<Codes> {
+        let NewerUnits { runs, units, added, added_bits } = *newer;
         let words = self.words;
         let mut bits = vec![0u64; units * words];
         let mut has = vec![false; units];

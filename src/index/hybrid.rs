@@ -923,7 +923,8 @@ fn carried_codes(mirror: &Mirror, seen: &[Seen], units: &Units, lists_from: usiz
         }
     }
     runs.sort_unstable();
-    old_codes.carried(&runs, units.len(), &added, &added_bits, lists_from)
+    let newer = super::codes::NewerUnits { runs: &runs, units: units.len(), added: &added, added_bits: &added_bits };
+    old_codes.carried(&newer, lists_from)
 }
 
 /// The longest a walk is reused.
