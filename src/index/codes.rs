@@ -256,6 +256,104 @@ impl Codes {
         })
     }
 
+    /// `carried`, made in these codes' own memory, for when nothing needs
+    /// them after: at a million passages, writing the moved codes into a new
+    /// allocation cost more in the kernel's fresh pages than the moves
+    /// themselves (bench/README.md). Every kept slot keeps its order, so
+    /// the slots that move towards the front are moved first, front to back,
+    /// then those that move towards the back, back to front; neither
+    /// overwrites a slot not yet moved. Then the added codes go in the gaps.
+    pub(super) fn carried_in_place(mut self, newer: &NewerUnits<'_>, lists_from: usize) -> Option<Codes> {
+        let Some(lists) = self.lists.take() else {
+            return self.carried_in_unit_order(newer, lists_from);
+        };
+        let started = std::time::Instant::now();
+        let NewerUnits { runs, units, added, added_bits } = *newer;
+        let words = self.words;
+        let lists_n = lists.starts.len() - 1;
+        let list_slots = |list: usize| lists.starts[list] as usize..lists.starts[list + 1] as usize;
+        // Each slot's unit renumbered, whether it stays (bit by bit), and how many stay in each list.
+        let mut stays = vec![0u64; self.units_of.len().div_ceil(64)];
+        let mut kept = vec![0u32; lists_n];
+        for (list, kept) in kept.iter_mut().enumerate() {
+            let mut run = 0;
+            for slot in list_slots(list) {
+                let unit = self.units_of[slot];
+                if runs.get(run).is_none_or(|r| unit < r.0 || unit >= r.1) {
+                    run = runs.partition_point(|r| r.1 <= unit);
+                }
+                if let Some(&(first, _, at)) = runs.get(run).filter(|r| r.0 <= unit) {
+                    self.units_of[slot] = at + (unit - first);
+                    stays[slot / 64] |= 1 << (slot % 64);
+                    *kept += 1;
+                }
+            }
+        }
+        let stays = |slot: usize| stays[slot / 64] & (1 << (slot % 64)) != 0;
+        let mut nearest = Vec::with_capacity(added.len());
+        nearest_of(added_bits, &vec![true; added.len()], &Centres::new(&lists.centres, words), &mut nearest);
+        let mut joining: Vec<(u32, u32, usize)> =
+            nearest.iter().zip(added).enumerate().map(|(at, (list, unit))| (*list, *unit, at)).collect();
+        joining.sort_unstable();
+        let mut starts = Vec::with_capacity(lists_n + 1);
+        let mut total = 0usize;
+        let mut joining_at = 0;
+        for (list, kept) in kept.iter().enumerate() {
+            starts.push(total as u32);
+            let joins = joining[joining_at..].iter().take_while(|(l, _, _)| *l as usize == list).count();
+            joining_at += joins;
+            total += *kept as usize + joins;
+        }
+        starts.push(total as u32);
+        if total == 0 || total < lists_from {
+            return None;
+        }
+        let (old_total, units_of, bits) = (self.units_of.len(), &mut self.units_of, &mut self.bits);
+        units_of.resize(old_total.max(total), 0);
+        bits.resize(old_total.max(total) * words, 0);
+        let mut move_slot = |from: usize, to: usize| {
+            units_of[to] = units_of[from];
+            bits.copy_within(from * words..(from + 1) * words, to * words);
+        };
+        for (list, start) in starts[..lists_n].iter().enumerate() {
+            for (to, from) in (*start as usize..).zip(list_slots(list).filter(|slot| stays(*slot))) {
+                if to < from {
+                    move_slot(from, to);
+                }
+            }
+        }
+        for list in (0..lists_n).rev() {
+            let mut to = (starts[list] + kept[list]) as usize;
+            for from in list_slots(list).rev().filter(|slot| stays(*slot)) {
+                to -= 1;
+                if to > from {
+                    move_slot(from, to);
+                }
+            }
+        }
+        let mut filled = kept;
+        for (list, unit, at) in joining {
+            let to = (starts[list as usize] + filled[list as usize]) as usize;
+            filled[list as usize] += 1;
+            self.units_of[to] = unit;
+            self.bits[to * words..(to + 1) * words].copy_from_slice(&added_bits[at * words..(at + 1) * words]);
+        }
+        self.units_of.truncate(total);
+        self.bits.truncate(total * words);
+        for slots in starts.windows(2) {
+            let slots = slots[0] as usize..slots[1] as usize;
+            in_unit_order(
+                &mut self.units_of[slots.clone()],
+                &mut self.bits[slots.start * words..slots.end * words],
+                words,
+            );
+        }
+        tracing::debug!(added = added.len(), runs = runs.len(), took = ?started.elapsed(), "sign bits carried over in place");
+        self.has.clear();
+        self.has.resize(total, true);
+        Some(Codes { units, lists: Some(Lists { centres: lists.centres, starts, trained: false }), ..self })
+    }
+
     /// `carried` for codes not in lists.
     fn carried_in_unit_order(&self, newer: &NewerUnits<'_>, lists_from: usize) -> Option<Codes> {
         let NewerUnits { runs, units, added, added_bits } = *newer;
@@ -981,6 +1079,46 @@ mod tests {
         assert_eq!(picks(&again), picks(&first));
         let placed = Codes::new(384, bits, has.clone(), 0, Some((&first, vec![UNKNOWN_LIST; has.len()])));
         assert_eq!(placed.lists_of_units(), Some(known));
+    }
+
+    /// Codes carried over in their own memory are those carried into new
+    /// memory, whether the newer list has more units or fewer, with units
+    /// gone from anywhere and new ones put anywhere.
+    #[test]
+    fn codes_carried_in_place_are_those_carried_into_new_memory() {
+        let (bits, has, _) = clustered(20_000, 30, 8, 11);
+        let (more_bits, _, _) = clustered(3_000, 30, 8, 12);
+        for (seed, gone_share, added_share) in [(1u64, 3, 1), (2, 1, 3), (3, 0, 1), (4, 1, 0), (5, 2, 2)] {
+            let mut random = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let mut next = |below: u64| {
+                random ^= random << 13;
+                random ^= random >> 7;
+                random ^= random << 17;
+                random % below
+            };
+            // Blocks of the old units, each kept or gone, with new units put between them.
+            let (mut runs, mut added, mut added_bits, mut unit, mut old) =
+                (Vec::new(), Vec::new(), Vec::new(), 0u32, 0u32);
+            while (old as usize) < has.len() {
+                let block = (1 + next(300) as u32).min(has.len() as u32 - old);
+                if next(4) >= gone_share {
+                    runs.push((old, old + block, unit));
+                    unit += block;
+                }
+                old += block;
+                for _ in 0..(if next(4) < added_share { next(40) } else { 0 }) {
+                    let code = next(3_000) as usize;
+                    added.push(unit);
+                    added_bits.extend_from_slice(&more_bits[code * 6..code * 6 + 6]);
+                    unit += 1;
+                }
+            }
+            let newer = NewerUnits { runs: &runs, units: unit as usize, added: &added, added_bits: &added_bits };
+            let made = || Codes::new(384, bits.clone(), has.clone(), 0, None);
+            let copied = made().carried(&newer, 0).expect("carried");
+            assert_eq!(made().carried_in_place(&newer, 0).expect("carried in place"), copied, "seed {seed}");
+            assert_eq!(copied.units, unit as usize);
+        }
     }
 
     /// The lists depend on the codes, not on the units' order: units put in

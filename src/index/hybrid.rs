@@ -840,10 +840,11 @@ impl Units {
 /// list its chunk was in there: an outside edit at a million passages then
 /// neither trains and fills the lists again (~0.4 s) nor gathers every code
 /// from the mirror (~0.1 s).
-fn codes_of(mirror: &Mirror, seen: &[Seen], units: &Units, lists_from: usize, before: Option<&Before>) -> Codes {
-    match before.and_then(|before| carried_codes(mirror, seen, units, lists_from, before)) {
-        Some(codes) => codes,
-        None => gathered_codes(mirror, seen, units, lists_from, before),
+fn codes_of(mirror: &Mirror, seen: &[Seen], units: &Units, lists_from: usize, before: Option<Before>) -> Codes {
+    let Some(before) = before else { return gathered_codes(mirror, seen, units, lists_from, None) };
+    match carried_codes(mirror, seen, units, lists_from, before) {
+        Ok(codes) => codes,
+        Err(before) => gathered_codes(mirror, seen, units, lists_from, before.as_ref()),
     }
 }
 
@@ -889,16 +890,28 @@ fn gathered_codes(mirror: &Mirror, seen: &[Seen], units: &Units, lists_from: usi
 /// codes are read from the mirror. `None` when its codes are not made, or
 /// would be in lists where these are not (or the other way round), or the
 /// mirror's passages were made anew since its units were laid out (then a
-/// kept file's passages might not be those it had).
-fn carried_codes(mirror: &Mirror, seen: &[Seen], units: &Units, lists_from: usize, before: &Before) -> Option<Codes> {
-    let (old_units, old_codes) = (before.visible.units.get()?, before.visible.codes.get()?);
+/// kept file's passages might not be those it had); then `before` is handed
+/// back, unless its codes were already taken apart (`Codes::carried_in_place`:
+/// those codes are only wanted when the carried ones would have been in
+/// lists, and that failed only because too few were left for lists, so
+/// they would not be in lists gathered either).
+fn carried_codes(
+    mirror: &Mirror,
+    seen: &[Seen],
+    units: &Units,
+    lists_from: usize,
+    before: Before,
+) -> Result<Codes, Option<Before>> {
+    let (Some(old_units), Some(old_codes)) = (before.visible.units.get(), before.visible.codes.get()) else {
+        return Err(Some(before));
+    };
     let words = mirror.code_words();
     if old_units.remade != mirror.blobs_remade
         || units.remade != mirror.blobs_remade
         || before.files.len() != seen.len()
         || old_codes.words != words
     {
-        return None;
+        return Err(Some(before));
     }
     // Where the units of the files it had are here, by runs of units side by side in both.
     let mut runs: Vec<(u32, u32, u32)> = Vec::new();
@@ -924,7 +937,20 @@ fn carried_codes(mirror: &Mirror, seen: &[Seen], units: &Units, lists_from: usiz
     }
     runs.sort_unstable();
     let newer = super::codes::NewerUnits { runs: &runs, units: units.len(), added: &added, added_bits: &added_bits };
-    old_codes.carried(&newer, lists_from)
+    // The list before is let go of here, unless another holds it too.
+    match Arc::try_unwrap(before.visible) {
+        Ok(visible) => match visible.codes.into_inner() {
+            Some(old_codes) => old_codes.carried_in_place(&newer, lists_from).ok_or(None),
+            None => Err(None),
+        },
+        Err(shared) => {
+            let before = Before { visible: shared, files: before.files };
+            match before.visible.codes.get().and_then(|old_codes| old_codes.carried(&newer, lists_from)) {
+                Some(codes) => Ok(codes),
+                None => Err(Some(before)),
+            }
+        }
+    }
 }
 
 /// The longest a walk is reused.
@@ -1910,7 +1936,7 @@ impl Index {
                     dims,
                     codes: visible.codes.get_or_init(|| {
                         let before = lock(&visible.codes_from).take();
-                        codes_of(&mirror, seen, units, self.lists_from, before.as_ref())
+                        codes_of(&mirror, seen, units, self.lists_from, before)
                     }),
                     vector: &vector,
                 })
@@ -2428,9 +2454,19 @@ mod tests {
             let carried = Units::laid_out(&mirror, seen, Some(&units_from));
             assert_eq!(carried, Units::build(&mirror, seen));
             let codes_from = lock(&visible.codes_from).take().expect("the list before, with its codes");
-            let codes =
-                carried_codes(&mirror, seen, &carried, lists_from, &codes_from).expect("the codes were carried over");
-            assert_eq!(codes, gathered_codes(&mirror, seen, &carried, lists_from, Some(&codes_from)));
+            let gathered = gathered_codes(&mirror, seen, &carried, lists_from, Some(&codes_from));
+            // While another holds the list before, its codes are copied; else taken apart.
+            let shared = Before { visible: codes_from.visible.clone(), files: codes_from.files.clone() };
+            let Ok(copied) = carried_codes(&mirror, seen, &carried, lists_from, shared) else {
+                panic!("the codes were not carried over")
+            };
+            assert_eq!(copied, gathered);
+            drop(units_from);
+            assert_eq!(Arc::strong_count(&codes_from.visible), 1, "the list before is held elsewhere");
+            let Ok(codes) = carried_codes(&mirror, seen, &carried, lists_from, codes_from) else {
+                panic!("the codes were not carried over in place")
+            };
+            assert_eq!(codes, gathered);
             assert_eq!(codes.trained_here(), (lists_from == 0).then_some(false));
             assert!(visible.units.set(carried).is_ok() && visible.codes.set(codes).is_ok());
         };
