@@ -650,6 +650,24 @@ fn path_ranks_after(seen: &[Seen], files: &[u32], old_by_path: &[u32], old_rank:
     (by_path, rank)
 }
 
+/// Moves runs of `values` (`(from, to, len)`, in order and apart both ways)
+/// to their places in the same memory, which then holds `len_after` values
+/// (those in no run's place are left as they were, or zero-like where it
+/// grew): the runs that move towards the front first, front to back, then
+/// the others back to front, so that none overwrites a run not yet moved.
+fn move_runs<T: Copy + Default>(values: &mut Vec<T>, runs: &[(usize, usize, usize)], len_after: usize) {
+    if len_after > values.len() {
+        values.resize(len_after, T::default());
+    }
+    for &(from, to, len) in runs.iter().filter(|run| run.1 <= run.0) {
+        values.copy_within(from..from + len, to);
+    }
+    for &(from, to, len) in runs.iter().rev().filter(|run| run.1 > run.0) {
+        values.copy_within(from..from + len, to);
+    }
+    values.truncate(len_after);
+}
+
 /// In `Units::first` and `Units::next`: no unit.
 const NO_UNIT: u32 = u32::MAX;
 /// In `Units::first` and `Units::next`: another unit of the same chunk follows in `next`.
@@ -741,10 +759,15 @@ impl Units {
     }
 
     /// Fills what is computed from the laid-out units: the mean lengths and
-    /// the chunk id's units and files.
+    /// the chunk id's units and files (in the memory those already have,
+    /// when the units were carried over in place).
     fn index_chunks(&mut self, files: usize) {
         let u = self;
         let n = u.id.len();
+        (u.avg, u.files_n, u.file_avg, u.lo) = (1.0, 0.0, 1.0, 0);
+        u.first.clear();
+        u.next.clear();
+        u.chunk_file.clear();
         if n > 0 {
             // Summed as integers: the same whatever order the walk found the files in.
             u.avg = (u.words.iter().map(|w| u64::from(*w)).sum::<u64>() as f64 / n as f64).max(1.0);
@@ -754,22 +777,90 @@ impl Units {
             u.lo = u.id.iter().copied().min().unwrap_or(0);
             let hi = u.id.iter().copied().max().unwrap_or(0);
             assert!(n.max(files) < MORE_UNITS as usize, "more passages than a search can lay out");
-            u.first = vec![NO_UNIT; (hi - u.lo + 1) as usize];
-            u.next = vec![NO_UNIT; n];
+            u.first.resize((hi - u.lo + 1) as usize, NO_UNIT);
+            u.next.resize(n, NO_UNIT);
             for i in (0..n).rev() {
                 let slot = &mut u.first[(u.id[i] - u.lo) as usize];
                 u.next[i] = *slot;
                 *slot = i as u32 | if *slot == NO_UNIT { 0 } else { MORE_UNITS };
             }
-            u.chunk_file = u
-                .first
-                .iter()
-                .map(|entry| match *entry {
-                    NO_UNIT => NO_UNIT,
-                    entry => u.file[(entry & !MORE_UNITS) as usize] | (entry & MORE_UNITS),
-                })
-                .collect();
+            u.chunk_file.extend(u.first.iter().map(|entry| match *entry {
+                NO_UNIT => NO_UNIT,
+                entry => u.file[(entry & !MORE_UNITS) as usize] | (entry & MORE_UNITS),
+            }));
         }
+    }
+
+    /// `laid_out` from a list this one was brought up to date from (`files`:
+    /// where each file of `seen` was there, or `NEW_FILE`), in these units'
+    /// own memory, for when nothing needs them after (as `Codes::carried_in_place`,
+    /// and for the same reason: fresh pages cost more than the moves). The
+    /// runs of files side by side in both are moved, those moving towards
+    /// the front first, front to back, then the others back to front, and
+    /// the new files' passages go in the gaps.
+    fn carried_in_place(mut self, mirror: &Mirror, seen: &[Seen], files: &[u32]) -> Units {
+        let (old_starts, old_file_len) = (std::mem::take(&mut self.starts), std::mem::take(&mut self.file_len));
+        let (by_path, path_rank) = path_ranks_after(seen, files, &self.by_path, &self.path_rank);
+        // Each file's first unit here and its length, and the runs of units moved: `(from, to, len)`.
+        let mut starts = Vec::with_capacity(seen.len() + 1);
+        let mut file_len = Vec::with_capacity(seen.len());
+        let mut runs: Vec<(usize, usize, usize)> = Vec::new();
+        let mut shifts: Vec<(usize, usize, i64)> = Vec::new();
+        let mut total = 0usize;
+        for (f, at) in files.iter().enumerate() {
+            starts.push(total as u32);
+            if *at == NEW_FILE {
+                let blob = mirror.blobs.get(&seen[f].blob);
+                total += blob.map_or(0, |b| b.chunks.len());
+                file_len.push(blob.map_or(0, |b| b.chunks.iter().map(|c| u64::from(c.words)).sum::<u64>()) as f64);
+                continue;
+            }
+            let at = *at as usize;
+            let (from, len) = (old_starts[at] as usize, (old_starts[at + 1] - old_starts[at]) as usize);
+            let shift = f as i64 - at as i64;
+            match (runs.last_mut(), shifts.last_mut()) {
+                (Some(run), Some(moved)) if run.0 + run.2 == from && run.1 + run.2 == total && moved.2 == shift => {
+                    run.2 += len;
+                    moved.1 = total + len;
+                }
+                _ => {
+                    runs.push((from, total, len));
+                    shifts.push((total, total + len, shift));
+                }
+            }
+            file_len.push(old_file_len[at]);
+            total += len;
+        }
+        starts.push(total as u32);
+        move_runs(&mut self.file, &runs, total);
+        move_runs(&mut self.index, &runs, total);
+        move_runs(&mut self.id, &runs, total);
+        move_runs(&mut self.first_line, &runs, total);
+        move_runs(&mut self.last_line, &runs, total);
+        move_runs(&mut self.words, &runs, total);
+        for (from, to, shift) in shifts {
+            for file in &mut self.file[from..to] {
+                *file = (i64::from(*file) + shift) as u32;
+            }
+        }
+        for (f, _) in files.iter().enumerate().filter(|(_, at)| **at == NEW_FILE) {
+            let Some(blob) = mirror.blobs.get(&seen[f].blob) else { continue };
+            for (index, (unit, chunk)) in (starts[f] as usize..).zip(&blob.chunks).enumerate() {
+                self.file[unit] = f as u32;
+                self.index[unit] = index as u32;
+                self.id[unit] = chunk.id;
+                self.first_line[unit] = chunk.first_line;
+                self.last_line[unit] = chunk.last_line;
+                self.words[unit] = chunk.words;
+            }
+        }
+        self.rows.clear();
+        self.rows.extend(seen.iter().zip(0u32..).map(|(s, f)| (s.rowid, f)));
+        self.rows.sort_unstable();
+        (self.starts, self.file_len, self.by_path, self.path_rank) = (starts, file_len, by_path, path_rank);
+        self.remade = mirror.blobs_remade;
+        self.index_chunks(seen.len());
+        self
     }
 
     pub(super) fn len(&self) -> usize {
@@ -913,13 +1004,43 @@ fn carried_codes(
     {
         return Err(Some(before));
     }
-    // Where the units of the files it had are here, by runs of units side by side in both.
+    let (runs, added, added_bits) = runs_from(mirror, seen, units, &old_units.starts, &before.files);
+    let newer = super::codes::NewerUnits { runs: &runs, units: units.len(), added: &added, added_bits: &added_bits };
+    // The list before is let go of here, unless another holds it too.
+    match Arc::try_unwrap(before.visible) {
+        Ok(visible) => match visible.codes.into_inner() {
+            Some(old_codes) => old_codes.carried_in_place(&newer, lists_from).ok_or(None),
+            None => Err(None),
+        },
+        Err(shared) => {
+            let before = Before { visible: shared, files: before.files };
+            match before.visible.codes.get().and_then(|old_codes| old_codes.carried(&newer, lists_from)) {
+                Some(codes) => Ok(codes),
+                None => Err(Some(before)),
+            }
+        }
+    }
+}
+
+/// Where the units of the files a list before had (`old_starts`: its files'
+/// first units; `files`: each file of `seen`'s place there, or `NEW_FILE`)
+/// are in `units`, as runs of units side by side in both (`NewerUnits::runs`),
+/// and the new files' units with a vector, with their codes side by side.
+#[allow(clippy::type_complexity)] // The three parts of a `NewerUnits`, owned.
+fn runs_from(
+    mirror: &Mirror,
+    seen: &[Seen],
+    units: &Units,
+    old_starts: &[u32],
+    files: &[u32],
+) -> (Vec<(u32, u32, u32)>, Vec<u32>, Vec<u64>) {
+    let words = mirror.code_words();
     let mut runs: Vec<(u32, u32, u32)> = Vec::new();
     let (mut added, mut added_bits) = (Vec::new(), Vec::new());
-    for (f, at) in before.files.iter().enumerate() {
+    for (f, at) in files.iter().enumerate() {
         let here = units.starts[f]..units.starts[f + 1];
         if *at != NEW_FILE {
-            let there = old_units.starts[*at as usize];
+            let there = old_starts[*at as usize];
             match runs.last_mut() {
                 Some(run) if run.1 == there && run.2 + (run.1 - run.0) == here.start => run.1 += here.len() as u32,
                 _ if here.is_empty() => {}
@@ -936,19 +1057,56 @@ fn carried_codes(
         }
     }
     runs.sort_unstable();
-    let newer = super::codes::NewerUnits { runs: &runs, units: units.len(), added: &added, added_bits: &added_bits };
-    // The list before is let go of here, unless another holds it too.
-    match Arc::try_unwrap(before.visible) {
-        Ok(visible) => match visible.codes.into_inner() {
-            Some(old_codes) => old_codes.carried_in_place(&newer, lists_from).ok_or(None),
-            None => Err(None),
-        },
-        Err(shared) => {
-            let before = Before { visible: shared, files: before.files };
-            match before.visible.codes.get().and_then(|old_codes| old_codes.carried(&newer, lists_from)) {
-                Some(codes) => Ok(codes),
-                None => Err(Some(before)),
+    (runs, added, added_bits)
+}
+
+/// The passages of `visible`, carried over from `before` (a list it was
+/// brought up to date from). When nothing else holds that list but the
+/// wait of `visible`'s codes for the same list, it is taken apart: its
+/// passages and codes are carried over in their own memory
+/// (`Units::carried_in_place`, `Codes::carried_in_place`), and `visible`'s
+/// codes are made here with them. Otherwise the passages are copied
+/// (`Units::laid_out`) and the codes wait as they did.
+fn units_carried(mirror: &Mirror, visible: &Visible, lists_from: usize, before: Before) -> Units {
+    let seen = &visible.seen;
+    let carriable = before.visible.units.get().is_some_and(|old| old.remade == mirror.blobs_remade)
+        && before.files.len() == seen.len();
+    let codes_wait = lock(&visible.codes_from).take();
+    let (codes_wait, codes_files) = match codes_wait {
+        Some(wait) if carriable && Arc::ptr_eq(&wait.visible, &before.visible) => (None, Some(wait.files)),
+        other => (other, None),
+    };
+    let Before { visible: old, files } = before;
+    match Arc::try_unwrap(old).map(|old| (old.units.into_inner(), old.codes.into_inner())) {
+        Ok((Some(old_units), old_codes)) if carriable => {
+            *lock(&visible.codes_from) = codes_wait;
+            let old_starts = old_units.starts.clone();
+            let units = old_units.carried_in_place(mirror, seen, &files);
+            if let (Some(codes_files), Some(old_codes)) = (codes_files, old_codes) {
+                let (runs, added, added_bits) = runs_from(mirror, seen, &units, &old_starts, &codes_files);
+                let newer = super::codes::NewerUnits {
+                    runs: &runs,
+                    units: units.len(),
+                    added: &added,
+                    added_bits: &added_bits,
+                };
+                let codes = old_codes
+                    .carried_in_place(&newer, lists_from)
+                    .unwrap_or_else(|| gathered_codes(mirror, seen, &units, lists_from, None));
+                let _ = visible.codes.set(codes);
             }
+            units
+        }
+        Ok(_) => {
+            *lock(&visible.codes_from) = codes_wait;
+            Units::laid_out(mirror, seen, None)
+        }
+        Err(shared) => {
+            let before = Before { visible: shared, files };
+            let codes_wait =
+                codes_wait.or_else(|| codes_files.map(|files| Before { visible: before.visible.clone(), files }));
+            *lock(&visible.codes_from) = codes_wait;
+            Units::laid_out(mirror, seen, Some(&before))
         }
     }
 }
@@ -1919,9 +2077,9 @@ impl Index {
         }
         let mirror = self.mirror();
         let seen = &visible.seen;
-        let units = visible.units.get_or_init(|| {
-            let before = lock(&visible.units_from).take();
-            Units::laid_out(&mirror, seen, before.as_ref())
+        let units = visible.units.get_or_init(|| match lock(&visible.units_from).take() {
+            Some(before) => units_carried(&mirror, &visible, self.lists_from, before),
+            None => Units::laid_out(&mirror, seen, None),
         });
         lap("units");
         let vector = |ids: &[i64]| self.stored_vectors(&store, ids);
@@ -2145,6 +2303,38 @@ mod tests {
             let mut got = Vec::new();
             join_rows(&files, &asked, |file, count| got.push((file, count)));
             assert_eq!(got, want, "{files_n} files over {rows_n} rows, {asked_n} asked");
+        }
+    }
+
+    /// Runs moved in place land where a copy puts them, whether the values
+    /// grow or shrink and runs move towards the front or the back.
+    #[test]
+    fn runs_moved_in_place_are_those_copied() {
+        for seed in 1..200u64 {
+            let mut random = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let mut next = |below: usize| {
+                random ^= random << 13;
+                random ^= random >> 7;
+                random ^= random << 17;
+                (random % below as u64) as usize
+            };
+            let old: Vec<u32> = (0..500).collect();
+            let (mut runs, mut from, mut to) = (Vec::new(), next(20), next(20));
+            while from < old.len() {
+                let len = (1 + next(30)).min(old.len() - from);
+                if next(3) > 0 {
+                    runs.push((from, to, len));
+                    to += len;
+                }
+                from += len + next(3) * next(10);
+                to += next(3) * next(12);
+            }
+            let mut moved = old.clone();
+            move_runs(&mut moved, &runs, to);
+            assert_eq!(moved.len(), to);
+            for (from, to, len) in runs {
+                assert_eq!(moved[to..to + len], old[from..from + len], "seed {seed}");
+            }
         }
     }
 
@@ -2449,26 +2639,40 @@ mod tests {
             let mirror = index.mirror();
             let seen = &visible.seen;
             let units_from = lock(&visible.units_from).take().expect("the list before, with its passages");
+            let codes_from = lock(&visible.codes_from).take().expect("the list before, with its codes");
             assert_eq!(units_from.visible.units.get().unwrap().remade, mirror.blobs_remade);
             assert!(units_from.files.contains(&NEW_FILE) && units_from.files.iter().any(|f| *f != NEW_FILE));
-            let carried = Units::laid_out(&mirror, seen, Some(&units_from));
-            assert_eq!(carried, Units::build(&mirror, seen));
-            let codes_from = lock(&visible.codes_from).take().expect("the list before, with its codes");
-            let gathered = gathered_codes(&mirror, seen, &carried, lists_from, Some(&codes_from));
-            // While another holds the list before, its codes are copied; else taken apart.
+            let fresh = Units::build(&mirror, seen);
+            assert_eq!(Units::laid_out(&mirror, seen, Some(&units_from)), fresh, "copied");
+            let gathered = gathered_codes(&mirror, seen, &fresh, lists_from, Some(&codes_from));
+            assert_eq!(gathered.trained_here(), (lists_from == 0).then_some(false));
+            // While another holds the list before, its codes are copied.
             let shared = Before { visible: codes_from.visible.clone(), files: codes_from.files.clone() };
-            let Ok(copied) = carried_codes(&mirror, seen, &carried, lists_from, shared) else {
+            let Ok(copied) = carried_codes(&mirror, seen, &fresh, lists_from, shared) else {
                 panic!("the codes were not carried over")
             };
             assert_eq!(copied, gathered);
-            drop(units_from);
-            assert_eq!(Arc::strong_count(&codes_from.visible), 1, "the list before is held elsewhere");
-            let Ok(codes) = carried_codes(&mirror, seen, &carried, lists_from, codes_from) else {
-                panic!("the codes were not carried over in place")
-            };
-            assert_eq!(codes, gathered);
-            assert_eq!(codes.trained_here(), (lists_from == 0).then_some(false));
-            assert!(visible.units.set(carried).is_ok() && visible.codes.set(codes).is_ok());
+            // Else it is taken apart: its passages, and its codes when they wait for the same list.
+            let same_list = Arc::ptr_eq(&units_from.visible, &codes_from.visible);
+            *lock(&visible.codes_from) = Some(codes_from);
+            let held = Before { visible: units_from.visible.clone(), files: units_from.files.clone() };
+            assert_eq!(units_carried(&mirror, &visible, lists_from, held), fresh, "copied while held elsewhere");
+            assert!(visible.codes.get().is_none() && lock(&visible.codes_from).is_some(), "the codes stopped waiting");
+            let units = units_carried(&mirror, &visible, lists_from, units_from);
+            assert_eq!(units, fresh, "carried in place");
+            if same_list {
+                assert_eq!(visible.codes.get(), Some(&gathered), "codes carried in place with the passages");
+            } else {
+                let codes_from = lock(&visible.codes_from).take().expect("the codes still wait");
+                assert_eq!(Arc::strong_count(&codes_from.visible), 1, "the list before is held elsewhere");
+                let Ok(codes) = carried_codes(&mirror, seen, &units, lists_from, codes_from) else {
+                    panic!("the codes were not carried over in place")
+                };
+                assert_eq!(codes, gathered);
+                assert!(visible.codes.set(codes).is_ok());
+            }
+            assert!(visible.units.set(units).is_ok());
+            same_list
         };
         fs.add_file("/w/d2/f7.rs", "fn c() { upload(); retry(); }\n".repeat(9));
         fs.note_changed("/w/d2/f7.rs");
@@ -2478,12 +2682,14 @@ mod tests {
         fs.note_changed("/w/d0/again.rs");
         fs.add_file("/w/a.rs", "fn first_of_all() { upload(); }\n");
         fs.note_changed("/w/a.rs");
-        check(&index);
-        // A search of the words alone lays the passages out but makes no codes.
+        assert!(check(&index), "the passages and the codes were not from one list");
+        // A search of the words alone carries the codes with the passages, when it takes the list before apart.
         let words = Rankings { words: true, ..Rankings::NONE };
         fs.add_file("/w/d1/f11.rs", text(5));
         fs.note_changed("/w/d1/f11.rs");
         index.search_report(&access, &root, "retry upload", 10, words, &|_| {}).unwrap();
+        let kept = || lock(&index.walks).first().expect("a kept walk").seen.clone();
+        assert!(kept().codes.get().is_some(), "the codes were not carried with the passages");
         fs.remove("/w/d0/f0.rs");
         fs.note_changed("/w/d0/f0.rs");
         for i in 0..PLACED_ONE_BY_ONE_UP_TO + 6 {
@@ -2491,8 +2697,13 @@ mod tests {
             fs.add_file(&path, text(i * 7 + 1) + &format!("// note {i}\n"));
             fs.note_changed(&path);
         }
-        check(&index);
-        assert_eq!(index.walk_counts(), (1, 3));
+        // A list brought up to date with nothing laid out: the next one carries through it.
+        index.visible(&index.store(), &access, &root, &|_| {}).unwrap();
+        assert!(kept().units.get().is_none());
+        fs.add_file("/w/d4/f9.rs", text(2) + "// once more\n");
+        fs.note_changed("/w/d4/f9.rs");
+        assert!(check(&index), "the passages and the codes were not from one list");
+        assert_eq!(index.walk_counts(), (1, 4));
         let dir = tempfile::tempdir().unwrap();
         let mut fresh = index_with(dir.path(), true);
         fresh.set_lists_from(lists_from);
