@@ -88,6 +88,7 @@ pub(super) const UNKNOWN_LIST: u32 = u32::MAX - 1;
 /// The sign bits of every unit's vector, side by side (`words` `u64`s a
 /// code) in the order they are scanned: unit order, or list by list when
 /// they are in lists (then only the units with a vector have a code).
+#[derive(Clone)]
 #[cfg_attr(test, derive(Debug, PartialEq))]
 pub(super) struct Codes {
     dims: usize,
@@ -104,6 +105,7 @@ pub(super) struct Codes {
 }
 
 /// The lists: each one's centre, and its slots.
+#[derive(Clone)]
 #[cfg_attr(test, derive(Debug, PartialEq))]
 struct Lists {
     /// `words` `u64`s a list.
@@ -114,7 +116,7 @@ struct Lists {
     trained: bool,
 }
 
-/// A newer list of units, as the codes of an older one see it (`Codes::carried`).
+/// A newer list of units, as the codes of an older one see it (`Codes::carried_in_place`).
 #[derive(Clone, Copy)]
 pub(super) struct NewerUnits<'a> {
     /// Where the older units are in it: `(first, end, at)` says units
@@ -190,79 +192,25 @@ impl Codes {
     }
 
     /// These codes, in their lists, for the units of a list brought up to
-    /// date from the one they were made for (`newer`). A carried code keeps
-    /// its list and each added one goes to the list of its nearest centre,
-    /// which is where any code of these lists is (a trained list's codes
-    /// were put by nearest centre, and so was every code added since); so
-    /// the lists are those `Codes::new` makes from the walk before, without
-    /// a pass over the mirror's codes (~0.1 s at a million passages). The
-    /// units' new places are found by run, not looked up one by one in a
+    /// date from the one they were made for (`newer`), made in these codes'
+    /// own memory (a caller that still needs them carries a clone). A carried
+    /// code keeps its list and each added one goes to the list of its nearest
+    /// centre, which is where any code of these lists is (a trained list's
+    /// codes were put by nearest centre, and so was every code added since);
+    /// so the lists are those `Codes::new` makes from the walk before,
+    /// without a pass over the mirror's codes (~0.1 s at a million passages).
+    /// The units' new places are found by run, not looked up one by one in a
     /// map: a list's units are spread over all the units, and a map of a
-    /// million cost a cache miss each (~80 ms). Codes not in lists are
-    /// carried in unit order, run by run. `None` when the newer units'
-    /// codes would be in lists and these are not, or the other way round
-    /// (then they are made afresh).
-    pub(super) fn carried(&self, newer: &NewerUnits<'_>, lists_from: usize) -> Option<Codes> {
-        let Some(lists) = self.lists.as_ref() else {
-            return self.carried_in_unit_order(newer, lists_from);
-        };
-        let NewerUnits { runs, units, added, added_bits } = *newer;
-        let started = std::time::Instant::now();
-        let words = self.words;
-        let mut nearest = Vec::with_capacity(added.len());
-        nearest_of(added_bits, &vec![true; added.len()], &Centres::new(&lists.centres, words), &mut nearest);
-        // The added units by list, in unit order within each.
-        let mut joining: Vec<(u32, u32, usize)> =
-            nearest.iter().zip(added).enumerate().map(|(at, (list, unit))| (*list, *unit, at)).collect();
-        joining.sort_unstable();
-        let mut joining = joining.into_iter().peekable();
-        let mut units_of: Vec<u32> = Vec::with_capacity(self.units_of.len() + added.len());
-        let mut bits: Vec<u64> = Vec::with_capacity(units_of.capacity() * words);
-        let mut starts = Vec::with_capacity(lists.starts.len());
-        for (list, slots) in lists.starts.windows(2).enumerate() {
-            let from = units_of.len();
-            starts.push(from as u32);
-            let mut run = 0;
-            for slot in slots[0] as usize..slots[1] as usize {
-                let unit = self.units_of[slot];
-                if runs.get(run).is_none_or(|r| unit < r.0 || unit >= r.1) {
-                    run = runs.partition_point(|r| r.1 <= unit);
-                }
-                if let Some(&(first, _, at)) = runs.get(run).filter(|r| r.0 <= unit) {
-                    units_of.push(at + (unit - first));
-                    bits.extend_from_slice(&self.bits[slot * words..(slot + 1) * words]);
-                }
-            }
-            while let Some((_, unit, at)) = joining.next_if(|(l, _, _)| *l as usize == list) {
-                units_of.push(unit);
-                bits.extend_from_slice(&added_bits[at * words..(at + 1) * words]);
-            }
-            in_unit_order(&mut units_of[from..], &mut bits[from * words..], words);
-        }
-        starts.push(units_of.len() as u32);
-        let with_vector = units_of.len();
-        tracing::debug!(added = added.len(), runs = runs.len(), took = ?started.elapsed(), "sign bits carried over");
-        if with_vector == 0 || with_vector < lists_from {
-            return None;
-        }
-        Some(Codes {
-            dims: self.dims,
-            words,
-            bits,
-            has: vec![true; with_vector],
-            units_of,
-            units,
-            lists: Some(Lists { centres: lists.centres.clone(), starts, trained: false }),
-        })
-    }
-
-    /// `carried`, made in these codes' own memory, for when nothing needs
-    /// them after: at a million passages, writing the moved codes into a new
-    /// allocation cost more in the kernel's fresh pages than the moves
-    /// themselves (bench/README.md). Every kept slot keeps its order, so
-    /// the slots that move towards the front are moved first, front to back,
-    /// then those that move towards the back, back to front; neither
-    /// overwrites a slot not yet moved. Then the added codes go in the gaps.
+    /// million cost a cache miss each (~80 ms). In their own memory because
+    /// at a million passages, writing the moved codes into a new allocation
+    /// cost more in the kernel's fresh pages than the moves themselves
+    /// (bench/README.md). Every kept slot keeps its order, so the slots that
+    /// move towards the front are moved first, front to back, then those that
+    /// move towards the back, back to front; neither overwrites a slot not
+    /// yet moved. Then the added codes go in the gaps. Codes not in lists are
+    /// carried in unit order, run by run. `None` when the newer units' codes
+    /// would be in lists and these are not, or the other way round (then
+    /// they are made afresh).
     pub(super) fn carried_in_place(mut self, newer: &NewerUnits<'_>, lists_from: usize) -> Option<Codes> {
         let Some(lists) = self.lists.take() else {
             return self.carried_in_unit_order(newer, lists_from);
@@ -348,13 +296,13 @@ impl Codes {
                 words,
             );
         }
-        tracing::debug!(added = added.len(), runs = runs.len(), took = ?started.elapsed(), "sign bits carried over in place");
+        tracing::debug!(added = added.len(), runs = runs.len(), took = ?started.elapsed(), "sign bits carried over");
         self.has.clear();
         self.has.resize(total, true);
         Some(Codes { units, lists: Some(Lists { centres: lists.centres, starts, trained: false }), ..self })
     }
 
-    /// `carried` for codes not in lists.
+    /// `carried_in_place` for codes not in lists.
     fn carried_in_unit_order(&self, newer: &NewerUnits<'_>, lists_from: usize) -> Option<Codes> {
         let NewerUnits { runs, units, added, added_bits } = *newer;
         let words = self.words;
@@ -1081,11 +1029,11 @@ mod tests {
         assert_eq!(placed.lists_of_units(), Some(known));
     }
 
-    /// Codes carried over in their own memory are those carried into new
-    /// memory, whether the newer list has more units or fewer, with units
-    /// gone from anywhere and new ones put anywhere.
+    /// Codes carried over in their own memory are those `Codes::new` puts in
+    /// the lists of the walk before, whether the newer list has more units
+    /// or fewer, with units gone from anywhere and new ones put anywhere.
     #[test]
-    fn codes_carried_in_place_are_those_carried_into_new_memory() {
+    fn codes_carried_in_place_are_those_put_in_the_lists_before() {
         let (bits, has, _) = clustered(20_000, 30, 8, 11);
         let (more_bits, _, _) = clustered(3_000, 30, 8, 12);
         for (seed, gone_share, added_share) in [(1u64, 3, 1), (2, 1, 3), (3, 0, 1), (4, 1, 0), (5, 2, 2)] {
@@ -1114,10 +1062,24 @@ mod tests {
                 }
             }
             let newer = NewerUnits { runs: &runs, units: unit as usize, added: &added, added_bits: &added_bits };
-            let made = || Codes::new(384, bits.clone(), has.clone(), 0, None);
-            let copied = made().carried(&newer, 0).expect("carried");
-            assert_eq!(made().carried_in_place(&newer, 0).expect("carried in place"), copied, "seed {seed}");
-            assert_eq!(copied.units, unit as usize);
+            let before = Codes::new(384, bits.clone(), has.clone(), 0, None);
+            // The newer units' codes side by side, each kept one with its list before.
+            let old_lists = before.lists_of_units().unwrap();
+            let (mut new_bits, mut new_has) = (vec![0u64; unit as usize * 6], vec![false; unit as usize]);
+            let mut known = vec![UNKNOWN_LIST; unit as usize];
+            for &(first, end, at) in &runs {
+                for (old, new) in (first as usize..end as usize).zip(at as usize..) {
+                    new_bits[new * 6..new * 6 + 6].copy_from_slice(&bits[old * 6..old * 6 + 6]);
+                    (new_has[new], known[new]) = (has[old], old_lists[old]);
+                }
+            }
+            for (unit, code) in added.iter().zip(added_bits.chunks_exact(6)) {
+                new_bits[*unit as usize * 6..*unit as usize * 6 + 6].copy_from_slice(code);
+                new_has[*unit as usize] = true;
+            }
+            let put = Codes::new(384, new_bits, new_has, 0, Some((&before, known)));
+            assert_eq!(before.carried_in_place(&newer, 0).expect("carried in place"), put, "seed {seed}");
+            assert_eq!(put.units, unit as usize);
         }
     }
 

@@ -445,7 +445,7 @@ struct Visible {
     codes: OnceLock<Codes>,
     /// The nearest list this one was brought up to date from (the same view)
     /// whose passages are laid out, kept until this one's are: those of its
-    /// files that are still here are copied from it (`Units::laid_out`).
+    /// files that are still here are carried over from it (`units_carried`).
     units_from: Mutex<Option<Before>>,
     /// The nearest one whose codes are made, kept until this one's are: they
     /// are carried over from it, in its lists (`codes_of`).
@@ -531,6 +531,7 @@ const PLACED_ONE_BY_ONE_UP_TO: usize = 64;
 /// list's order (`passage_order`; file `f` owns units `starts[f]..starts[f + 1]`),
 /// with what BM25 needs about them. No result depends on that order: every
 /// score is computed per unit, and ties go by shown path, line and place.
+#[derive(Clone)]
 #[cfg_attr(test, derive(Debug, PartialEq))]
 pub(super) struct Units {
     pub(super) file: Vec<u32>,
@@ -674,34 +675,16 @@ const NO_UNIT: u32 = u32::MAX;
 const MORE_UNITS: u32 = 1 << 31;
 
 impl Units {
-    /// The passages of the files of `seen`.
-    #[cfg(test)]
+    /// The passages of the files of `seen`, laid out from the mirror.
     fn build(mirror: &Mirror, seen: &[Seen]) -> Units {
-        Units::laid_out(mirror, seen, None)
-    }
-
-    /// The passages of the files of `seen`; with `before` (a list this one
-    /// was brought up to date from, whose passages are laid out, over a
-    /// mirror whose passages were not made anew since), those of the files
-    /// it had are copied from it, runs of files at a time, and only the new
-    /// files' are looked up: at a million passages, laying every one out
-    /// from the mirror took ~100 ms after each outside edit.
-    fn laid_out(mirror: &Mirror, seen: &[Seen], before: Option<&Before>) -> Units {
-        let before = before
-            .and_then(|b| Some((b.visible.units.get()?, b.files.as_slice())))
-            .filter(|(old, files)| old.remade == mirror.blobs_remade && files.len() == seen.len());
-        let capacity = before.map_or(0, |(old, _)| old.len());
-        let (by_path, path_rank) = match before {
-            Some((old, files)) => path_ranks_after(seen, files, &old.by_path, &old.path_rank),
-            None => path_ranks(seen),
-        };
+        let (by_path, path_rank) = path_ranks(seen);
         let mut u = Units {
-            file: Vec::with_capacity(capacity),
-            index: Vec::with_capacity(capacity),
-            id: Vec::with_capacity(capacity),
-            first_line: Vec::with_capacity(capacity),
-            last_line: Vec::with_capacity(capacity),
-            words: Vec::with_capacity(capacity),
+            file: Vec::new(),
+            index: Vec::new(),
+            id: Vec::new(),
+            first_line: Vec::new(),
+            last_line: Vec::new(),
+            words: Vec::new(),
             starts: Vec::with_capacity(seen.len() + 1),
             lo: 0,
             first: Vec::new(),
@@ -716,28 +699,10 @@ impl Units {
             by_path,
             remade: mirror.blobs_remade,
         };
-        let mut f = 0;
-        while f < seen.len() {
-            if let Some((old, files)) = before.filter(|(_, files)| files[f] != NEW_FILE) {
-                // A run of files that were side by side there.
-                let at = files[f] as usize;
-                let run = files[f..].iter().zip(at..).take_while(|(was, at)| **was as usize == *at).count();
-                let units = old.starts[at] as usize..old.starts[at + run] as usize;
-                let (shift, unit_shift) = (f as i64 - at as i64, u.id.len() as i64 - units.start as i64);
-                u.starts.extend(old.starts[at..at + run].iter().map(|start| (i64::from(*start) + unit_shift) as u32));
-                u.file_len.extend_from_slice(&old.file_len[at..at + run]);
-                u.file.extend(old.file[units.clone()].iter().map(|file| (i64::from(*file) + shift) as u32));
-                u.index.extend_from_slice(&old.index[units.clone()]);
-                u.id.extend_from_slice(&old.id[units.clone()]);
-                u.first_line.extend_from_slice(&old.first_line[units.clone()]);
-                u.last_line.extend_from_slice(&old.last_line[units.clone()]);
-                u.words.extend_from_slice(&old.words[units]);
-                f += run;
-                continue;
-            }
+        for (f, s) in seen.iter().enumerate() {
             u.starts.push(u.id.len() as u32);
             let mut len = 0u64;
-            if let Some(blob) = mirror.blobs.get(&seen[f].blob) {
+            if let Some(blob) = mirror.blobs.get(&s.blob) {
                 for (index, chunk) in blob.chunks.iter().enumerate() {
                     u.file.push(f as u32);
                     u.index.push(index as u32);
@@ -749,7 +714,6 @@ impl Units {
                 }
             }
             u.file_len.push(len as f64);
-            f += 1;
         }
         u.starts.push(u.id.len() as u32);
         u.rows.extend(seen.iter().zip(0u32..).map(|(s, f)| (s.rowid, f)));
@@ -791,13 +755,15 @@ impl Units {
         }
     }
 
-    /// `laid_out` from a list this one was brought up to date from (`files`:
-    /// where each file of `seen` was there, or `NEW_FILE`), in these units'
-    /// own memory, for when nothing needs them after (as `Codes::carried_in_place`,
-    /// and for the same reason: fresh pages cost more than the moves). The
-    /// runs of files side by side in both are moved, those moving towards
+    /// `build` for a list brought up to date from these units' (`files`:
+    /// where each file of `seen` was there, or `NEW_FILE`), made in these
+    /// units' own memory (a caller that still needs them carries a clone):
+    /// the runs of files side by side in both are moved, those moving towards
     /// the front first, front to back, then the others back to front, and
-    /// the new files' passages go in the gaps.
+    /// only the new files' passages are looked up, in the gaps. At a million
+    /// passages, laying every one out from the mirror took ~100 ms after each
+    /// outside edit, and copying them into new memory most of what is left
+    /// (fresh pages cost more than the moves, as for `Codes::carried_in_place`).
     fn carried_in_place(mut self, mirror: &Mirror, seen: &[Seen], files: &[u32]) -> Units {
         let (old_starts, old_file_len) = (std::mem::take(&mut self.starts), std::mem::take(&mut self.file_len));
         let (by_path, path_rank) = path_ranks_after(seen, files, &self.by_path, &self.path_rank);
@@ -976,7 +942,8 @@ fn gathered_codes(mirror: &Mirror, seen: &[Seen], units: &Units, lists_from: usi
     Codes::new(dims, bits, has, lists_from, like)
 }
 
-/// The codes of `units` carried over from those of `before` (`Codes::carried`):
+/// The codes of `units` carried over from those of `before` (`Codes::carried_in_place`,
+/// on a clone of them when another holds the list before too):
 /// a file it had keeps its units' codes (and lists), and only a new file's
 /// codes are read from the mirror. `None` when its codes are not made, or
 /// would be in lists where these are not (or the other way round), or the
@@ -1014,7 +981,12 @@ fn carried_codes(
         },
         Err(shared) => {
             let before = Before { visible: shared, files: before.files };
-            match before.visible.codes.get().and_then(|old_codes| old_codes.carried(&newer, lists_from)) {
+            match before
+                .visible
+                .codes
+                .get()
+                .and_then(|old_codes| old_codes.clone().carried_in_place(&newer, lists_from))
+            {
                 Some(codes) => Ok(codes),
                 None => Err(Some(before)),
             }
@@ -1065,8 +1037,8 @@ fn runs_from(
 /// wait of `visible`'s codes for the same list, it is taken apart: its
 /// passages and codes are carried over in their own memory
 /// (`Units::carried_in_place`, `Codes::carried_in_place`), and `visible`'s
-/// codes are made here with them. Otherwise the passages are copied
-/// (`Units::laid_out`) and the codes wait as they did.
+/// codes are made here with them. Otherwise its passages are cloned and
+/// the clone carried over, and the codes wait as they did.
 fn units_carried(mirror: &Mirror, visible: &Visible, lists_from: usize, before: Before) -> Units {
     let seen = &visible.seen;
     let carriable = before.visible.units.get().is_some_and(|old| old.remade == mirror.blobs_remade)
@@ -1099,14 +1071,16 @@ fn units_carried(mirror: &Mirror, visible: &Visible, lists_from: usize, before: 
         }
         Ok(_) => {
             *lock(&visible.codes_from) = codes_wait;
-            Units::laid_out(mirror, seen, None)
+            Units::build(mirror, seen)
         }
         Err(shared) => {
-            let before = Before { visible: shared, files };
-            let codes_wait =
-                codes_wait.or_else(|| codes_files.map(|files| Before { visible: before.visible.clone(), files }));
+            let units = match shared.units.get().filter(|_| carriable) {
+                Some(old_units) => old_units.clone().carried_in_place(mirror, seen, &files),
+                None => Units::build(mirror, seen),
+            };
+            let codes_wait = codes_wait.or_else(|| codes_files.map(|files| Before { visible: shared, files }));
             *lock(&visible.codes_from) = codes_wait;
-            Units::laid_out(mirror, seen, Some(&before))
+            units
         }
     }
 }
@@ -2079,7 +2053,7 @@ impl Index {
         let seen = &visible.seen;
         let units = visible.units.get_or_init(|| match lock(&visible.units_from).take() {
             Some(before) => units_carried(&mirror, &visible, self.lists_from, before),
-            None => Units::laid_out(&mirror, seen, None),
+            None => Units::build(&mirror, seen),
         });
         lap("units");
         let vector = |ids: &[i64]| self.stored_vectors(&store, ids);
@@ -2643,7 +2617,6 @@ mod tests {
             assert_eq!(units_from.visible.units.get().unwrap().remade, mirror.blobs_remade);
             assert!(units_from.files.contains(&NEW_FILE) && units_from.files.iter().any(|f| *f != NEW_FILE));
             let fresh = Units::build(&mirror, seen);
-            assert_eq!(Units::laid_out(&mirror, seen, Some(&units_from)), fresh, "copied");
             let gathered = gathered_codes(&mirror, seen, &fresh, lists_from, Some(&codes_from));
             assert_eq!(gathered.trained_here(), (lists_from == 0).then_some(false));
             // While another holds the list before, its codes are copied.
