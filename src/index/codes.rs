@@ -131,6 +131,24 @@ pub(super) struct NewerUnits<'a> {
     pub(super) added_bits: &'a [u64],
 }
 
+/// Moves runs of `values` (`(from, to, len)`, in order and apart both ways)
+/// to their places in the same memory, which then holds `len_after` values
+/// (those in no run's place are left as they were, or zero-like where it
+/// grew): the runs that move towards the front first, front to back, then
+/// the others back to front, so that none overwrites a run not yet moved.
+pub(super) fn move_runs<T: Copy + Default>(values: &mut Vec<T>, runs: &[(usize, usize, usize)], len_after: usize) {
+    if len_after > values.len() {
+        values.resize(len_after, T::default());
+    }
+    for &(from, to, len) in runs.iter().filter(|run| run.1 <= run.0) {
+        values.copy_within(from..from + len, to);
+    }
+    for &(from, to, len) in runs.iter().rev().filter(|run| run.1 > run.0) {
+        values.copy_within(from..from + len, to);
+    }
+    values.truncate(len_after);
+}
+
 /// Puts one list's slots (`units`, and their codes, `words` words each) in
 /// unit order, when they are not: a list brought up to date has its carried
 /// units in order and the added ones after them, which are mostly the last.
@@ -204,10 +222,8 @@ impl Codes {
     /// million cost a cache miss each (~80 ms). In their own memory because
     /// at a million passages, writing the moved codes into a new allocation
     /// cost more in the kernel's fresh pages than the moves themselves
-    /// (bench/README.md). Every kept slot keeps its order, so the slots that
-    /// move towards the front are moved first, front to back, then those that
-    /// move towards the back, back to front; neither overwrites a slot not
-    /// yet moved. Then the added codes go in the gaps. Codes not in lists are
+    /// (bench/README.md). Every kept slot keeps its order, so they are moved
+    /// by runs (`move_runs`), then the added codes go in the gaps. Codes not in lists are
     /// carried in unit order, run by run. `None` when the newer units' codes
     /// would be in lists and these are not, or the other way round (then
     /// they are made afresh).
@@ -256,29 +272,19 @@ impl Codes {
         if total == 0 || total < lists_from {
             return None;
         }
-        let (old_total, units_of, bits) = (self.units_of.len(), &mut self.units_of, &mut self.bits);
-        units_of.resize(old_total.max(total), 0);
-        bits.resize(old_total.max(total) * words, 0);
-        let mut move_slot = |from: usize, to: usize| {
-            units_of[to] = units_of[from];
-            bits.copy_within(from * words..(from + 1) * words, to * words);
-        };
+        // The staying slots' runs, `(from, to, len)`, each list's to the front of its new place.
+        let mut moves: Vec<(usize, usize, usize)> = Vec::new();
         for (list, start) in starts[..lists_n].iter().enumerate() {
             for (to, from) in (*start as usize..).zip(list_slots(list).filter(|slot| stays(*slot))) {
-                if to < from {
-                    move_slot(from, to);
+                match moves.last_mut() {
+                    Some(run) if run.0 + run.2 == from && run.1 + run.2 == to => run.2 += 1,
+                    _ => moves.push((from, to, 1)),
                 }
             }
         }
-        for list in (0..lists_n).rev() {
-            let mut to = (starts[list] + kept[list]) as usize;
-            for from in list_slots(list).rev().filter(|slot| stays(*slot)) {
-                to -= 1;
-                if to > from {
-                    move_slot(from, to);
-                }
-            }
-        }
+        move_runs(&mut self.units_of, &moves, total);
+        let moves: Vec<_> = moves.into_iter().map(|(from, to, len)| (from * words, to * words, len * words)).collect();
+        move_runs(&mut self.bits, &moves, total * words);
         let mut filled = kept;
         for (list, unit, at) in joining {
             let to = (starts[list as usize] + filled[list as usize]) as usize;
@@ -286,8 +292,6 @@ impl Codes {
             self.units_of[to] = unit;
             self.bits[to * words..(to + 1) * words].copy_from_slice(&added_bits[at * words..(at + 1) * words]);
         }
-        self.units_of.truncate(total);
-        self.bits.truncate(total * words);
         for slots in starts.windows(2) {
             let slots = slots[0] as usize..slots[1] as usize;
             in_unit_order(

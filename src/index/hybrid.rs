@@ -651,24 +651,6 @@ fn path_ranks_after(seen: &[Seen], files: &[u32], old_by_path: &[u32], old_rank:
     (by_path, rank)
 }
 
-/// Moves runs of `values` (`(from, to, len)`, in order and apart both ways)
-/// to their places in the same memory, which then holds `len_after` values
-/// (those in no run's place are left as they were, or zero-like where it
-/// grew): the runs that move towards the front first, front to back, then
-/// the others back to front, so that none overwrites a run not yet moved.
-fn move_runs<T: Copy + Default>(values: &mut Vec<T>, runs: &[(usize, usize, usize)], len_after: usize) {
-    if len_after > values.len() {
-        values.resize(len_after, T::default());
-    }
-    for &(from, to, len) in runs.iter().filter(|run| run.1 <= run.0) {
-        values.copy_within(from..from + len, to);
-    }
-    for &(from, to, len) in runs.iter().rev().filter(|run| run.1 > run.0) {
-        values.copy_within(from..from + len, to);
-    }
-    values.truncate(len_after);
-}
-
 /// In `Units::first` and `Units::next`: no unit.
 const NO_UNIT: u32 = u32::MAX;
 /// In `Units::first` and `Units::next`: another unit of the same chunk follows in `next`.
@@ -798,12 +780,12 @@ impl Units {
             total += len;
         }
         starts.push(total as u32);
-        move_runs(&mut self.file, &runs, total);
-        move_runs(&mut self.index, &runs, total);
-        move_runs(&mut self.id, &runs, total);
-        move_runs(&mut self.first_line, &runs, total);
-        move_runs(&mut self.last_line, &runs, total);
-        move_runs(&mut self.words, &runs, total);
+        super::codes::move_runs(&mut self.file, &runs, total);
+        super::codes::move_runs(&mut self.index, &runs, total);
+        super::codes::move_runs(&mut self.id, &runs, total);
+        super::codes::move_runs(&mut self.first_line, &runs, total);
+        super::codes::move_runs(&mut self.last_line, &runs, total);
+        super::codes::move_runs(&mut self.words, &runs, total);
         for (from, to, shift) in shifts {
             for file in &mut self.file[from..to] {
                 *file = (i64::from(*file) + shift) as u32;
@@ -2304,7 +2286,7 @@ mod tests {
                 to += next(3) * next(12);
             }
             let mut moved = old.clone();
-            move_runs(&mut moved, &runs, to);
+            super::super::codes::move_runs(&mut moved, &runs, to);
             assert_eq!(moved.len(), to);
             for (from, to, len) in runs {
                 assert_eq!(moved[to..to + len], old[from..from + len], "seed {seed}");
