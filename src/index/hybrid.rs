@@ -1158,9 +1158,10 @@ impl Index {
     }
 
     /// Reads the postings a query will ask for that memory does not hold yet,
-    /// half of them on another thread through a second connection (a common
+    /// shared with another thread through a second connection (a common
     /// word's list is read and decoded from its segments, the paths' from
-    /// FTS5 one occurrence at a time). Does nothing with fewer than two to
+    /// FTS5 one occurrence at a time; the passages' lists, the costly ones,
+    /// come first in `wanted`, so both threads start on them). Does nothing with fewer than two to
     /// read (`postings` reads it when asked); all are read here when the
     /// second connection cannot be opened. Both connections read the latest
     /// commit; a commit from another process in between is caught by the
@@ -1176,7 +1177,8 @@ impl Index {
         if missing.len() < 2 {
             return Ok(());
         }
-        let lists = self.on_two_connections(store, &missing, |store, which| {
+        // One at a time: a list's cost is not known before it is read.
+        let lists = self.on_two_connections(store, &missing, 1, |store, which| {
             which.iter().map(|(kind, term)| kind.read(store, term)).collect()
         })?;
         let mut cache = lock(&self.postings);
@@ -1189,8 +1191,12 @@ impl Index {
         Ok(())
     }
 
-    /// `work` over `items`, the first half here on `store` and the second on
-    /// the second connection on another thread; the answers in `items`' order.
+    /// `work` over `items`, shared between `store` here and the second
+    /// connection on another thread; the answers in `items`' order. The two
+    /// take the next `grain` items from one queue as each finishes its last,
+    /// so one common word's long list does not leave the other thread idle
+    /// (a fixed split in halves gave one of them every passage list and the
+    /// other every cheap path list); the costliest items are best put first.
     /// With fewer than two items, or when the second connection cannot be
     /// opened, all of it runs here. Each connection does its part in one read
     /// transaction (`IndexStore::in_one_read`).
@@ -1198,11 +1204,11 @@ impl Index {
         &self,
         store: &IndexStore,
         items: &[T],
+        grain: usize,
         work: impl Fn(&IndexStore, &[T]) -> anyhow::Result<Vec<R>> + Sync,
     ) -> anyhow::Result<Vec<R>> {
-        let work = |store: &IndexStore, items: &[T]| store.in_one_read(|| work(store, items));
         if items.len() < 2 {
-            return work(store, items);
+            return store.in_one_read(|| work(store, items));
         }
         let mut reader = lock(&self.reader);
         if reader.is_none() {
@@ -1210,19 +1216,36 @@ impl Index {
                 Ok(opened) => *reader = Some(opened),
                 Err(e) => {
                     tracing::debug!(error = %e, "no second connection to the index; it is read on one");
-                    return work(store, items);
+                    return store.in_one_read(|| work(store, items));
                 }
             }
         }
-        let Some(second) = reader.take() else { return work(store, items) };
-        let (here, there) = items.split_at(items.len().div_ceil(2));
+        let Some(second) = reader.take() else { return store.in_one_read(|| work(store, items)) };
+        let grain = grain.max(1);
+        let next = AtomicUsize::new(0);
+        // The runs of items one connection took: where each starts, and its answers.
+        let take = |store: &IndexStore| {
+            store.in_one_read(|| {
+                let mut runs: Vec<(usize, Vec<R>)> = Vec::new();
+                loop {
+                    let from = next.fetch_add(grain, Ordering::Relaxed);
+                    if from >= items.len() {
+                        return Ok(runs);
+                    }
+                    let run = &items[from..(from + grain).min(items.len())];
+                    let got = work(store, run)?;
+                    anyhow::ensure!(got.len() == run.len(), "a read answered {} of {} items", got.len(), run.len());
+                    runs.push((from, got));
+                }
+            })
+        };
         let (got, theirs) = std::thread::scope(|scope| {
             // A connection is used by one thread at a time: it goes to the other thread and comes back.
             let other = scope.spawn(|| {
-                let got = work(&second, there);
+                let got = take(&second);
                 (second, got)
             });
-            let got = work(store, here);
+            let got = take(store);
             let theirs = match other.join() {
                 Ok((second, theirs)) => {
                     *reader = Some(second);
@@ -1232,15 +1255,20 @@ impl Index {
             };
             (got, theirs)
         });
-        let mut got = got?;
-        got.extend(theirs?);
-        Ok(got)
+        let mut runs = got?;
+        runs.extend(theirs?);
+        runs.sort_unstable_by_key(|(from, _)| *from);
+        Ok(runs.into_iter().flat_map(|(_, got)| got).collect())
     }
+
+    /// How many vectors a connection takes from the queue at a time (`on_two_connections`).
+    const VECTORS_A_TURN: usize = 32;
 
     /// The stored `i8` vectors (with their scales) of the chunks `ids`, in
     /// their order, read on two connections.
     fn stored_vectors(&self, store: &IndexStore, ids: &[i64]) -> anyhow::Result<Vec<Quantised>> {
-        self.on_two_connections(store, ids, |store, ids| {
+        // In runs: each vector costs about the same, and the queue's turns are not free.
+        self.on_two_connections(store, ids, Self::VECTORS_A_TURN, |store, ids| {
             ids.iter()
                 .map(|id| {
                     let mut row = Vec::new();
@@ -2724,6 +2752,17 @@ mod tests {
             .collect();
         assert_eq!(got, one);
         assert!(got[1].is_none() && got.iter().filter(|v| v.is_some()).count() == ids.len() - 1);
+        // Several turns' worth: the runs the two connections took come back in the order asked.
+        let many: Vec<i64> = (0..200).map(|i| if i % 17 == 3 { i64::MAX } else { ids[i % ids.len()] }).collect();
+        let got = index.stored_vectors(&store, &many).unwrap();
+        let one: Vec<Quantised> = many
+            .iter()
+            .map(|id| {
+                let mut row = Vec::new();
+                store.vector(*id, &mut row).unwrap().map(|scale| (row, scale))
+            })
+            .collect();
+        assert_eq!(got, one);
     }
 
     /// `Topics`, refusing a text of more words than it holds for its length, as an embedder with a small context does.
