@@ -19,9 +19,11 @@
 //! (`Units`: lengths, the chunk-to-passage map, each file's place in path
 //! order for settling ties as numbers, and the sign bits side by side,
 //! in lists on a large tree: `codes`), made by the first search that needs
-//! them. Terms' postings are read from SQLite once and kept while the store
-//! does not change; the words a query needs that memory lacks are read half
-//! on a second connection, on another thread. A query then reads from SQLite only the `i8` vectors of the
+//! them. Terms' postings are read from SQLite once and kept as far as the
+//! store's changes leave them true (a passages' list is brought up to date
+//! by reading the chunks after those it covers; the paths' lists are kept
+//! until a file's path or tags change); what a query needs that memory
+//! lacks is shared with a second connection, on another thread. A query then reads from SQLite only the `i8` vectors of the
 //! passages the meaning ranking scores exactly (half of them on the second
 //! connection too) and the texts it answers.
 //! The mirror is dropped and read again when another connection (another
@@ -41,7 +43,7 @@
 use super::codes::{sign_code, sign_code_of_i8, Codes};
 use super::embed::{EmbedError, Embedder};
 use super::rankings::{rank as rank_units, Meaning, Quantised, Rankings};
-use super::store::{decode_vector, IndexStore, NewChunk};
+use super::store::{decode_vector, IndexStore, NewChunk, PostingsMarks};
 use super::terms::{query_terms, query_words, terms};
 use crate::access::walk::{visible_files, visible_files_among, Found, Only};
 use crate::access::{Access, Target};
@@ -364,38 +366,150 @@ pub(super) enum Postings {
 /// One term's postings: row or chunk id and the term's count there.
 pub(super) type PostingList = Arc<Vec<(i64, u32)>>;
 
-/// Postings read from the store, by term, valid while the store's
-/// `data_version` and this connection's `total_changes` stay as they were.
+/// Postings read from the store, by term, kept across the store's changes
+/// as far as they stay true. A passages' list knows the newest chunk it
+/// covers, and only the chunks after it are read to bring it up to date: a
+/// chunk id is never given twice and a commit's chunks come after every
+/// earlier commit's (`postings`), so nothing at or before it can be added
+/// (a removed chunk's postings may stay: callers keep the chunks they hold).
+/// The paths' lists are kept while the store's count of changes to files'
+/// paths and tags stays (`PostingsMarks::meta`); an outside edit of a file's
+/// content leaves them. Everything starts over when the schema changes (a
+/// migration gives chunk ids from 1 again) or the store's newest chunk is
+/// older than one held (another store in its place).
 #[derive(Default)]
 struct PostingsCache {
-    key: Option<(i64, u64)>,
-    terms: HashMap<(Postings, String), PostingList>,
+    /// The marks the cache was last brought to (`keep_for`).
+    marks: Option<PostingsMarks>,
+    terms: HashMap<(Postings, String), Kept>,
     /// Postings held, to bound the memory.
     held: usize,
+    /// Lists read whole, and lists brought up to date by what came after
+    /// them, since the cache started (for tests and logs).
+    read_whole: usize,
+    read_after: usize,
+}
+
+/// One term's list as held, and the newest chunk it covers (a passages' list).
+struct Kept {
+    list: PostingList,
+    upto: i64,
+}
+
+/// What a term's list needs from the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    /// Every posting: memory holds none of it.
+    All,
+    /// The chunks after this one: memory holds the rest.
+    After(i64),
 }
 
 /// The most postings kept in memory (16 bytes each); past that the cache starts over.
 const POSTINGS_KEPT: usize = 8 << 20;
 
 impl PostingsCache {
-    /// Starts over unless what it holds was read at `key` and within `POSTINGS_KEPT`.
-    fn keep_for(&mut self, key: (i64, u64)) {
-        if self.key != Some(key) || self.held > POSTINGS_KEPT {
-            *self = PostingsCache { key: Some(key), ..PostingsCache::default() };
+    /// Drops what no longer holds at `marks` (see the type), and everything
+    /// once past `POSTINGS_KEPT`.
+    fn keep_for(&mut self, marks: PostingsMarks) {
+        let restart = match self.marks {
+            None => true,
+            Some(held) => {
+                held.schema != marks.schema || marks.newest_chunk < held.newest_chunk || self.held > POSTINGS_KEPT
+            }
+        };
+        if restart {
+            *self = PostingsCache { marks: Some(marks), ..PostingsCache::default() };
+            return;
+        }
+        if self.marks.is_some_and(|held| held.meta != marks.meta) {
+            self.terms.retain(|(kind, _), _| *kind != Postings::Meta);
+            self.held = self.terms.values().map(|kept| kept.list.len()).sum();
+        }
+        self.marks = Some(marks);
+    }
+
+    /// What `which` needs to be as the store is at `marks` (`None`: nothing).
+    fn reading(&self, which: &(Postings, String), marks: PostingsMarks) -> Option<Reading> {
+        match self.terms.get(which) {
+            None => Some(Reading::All),
+            Some(kept) if which.0 == Postings::Chunks && kept.upto < marks.newest_chunk => {
+                Some(Reading::After(kept.upto))
+            }
+            Some(_) => None,
         }
     }
 
-    fn insert(&mut self, which: (Postings, String), list: PostingList) {
-        self.held += list.len();
-        self.terms.insert(which, list);
+    /// Keeps what was read for `which` at `marks` (all of it, or what came
+    /// after the list held) and answers the whole list; `None` when the list
+    /// it adds to is gone (the cache started over meanwhile).
+    fn take_in(
+        &mut self,
+        which: (Postings, String),
+        reading: Reading,
+        read: Vec<(i64, u32)>,
+        marks: PostingsMarks,
+    ) -> Option<PostingList> {
+        if self.marks != Some(marks) {
+            return match reading {
+                Reading::All => Some(Arc::new(read)),
+                Reading::After(_) => None,
+            };
+        }
+        self.held += read.len();
+        match reading {
+            Reading::All => self.read_whole += 1,
+            Reading::After(_) => self.read_after += 1,
+        }
+        let upto = marks.newest_chunk;
+        match reading {
+            Reading::All => {
+                let list = Arc::new(read);
+                self.terms.insert(which, Kept { list: list.clone(), upto });
+                Some(list)
+            }
+            Reading::After(after) => {
+                let kept = self.terms.get_mut(&which).filter(|kept| kept.upto == after)?;
+                // In place unless a search still holds the list.
+                Arc::make_mut(&mut kept.list).extend(read);
+                kept.upto = upto;
+                Some(kept.list.clone())
+            }
+        }
     }
 }
 
 impl Postings {
     /// This term's list of this kind, read from the store.
+    #[cfg(test)]
     fn read(self, store: &IndexStore, term: &str) -> anyhow::Result<Vec<(i64, u32)>> {
         match self {
             Postings::Chunks => store.chunk_postings(term),
+            Postings::Meta => store.meta_postings(term),
+        }
+    }
+
+    /// What `reading` asks of this term's list as the store is at `marks`:
+    /// a passages' list ends at `marks`' newest chunk (a connection whose
+    /// snapshot is newer may see more; the rest is read when the marks move).
+    fn read_at(
+        self,
+        store: &IndexStore,
+        term: &str,
+        reading: Reading,
+        marks: PostingsMarks,
+    ) -> anyhow::Result<Vec<(i64, u32)>> {
+        match self {
+            Postings::Chunks => {
+                let after = match reading {
+                    Reading::All => i64::MIN,
+                    Reading::After(after) => after,
+                };
+                let mut list = store.chunk_postings_after(term, after)?;
+                let past = list.partition_point(|(id, _)| *id <= marks.newest_chunk);
+                list.truncate(past);
+                Ok(list)
+            }
             Postings::Meta => store.meta_postings(term),
         }
     }
@@ -1143,52 +1257,51 @@ impl Index {
         self.mirror.write().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A term's postings, from memory while the store is unchanged, else read
-    /// from it once (so a query does not read its words' lists every time).
-    fn postings(&self, store: &IndexStore, kind: Postings, term: &str) -> anyhow::Result<Arc<Vec<(i64, u32)>>> {
-        let key = (store.data_version()?, store.total_changes());
-        let mut cache = lock(&self.postings);
-        cache.keep_for(key);
-        if let Some(found) = cache.terms.get(&(kind, term.to_owned())) {
-            return Ok(found.clone());
-        }
-        let read = Arc::new(kind.read(store, term)?);
-        cache.insert((kind, term.to_owned()), read.clone());
-        Ok(read)
-    }
-
-    /// Reads the postings a query will ask for that memory does not hold yet,
-    /// shared with another thread through a second connection (a common
-    /// word's list is read and decoded from its segments, the paths' from
-    /// FTS5 one occurrence at a time; the passages' lists, the costly ones,
-    /// come first in `wanted`, so both threads start on them). Does nothing with fewer than two to
-    /// read (`postings` reads it when asked); all are read here when the
-    /// second connection cannot be opened. Both connections read the latest
-    /// commit; a commit from another process in between is caught by the
-    /// cache's key at the next query, as for a single connection.
-    fn prefetch_postings(&self, store: &IndexStore, wanted: &[(Postings, String)]) -> anyhow::Result<()> {
-        let key = (store.data_version()?, store.total_changes());
-        let missing: Vec<&(Postings, String)> = {
+    /// The postings of `wanted` (each of its terms' lists of its kind), from
+    /// memory as far as it holds them (`PostingsCache`); what it lacks is read
+    /// from the store, shared with another thread through a second connection
+    /// (a common word's list is read and decoded from its segments, the
+    /// paths' from FTS5 one occurrence at a time; the passages' lists, the
+    /// costly ones, come first in `wanted`, so both threads start on them),
+    /// all here when the second connection cannot be opened.
+    fn postings_of<'w>(
+        &self,
+        store: &IndexStore,
+        wanted: &'w [(Postings, String)],
+    ) -> anyhow::Result<HashMap<(Postings, &'w str), PostingList>> {
+        let marks = store.postings_marks()?;
+        let mut lists = HashMap::with_capacity(wanted.len());
+        let mut missing: Vec<(&(Postings, String), Reading)> = Vec::new();
+        {
             let mut cache = lock(&self.postings);
-            cache.keep_for(key);
-            let mut once = HashSet::new();
-            wanted.iter().filter(|w| !cache.terms.contains_key(*w) && once.insert(*w)).collect()
-        };
-        if missing.len() < 2 {
-            return Ok(());
+            cache.keep_for(marks);
+            for which in wanted {
+                let key = (which.0, which.1.as_str());
+                if lists.contains_key(&key) || missing.iter().any(|(w, _)| *w == which) {
+                    continue;
+                }
+                match cache.reading(which, marks) {
+                    None => {
+                        lists.insert(key, cache.terms[which].list.clone());
+                    }
+                    Some(reading) => missing.push((which, reading)),
+                }
+            }
         }
         // One at a time: a list's cost is not known before it is read.
-        let lists = self.on_two_connections(store, &missing, 1, |store, which| {
-            which.iter().map(|(kind, term)| kind.read(store, term)).collect()
+        let read = self.on_two_connections(store, &missing, 1, |store, which| {
+            which.iter().map(|((kind, term), reading)| kind.read_at(store, term, *reading, marks)).collect()
         })?;
         let mut cache = lock(&self.postings);
-        if cache.key != Some(key) {
-            return Ok(());
+        for ((which, reading), read) in missing.into_iter().zip(read) {
+            let list = match cache.take_in(which.clone(), reading, read, marks) {
+                Some(list) => list,
+                // The list this was to be added to is gone: read it whole.
+                None => Arc::new(which.0.read_at(store, &which.1, Reading::All, marks)?),
+            };
+            lists.insert((which.0, which.1.as_str()), list);
         }
-        for (which, list) in missing.into_iter().zip(lists) {
-            cache.insert(which.clone(), Arc::new(list));
-        }
-        Ok(())
+        Ok(lists)
     }
 
     /// `work` over `items`, shared between `store` here and the second
@@ -2094,12 +2207,8 @@ impl Index {
         if rankings.paths && !seen.is_empty() {
             wanted.extend(terms.iter().map(|t| (Postings::Meta, t.clone())));
         }
-        self.prefetch_postings(&store, &wanted)?;
         // Taken here, on the thread that holds the store, for the rankings to read from any thread.
-        let lists = wanted
-            .iter()
-            .map(|(kind, term)| Ok(((*kind, term.as_str()), self.postings(&store, *kind, term)?)))
-            .collect::<anyhow::Result<HashMap<(Postings, &str), PostingList>>>()?;
+        let lists = self.postings_of(&store, &wanted)?;
         lap("postings");
         let postings = |kind: Postings, term: &str| {
             lists.get(&(kind, term)).cloned().ok_or_else(|| anyhow::anyhow!("the postings of {term:?} were not read"))
@@ -2404,10 +2513,10 @@ mod tests {
             for kind in [Postings::Chunks, Postings::Meta] {
                 let held = cache.terms.get(&(kind, term.clone())).unwrap_or_else(|| panic!("{kind:?} {term} not read"));
                 let one = kind.read(&store, &term).unwrap();
-                assert_eq!(**held, one, "{kind:?} {term}");
+                assert_eq!(*held.list, one, "{kind:?} {term}");
             }
         }
-        assert!(!cache.terms[&(Postings::Meta, "retry".to_owned())].is_empty());
+        assert!(!cache.terms[&(Postings::Meta, "retry".to_owned())].list.is_empty());
         drop((cache, store));
         assert_eq!(index.search(&access, &root, "retry failed upload", 10).unwrap(), found);
     }
@@ -2716,6 +2825,98 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Postings kept across edits (the index's own, another process's, a
+    /// file added, changed, removed and tagged) are those the store gives
+    /// afresh: a passages' list is brought up to date by reading what came
+    /// after it, keeping only the postings of chunks that are gone besides;
+    /// the paths' lists are kept while no path or tag changed and read again
+    /// when one did. The answers are a fresh index's.
+    #[test]
+    fn postings_kept_over_edits_are_those_read_afresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        for i in 0..12 {
+            let text = ["fn retry_upload() { retry(); }\n", "fn upload_file() {}\n", "fn other() {}\n"][i % 3];
+            fs.add_file(&format!("/w/retry/f{i}.rs"), text.repeat(1 + i));
+        }
+        fs.set_changes(Some(1));
+        let access = access(fs.clone(), &[("/w", Level::Ro)]);
+        let root = access.target("/w", Need::Look).unwrap();
+        let index = index(dir.path());
+        let query = "retry the upload";
+        let terms = query_terms(query);
+        index.search(&access, &root, query, 10).unwrap();
+        let counts = || {
+            let cache = lock(&index.postings);
+            (cache.read_whole, cache.read_after)
+        };
+        assert_eq!(counts(), (2 * terms.len(), 0));
+        // What memory holds for each term is what the store gives now, but for chunks that are gone.
+        let check = |what: &str| {
+            let store = index.store();
+            let mut alive = HashSet::new();
+            store
+                .all_chunks(|_, chunk| {
+                    alive.insert(chunk.id);
+                })
+                .unwrap();
+            let cache = lock(&index.postings);
+            for term in &terms {
+                let held = &cache.terms[&(Postings::Chunks, term.clone())];
+                let now = Postings::Chunks.read(&store, term).unwrap();
+                let held_alive: Vec<(i64, u32)> =
+                    held.list.iter().copied().filter(|(id, _)| alive.contains(id)).collect();
+                let now_alive: Vec<(i64, u32)> = now.iter().copied().filter(|(id, _)| alive.contains(id)).collect();
+                assert_eq!(held_alive, now_alive, "{what}: {term}");
+                assert!(held.list.windows(2).all(|w| w[0].0 < w[1].0), "{what}: {term} out of order");
+                let meta = &cache.terms[&(Postings::Meta, term.clone())];
+                assert_eq!(*meta.list, Postings::Meta.read(&store, term).unwrap(), "{what}: {term}");
+            }
+        };
+        check("first search");
+        // A file's content changed from outside: the passages' lists read only what came after.
+        fs.add_file("/w/retry/f1.rs", "fn upload_again() { retry(); }\n".repeat(5));
+        fs.note_changed("/w/retry/f1.rs");
+        index.search(&access, &root, query, 10).unwrap();
+        assert_eq!(counts(), (2 * terms.len(), terms.len()), "paths' lists read again, or passages' whole");
+        check("a file changed");
+        // A file removed, one added: paths changed, so the paths' lists are read again.
+        fs.remove("/w/retry/f4.rs");
+        fs.note_changed("/w/retry/f4.rs");
+        fs.add_file("/w/upload.rs", "fn retry_later() { upload(); }\n");
+        fs.note_changed("/w/upload.rs");
+        index.search(&access, &root, query, 10).unwrap();
+        assert_eq!(counts(), (3 * terms.len(), 2 * terms.len()));
+        check("a file removed and one added");
+        // Another process writes (its own connection) and tags a file.
+        let other = super::Index::open(&dir.path().join("index.db"), None, index.chunker.clone()).unwrap();
+        let bytes = "fn retry_upload_twice() { retry(); upload(); }\n".repeat(3);
+        fs.add_file("/w/retry/f7.rs", bytes.clone());
+        other.note_written(&VPath::parse("/w/retry/f7.rs").unwrap(), bytes.as_bytes(), Some("agent")).unwrap();
+        let f2 = "fn other() {}\n".repeat(3);
+        other.tag(&VPath::parse("/w/retry/f2.rs").unwrap(), f2.as_bytes(), Some("upload retry work"), None).unwrap();
+        fs.note_changed("/w/retry/f7.rs");
+        index.search(&access, &root, query, 10).unwrap();
+        check("another process wrote and tagged");
+        // Edits enough for the segments to merge: a merged one, reaching past a
+        // list's newest chunk, holds older chunks too, which are not added twice.
+        for round in 0..2 * super::super::postings::FANOUT {
+            let path = format!("/w/retry/f{}.rs", round % 12);
+            fs.add_file(&path, format!("fn retry_{round}() {{ upload(); }}\n").repeat(2));
+            fs.note_changed(&path);
+            index.search(&access, &root, query, 10).unwrap();
+            check(&format!("edit {round}"));
+        }
+        // Nothing changed: nothing is read.
+        let before = counts();
+        index.search(&access, &root, query, 10).unwrap();
+        assert_eq!(counts(), before);
+        let fresh_dir = tempfile::tempdir().unwrap();
+        let fresh = super::Index::open(&fresh_dir.path().join("index.db"), None, index.chunker.clone()).unwrap();
+        fresh.tag(&VPath::parse("/w/retry/f2.rs").unwrap(), f2.as_bytes(), Some("upload retry work"), None).unwrap();
+        assert_eq!(index.search(&access, &root, query, 10).unwrap(), fresh.search(&access, &root, query, 10).unwrap());
     }
 
     /// The meaning ranking's vectors read on two connections are those one

@@ -48,7 +48,7 @@ pub(super) const TABLES: [&str; 3] = ["chunk_postings", "postings_segments", "de
 
 /// How many segments of one level are merged into one (8: a posting is
 /// written about three times in a build of a million passages, against five with 4).
-const FANOUT: usize = 8;
+pub(super) const FANOUT: usize = 8;
 /// The most chunks a segment of level 0 holds; each level above holds `FANOUT` times more.
 const LEVEL0_CHUNKS: i64 = 256;
 /// How many removed chunks wait before they may prompt a merge of every segment
@@ -130,14 +130,38 @@ pub(super) fn forget(db: &Connection, id: i64) -> anyhow::Result<()> {
 /// A term's lists, one row a segment that holds it, in segment order. The
 /// `CROSS JOIN` keeps the segments the outer loop (SQLite otherwise may scan
 /// every posting for the term): a few key lookups, whatever the index's size.
+/// Only segments reaching past `?2` are read.
 const READ: &str = "SELECT p.list FROM postings_segments s CROSS JOIN chunk_postings p
-                    ON p.segment = s.id AND p.term = ?1 ORDER BY s.first_id";
+                    ON p.segment = s.id AND p.term = ?1 WHERE s.last_id > ?2 ORDER BY s.first_id";
 
 /// How often `term` occurs in each chunk that holds it, by chunk id
 /// ascending. May name chunks removed since (see the module header).
 pub(super) fn read(db: &Connection, term: &str) -> anyhow::Result<Vec<(i64, u32)>> {
+    read_after(db, term, i64::MIN)
+}
+
+/// `read`, of the chunks after `after` only: what a list read when `after`
+/// was the newest chunk lacks (a later commit's chunks all come after it).
+pub(super) fn read_after(db: &Connection, term: &str, after: i64) -> anyhow::Result<Vec<(i64, u32)>> {
+    let mut out = read_segments(db, term, after)?;
+    if after > i64::MIN {
+        // A merged segment reaching past `after` holds older chunks too.
+        let first_new = out.partition_point(|(id, _)| *id <= after);
+        out.drain(..first_new);
+    }
+    Ok(out)
+}
+
+/// The newest chunk any segment holds (0: none): every posting of a chunk
+/// up to it is in the segments, and a chunk added later comes after it.
+pub(super) fn newest(db: &Connection) -> anyhow::Result<i64> {
+    Ok(db.prepare_cached("SELECT coalesce(max(last_id), 0) FROM postings_segments")?.query_row([], |r| r.get(0))?)
+}
+
+/// The lists of `term` in the segments reaching past `after`, in id order.
+fn read_segments(db: &Connection, term: &str, after: i64) -> anyhow::Result<Vec<(i64, u32)>> {
     let mut stmt = db.prepare_cached(READ)?;
-    let mut rows = stmt.query([term])?;
+    let mut rows = stmt.query(params![term, after])?;
     // The lists are gathered first so the postings can be counted and given
     // room once: grown by doubling, a common word's list was copied and its
     // new pages faulted in several times over.
@@ -527,7 +551,7 @@ mod tests {
         let plan: Vec<String> = db
             .prepare(&format!("EXPLAIN QUERY PLAN {READ}"))
             .unwrap()
-            .query_map(["retry"], |r| r.get::<_, String>(3))
+            .query_map(params!["retry", 0], |r| r.get::<_, String>(3))
             .unwrap()
             .collect::<Result<_, _>>()
             .unwrap();

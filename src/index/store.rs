@@ -113,6 +113,36 @@ pub fn decode_vector(bytes: &[u8], out: &mut Vec<i8>) -> Option<f32> {
     Some(f32::from_le_bytes(*head))
 }
 
+/// Where postings read from the store stand, to know what of them is still true.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PostingsMarks {
+    /// SQLite's schema cookie: a migration that drops the tables (and gives
+    /// chunk ids again from 1) moves it.
+    pub schema: i64,
+    /// The newest chunk the passages' postings hold (`postings::newest`): a
+    /// passages' list read then lacks only the chunks after it.
+    pub newest_chunk: i64,
+    /// A count moved by every change to a file's row or its path-and-tags
+    /// terms (`META_VERSION`): the paths' lists read then hold while it stays.
+    pub meta: i64,
+}
+
+/// The count behind `PostingsMarks::meta`. Triggers move it whenever a
+/// file's row is added, removed, or its path or tags changed (the text its
+/// path-and-tags terms are made of), whoever writes; `refresh_meta` moves it
+/// too. A file's content changing leaves it (and the paths' lists) alone.
+const META_VERSION: &str = "
+    CREATE TABLE IF NOT EXISTS meta_version (id INTEGER PRIMARY KEY CHECK (id = 0), n INTEGER NOT NULL);
+    INSERT OR IGNORE INTO meta_version (id, n) VALUES (0, 0);
+    CREATE TRIGGER IF NOT EXISTS meta_version_on_insert AFTER INSERT ON files
+        BEGIN UPDATE meta_version SET n = n + 1 WHERE id = 0; END;
+    CREATE TRIGGER IF NOT EXISTS meta_version_on_delete AFTER DELETE ON files
+        BEGIN UPDATE meta_version SET n = n + 1 WHERE id = 0; END;
+    CREATE TRIGGER IF NOT EXISTS meta_version_on_update AFTER UPDATE OF path, created_by, task, related ON files
+        WHEN OLD.path IS NOT NEW.path OR OLD.created_by IS NOT NEW.created_by
+            OR OLD.task IS NOT NEW.task OR OLD.related IS NOT NEW.related
+        BEGIN UPDATE meta_version SET n = n + 1 WHERE id = 0; END;";
+
 fn create_schema(db: &Connection) -> rusqlite::Result<()> {
     db.execute_batch(postings::SCHEMA)?;
     db.execute_batch(
@@ -146,7 +176,8 @@ fn create_schema(db: &Connection) -> rusqlite::Result<()> {
          CREATE VIRTUAL TABLE IF NOT EXISTS meta_terms USING fts5(
              words, content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 0');
          CREATE VIRTUAL TABLE IF NOT EXISTS meta_vocab USING fts5vocab(meta_terms, 'instance');",
-    )
+    )?;
+    db.execute_batch(META_VERSION)
 }
 
 /// Brings an index of an older schema to this one: everything derived from
@@ -238,6 +269,7 @@ fn refresh_meta(db: &Connection, path: &str) -> anyhow::Result<i64> {
     let words = super::terms::terms(&text).join(" ");
     db.prepare_cached("DELETE FROM meta_terms WHERE rowid = ?1")?.execute([rowid])?;
     db.prepare_cached("INSERT INTO meta_terms (rowid, words) VALUES (?1, ?2)")?.execute(params![rowid, words])?;
+    db.prepare_cached("UPDATE meta_version SET n = n + 1 WHERE id = 0")?.execute([])?;
     Ok(rowid)
 }
 
@@ -590,6 +622,23 @@ impl IndexStore {
         postings::read(&self.db, term)
     }
 
+    /// `chunk_postings` of the chunks after `after` only (see `postings_marks`).
+    pub fn chunk_postings_after(&self, term: &str, after: i64) -> anyhow::Result<Vec<(i64, u32)>> {
+        postings::read_after(&self.db, term, after)
+    }
+
+    /// What says whether postings read before are still the store's
+    /// (`PostingsMarks`), read in one snapshot.
+    pub fn postings_marks(&self) -> anyhow::Result<PostingsMarks> {
+        self.in_one_read(|| {
+            Ok(PostingsMarks {
+                schema: self.db.pragma_query_value(None, "schema_version", |r| r.get(0))?,
+                newest_chunk: postings::newest(&self.db)?,
+                meta: self.db.prepare_cached("SELECT n FROM meta_version WHERE id = 0")?.query_row([], |r| r.get(0))?,
+            })
+        })
+    }
+
     /// How often `term` occurs in each file's path and tags (keyed by file rowid).
     pub fn meta_postings(&self, term: &str) -> anyhow::Result<Vec<(i64, u32)>> {
         self.postings("SELECT doc FROM meta_vocab WHERE term = ?1", term)
@@ -636,6 +685,17 @@ fn create_schema_or_migrate(db: &Connection) -> anyhow::Result<()> {
     }
     if version != SCHEMA_VERSION {
         migrate(db)?;
+    }
+    // An index made before the paths' version was kept gets it now (a read
+    // first: most opens find it and take no write lock).
+    let has_meta_version: bool =
+        db.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta_version'", [], |r| {
+            r.get::<_, i64>(0)
+        })? > 0;
+    if !has_meta_version {
+        let tx = Transaction::new_unchecked(db, TransactionBehavior::Immediate)?;
+        db.execute_batch(META_VERSION)?;
+        tx.commit()?;
     }
     Ok(())
 }
