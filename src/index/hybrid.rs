@@ -313,7 +313,9 @@ impl WalkCounts {
 /// A visible file found by a refresh.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Seen {
-    pub(super) shown: VPath,
+    /// Shared: a list brought up to date from the change feed copies the
+    /// kept list's entries, a million-passage tree's 90,000 paths each time.
+    pub(super) shown: Arc<VPath>,
     blob: Sha,
     /// The file's row, whose path and tags are words for the path-and-tags ranking.
     rowid: i64,
@@ -1677,7 +1679,7 @@ impl Index {
             let mirror = self.mirror();
             let stale = mirror.files.get(real.as_str()).map(|entry| {
                 entry.mark.store(epoch, Ordering::Relaxed);
-                Seen { shown: shown.clone(), blob: entry.blob, rowid: entry.rowid }
+                Seen { shown: Arc::new(shown.clone()), blob: entry.blob, rowid: entry.rowid }
             });
             let own = mirror.read_from(real.as_str(), origin);
             Work::Pending { size, stale: stale.filter(|s| own && mirror.is_current(&s.blob)) }
@@ -1838,35 +1840,50 @@ impl Index {
         }
         let only = Only::new(&root.real, paths);
         let met = Met::default();
-        let deadline = std::time::Instant::now() + self.index_budget;
+        let started = std::time::Instant::now();
+        let deadline = started + self.index_budget;
         let (fresh, done) = self.refresh(store, access, root, true, Some(&only), &met, Some(deadline), progress)?;
         if met.linked.load(Ordering::Relaxed) {
             return Ok(None);
         }
+        let indexed = started.elapsed();
         // The changed paths' entries are replaced by what the narrowed walk found of them.
         let changed: HashSet<VPath> =
             only.paths().filter_map(|p| p.strip_prefix(&root.real)).map(|rel| root.path.join_rel(rel)).collect();
-        // Each file with its place in the kept list (`NEW_FILE` for a fresh one).
-        let mut seen: Vec<(Seen, u32)> = (old.seen.iter().zip(0u32..))
-            .filter(|(s, _)| !changed.contains(&s.shown))
-            .map(|(s, at)| (s.clone(), at))
-            .collect();
+        // A few changed paths are compared with each kept entry; hashing each
+        // kept path cost more (at 90,000 files, milliseconds of the search).
+        let few: Vec<&VPath> =
+            if changed.len() <= PLACED_ONE_BY_ONE_UP_TO { changed.iter().collect() } else { Vec::new() };
+        let is_changed = |shown: &VPath| if few.is_empty() { changed.contains(shown) } else { few.contains(&shown) };
+        // Each file, and its place in the kept list (`NEW_FILE` for a fresh one).
+        let (mut seen, mut files) = (Vec::with_capacity(old.seen.len() + fresh.len()), Vec::new());
+        files.reserve(seen.capacity());
+        for (kept, at) in old.seen.iter().zip(0u32..) {
+            if !is_changed(&kept.shown) {
+                seen.push(kept.clone());
+                files.push(at);
+            }
+        }
         let seen = {
             let mirror = self.mirror();
             if fresh.len() > PLACED_ONE_BY_ONE_UP_TO {
-                seen.extend(fresh.into_iter().map(|s| (s, NEW_FILE)));
-                seen.sort_by_cached_key(|(s, _)| passage_order(&mirror, s));
+                let mut both: Vec<(Seen, u32)> = seen.into_iter().zip(files).collect();
+                both.extend(fresh.into_iter().map(|s| (s, NEW_FILE)));
+                both.sort_by_cached_key(|(s, _)| passage_order(&mirror, s));
+                (seen, files) = both.into_iter().unzip();
             } else {
                 // The kept list is laid out already: each fresh file goes in its place.
                 for file in fresh {
                     let at = passage_order(&mirror, &file);
-                    let place = seen.partition_point(|(s, _)| passage_order(&mirror, s) <= at);
-                    seen.insert(place, (file, NEW_FILE));
+                    let place = seen.partition_point(|s| passage_order(&mirror, s) <= at);
+                    seen.insert(place, file);
+                    files.insert(place, NEW_FILE);
                 }
             }
-            let (seen, files): (Vec<Seen>, Vec<u32>) = seen.into_iter().unzip();
+            drop(mirror);
             Visible::laid_out(seen).after(&old, files)
         };
+        let listed = started.elapsed();
         // Nothing the view shows changed (a file written with what it held):
         // the kept list's passages and their codes' lists stay.
         let blobs_put = self.mirror().blobs_put;
@@ -1891,7 +1908,13 @@ impl Index {
             );
             walks.truncate(WALKS_KEPT);
         }
-        tracing::debug!(paths = changed.len(), "search list brought up to date from the change feed");
+        tracing::debug!(
+            paths = changed.len(),
+            ?indexed,
+            ?listed,
+            took = ?started.elapsed(),
+            "search list brought up to date from the change feed"
+        );
         Ok(Some((seen, done)))
     }
 
@@ -1961,7 +1984,7 @@ impl Index {
                         Work::Same { shown, size, blob, rowid } => {
                             counts.add(&counts.same, size);
                             if collect {
-                                lock(&unchanged).push(Seen { shown, blob, rowid });
+                                lock(&unchanged).push(Seen { shown: Arc::new(shown), blob, rowid });
                             }
                         }
                         Work::Skip { size, why } => {
@@ -2046,7 +2069,7 @@ impl Index {
                     state.chunks += made;
                     chunks_since += made;
                     if collect {
-                        seen.push(Seen { shown, blob: sha, rowid });
+                        seen.push(Seen { shown: Arc::new(shown), blob: sha, rowid });
                     }
                     if files_since >= COMMIT_FILES
                         || chunks_since >= COMMIT_CHUNKS
@@ -2100,8 +2123,11 @@ impl Index {
             }
             outcome
         });
+        let committing = std::time::Instant::now();
         // What was not committed is rolled back (`Writing`): the mirror is read again.
-        if let Err(e) = written.and_then(|()| writing.commit()) {
+        let written = written.and_then(|()| writing.commit());
+        tracing::debug!(commit = ?committing.elapsed(), indexed = state.indexed, "refreshed");
+        if let Err(e) = written {
             self.mirror_mut().version = None;
             return Err(e);
         }
@@ -2219,7 +2245,7 @@ impl Index {
             for unit in chosen {
                 let u = unit as usize;
                 hits.push(Hit {
-                    path: seen[units.file[u] as usize].shown.clone(),
+                    path: VPath::clone(&seen[units.file[u] as usize].shown),
                     first_line: units.first_line[u] as usize,
                     last_line: units.last_line[u] as usize,
                     text: store.chunk_text(units.id[u])?,
@@ -2439,7 +2465,7 @@ mod tests {
         let seen: Vec<Seen> = paths
             .iter()
             .enumerate()
-            .map(|(at, p)| Seen { shown: VPath::parse(p).unwrap(), blob: [at as u8; 32], rowid: at as i64 })
+            .map(|(at, p)| Seen { shown: Arc::new(VPath::parse(p).unwrap()), blob: [at as u8; 32], rowid: at as i64 })
             .collect();
         let (_, ranks) = path_ranks(&seen);
         for a in 0..seen.len() {
