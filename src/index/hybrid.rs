@@ -43,7 +43,7 @@
 use super::codes::{sign_code, sign_code_of_i8, Codes};
 use super::embed::{EmbedError, Embedder};
 use super::rankings::{rank as rank_units, Meaning, Quantised, Rankings};
-use super::store::{decode_vector, IndexStore, NewChunk, PostingsMarks};
+use super::store::{decode_vector, IndexStore, Merges, NewChunk, PostingsMarks};
 use super::terms::{query_terms, query_words, terms};
 use crate::access::walk::{visible_files, visible_files_among, Found, Only};
 use crate::access::{Access, Target};
@@ -1963,7 +1963,11 @@ impl Index {
         let mut seen = Vec::new();
         let mut state = Progress::default();
         let mut walk_result = Ok(());
-        let writing = store.writing()?;
+        // A search waits for the files the change feed names: their commit
+        // leaves the postings' merges to a whole walk, a build or the written
+        // files' indexer (`Merges::Overdue`). A whole walk merges as it goes,
+        // so a first index never gathers large levels.
+        let writing = store.writing_with(if only.is_some() { Merges::Overdue } else { Merges::All })?;
         let written = std::thread::scope(|scope| -> anyhow::Result<()> {
             let walker = scope.spawn(|| {
                 let sender = sender;

@@ -102,10 +102,27 @@ struct Segment {
     chunks: i64,
 }
 
+/// Which merges a commit makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Merges {
+    /// Every one due: a full level merged, and everything once removed chunks are many.
+    All,
+    /// Only a level grown to `OVERDUE` segments. A search that takes in an
+    /// outside edit waits for its commit, and at a million passages even a
+    /// merge of level 0 (177 chunks in 8 segments) cost it 50-90 ms (each
+    /// term's list read, merged and written again). What is left is merged by
+    /// the next commit that makes every merge (a build, the written files'
+    /// indexer, off any call's path) and costs a read a few more segments meanwhile.
+    Overdue,
+}
+
+/// How many segments a level may gather while its merge waits (`Merges::Overdue`).
+const OVERDUE: usize = 4 * FANOUT;
+
 /// Writes what `pending` holds as a new segment, then merges where a level
-/// is full (or removed chunks have become many). Runs inside the caller's
-/// transaction; `pending` is empty afterwards.
-pub(super) fn flush(db: &Connection, pending: &mut Pending) -> anyhow::Result<()> {
+/// is full (or removed chunks have become many), as far as `merges` allows.
+/// Runs inside the caller's transaction; `pending` is empty afterwards.
+pub(super) fn flush(db: &Connection, pending: &mut Pending, merges: Merges) -> anyhow::Result<()> {
     let Some((first_id, last_id)) = pending.ids else { return Ok(()) };
     let segment = new_segment(db, first_id, last_id, pending.chunks)?;
     let mut terms: Vec<(String, Vec<(i64, u32)>)> = std::mem::take(&mut pending.terms).into_iter().collect();
@@ -118,7 +135,7 @@ pub(super) fn flush(db: &Connection, pending: &mut Pending) -> anyhow::Result<()
         insert.execute(params![segment, term, bytes])?;
     }
     pending.clear();
-    settle(db)
+    settle(db, merges)
 }
 
 /// Records a chunk as removed: its postings are dropped by a later merge.
@@ -256,18 +273,32 @@ fn new_segment(db: &Connection, first_id: i64, last_id: i64, chunks: i64) -> any
 }
 
 /// Merges while a level holds `FANOUT` segments; then, when removed chunks
-/// are many and half of what was written, every segment into one.
-fn settle(db: &Connection) -> anyhow::Result<()> {
+/// are many and half of what was written, every segment into one; each as
+/// far as `merges` allows.
+fn settle(db: &Connection, merges: Merges) -> anyhow::Result<()> {
+    // Levels up to this one wait (`Merges::Overdue`).
+    let mut waiting = -1;
     loop {
         let crowded: Option<i64> = db
             .prepare_cached(
-                "SELECT level FROM postings_segments GROUP BY level HAVING count(*) >= ?1 ORDER BY level LIMIT 1",
+                "SELECT level FROM postings_segments WHERE level > ?2
+                 GROUP BY level HAVING count(*) >= ?1 ORDER BY level LIMIT 1",
             )?
-            .query_row([FANOUT as i64], |r| r.get(0))
+            .query_row([FANOUT as i64, waiting], |r| r.get(0))
             .optional()?;
         let Some(level) = crowded else { break };
         let segments = segments(db, Some(level))?;
+        if merges == Merges::Overdue && segments.len() < OVERDUE {
+            waiting = level;
+            continue;
+        }
+        let started = std::time::Instant::now();
         merge(db, &segments, false)?;
+        let chunks: i64 = segments.iter().map(|s| s.chunks).sum();
+        tracing::debug!(level, segments = segments.len(), chunks, took = ?started.elapsed(), "postings merged");
+    }
+    if merges != Merges::All {
+        return Ok(());
     }
     let written: i64 =
         db.prepare_cached("SELECT coalesce(sum(chunks), 0) FROM postings_segments")?.query_row([], |r| r.get(0))?;
@@ -490,7 +521,7 @@ mod tests {
                     expected.entry("once").or_default().push((id, 1));
                 }
             }
-            flush(&db, &mut pending).unwrap();
+            flush(&db, &mut pending, Merges::All).unwrap();
         }
         let count: i64 = db.query_row("SELECT count(*) FROM postings_segments", [], |r| r.get(0)).unwrap();
         assert!(count < 10, "{count} segments after 40 commits: merges keep them few");
@@ -514,6 +545,46 @@ mod tests {
         assert_eq!(dead, 0);
     }
 
+    /// Commits that make only overdue merges leave a full level as it is
+    /// (reads are the same) until it is overdue; the next commit that makes
+    /// every merge merges it.
+    #[test]
+    fn merges_wait_for_a_commit_that_makes_them() {
+        let db = db();
+        let mut pending = Pending::default();
+        let mut id = 0;
+        let mut expected = Vec::new();
+        let mut commit = |chunks: i64, merges: Merges, pending: &mut Pending| {
+            for _ in 0..chunks {
+                id += 1;
+                pending.add(id, &words("alpha beta"));
+                expected.push((id, 1));
+            }
+            flush(&db, pending, merges).unwrap();
+            (expected.clone(), segments(&db, Some(0)).unwrap().len())
+        };
+        let mut level0 = 0;
+        for _ in 0..FANOUT + 3 {
+            (_, level0) = commit(3, Merges::Overdue, &mut pending);
+        }
+        assert_eq!(level0, FANOUT + 3, "the level's merge did not wait");
+        let (all, waiting) = commit(3, Merges::Overdue, &mut pending);
+        assert_eq!(waiting, FANOUT + 4);
+        assert_eq!(read(&db, "alpha").unwrap(), all, "reads are the same with merges waiting");
+        // A commit that makes every merge takes the level in.
+        let (all, merged) = commit(1, Merges::All, &mut pending);
+        assert_eq!(merged, 1, "the waiting level was not merged");
+        assert_eq!(read(&db, "beta").unwrap(), all);
+        // Overdue: a level of OVERDUE segments is merged even by a commit of overdue merges only.
+        for _ in 0..OVERDUE - 2 {
+            (_, level0) = commit(2, Merges::Overdue, &mut pending);
+        }
+        assert_eq!(level0, OVERDUE - 1);
+        let (all, overdue) = commit(2, Merges::Overdue, &mut pending);
+        assert_eq!(overdue, 1, "an overdue level was left");
+        assert_eq!(read(&db, "alpha").unwrap(), all);
+    }
+
     /// A merge of like-sized segments that spans a smaller one made between
     /// them still reads in id order.
     #[test]
@@ -526,7 +597,7 @@ mod tests {
                 id += 1;
                 pending.add(id, &words("alpha"));
             }
-            flush(&db, pending).unwrap();
+            flush(&db, pending, Merges::All).unwrap();
         };
         // Big segments but one, a small one, then the last big one: the big ones merge around the small one.
         for _ in 0..FANOUT - 1 {
@@ -568,12 +639,12 @@ mod tests {
         for id in 1..=3000 {
             pending.add(id, &words("gamma delta"));
         }
-        flush(&db, &mut pending).unwrap();
+        flush(&db, &mut pending, Merges::All).unwrap();
         for id in 1..=2000 {
             forget(&db, id).unwrap();
         }
         pending.add(3001, &words("gamma"));
-        flush(&db, &mut pending).unwrap();
+        flush(&db, &mut pending, Merges::All).unwrap();
         let dead: i64 = db.query_row("SELECT count(*) FROM dead_chunks", [], |r| r.get(0)).unwrap();
         assert_eq!(dead, 0, "the purge forgot the removed chunks");
         assert_eq!(read(&db, "gamma").unwrap().len(), 1001);

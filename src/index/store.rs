@@ -17,6 +17,7 @@
 //! files' tags and creators, which are kept (their content is read again).
 
 use super::postings;
+pub use super::postings::Merges;
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 use std::path::Path;
 
@@ -230,6 +231,8 @@ fn migrate(db: &Connection) -> anyhow::Result<()> {
 /// is dropped, so a failure on any path leaves the store as last committed.
 pub struct Writing<'a> {
     store: &'a IndexStore,
+    /// The merges of the postings' segments its commits make.
+    merges: Merges,
 }
 
 impl Writing<'_> {
@@ -237,14 +240,14 @@ impl Writing<'_> {
     /// transaction (a long refresh commits in batches, so an interruption
     /// keeps what was done).
     pub fn checkpoint(&self) -> anyhow::Result<()> {
-        self.store.flush_and_commit()?;
+        self.store.flush_and_commit(self.merges)?;
         self.store.db.execute_batch("BEGIN")?;
         Ok(())
     }
 
     /// Makes everything written durable and ends the transaction.
     pub fn commit(self) -> anyhow::Result<()> {
-        self.store.flush_and_commit()
+        self.store.flush_and_commit(self.merges)
         // `drop` then finds no transaction open, unless the commit failed.
     }
 }
@@ -288,15 +291,23 @@ impl IndexStore {
     /// before `Writing::commit` ends it: an error anywhere between cannot
     /// leave it open or half written.
     pub fn writing(&self) -> anyhow::Result<Writing<'_>> {
+        self.writing_with(Merges::All)
+    }
+
+    /// `writing`, whose commits make only the postings' merges `merges` allows.
+    pub fn writing_with(&self, merges: Merges) -> anyhow::Result<Writing<'_>> {
         self.pending.borrow_mut().clear();
         self.db.execute_batch("BEGIN")?;
-        Ok(Writing { store: self })
+        Ok(Writing { store: self, merges })
     }
 
     /// Writes the new chunks' terms, then commits.
-    fn flush_and_commit(&self) -> anyhow::Result<()> {
-        postings::flush(&self.db, &mut self.pending.borrow_mut())?;
+    fn flush_and_commit(&self, merges: Merges) -> anyhow::Result<()> {
+        let started = std::time::Instant::now();
+        postings::flush(&self.db, &mut self.pending.borrow_mut(), merges)?;
+        let flushed = started.elapsed();
         self.db.execute_batch("COMMIT")?;
+        tracing::debug!(?flushed, took = ?started.elapsed(), "index committed");
         Ok(())
     }
 
