@@ -639,6 +639,10 @@ fn passage_order(mirror: &Mirror, seen: &Seen) -> i64 {
     mirror.blobs.get(&seen.blob).and_then(|b| b.chunks.first()).map_or(i64::MAX, |c| c.id)
 }
 
+/// Up to how many changed paths each kept entry of a list brought up to date
+/// is compared with, rather than looked up in a set of them by hash.
+const COMPARED_UP_TO: usize = 8;
+
 /// From how many files brought up to date from the change feed the list is
 /// sorted again, rather than each put in its place.
 const PLACED_ONE_BY_ONE_UP_TO: usize = 64;
@@ -1852,8 +1856,7 @@ impl Index {
             only.paths().filter_map(|p| p.strip_prefix(&root.real)).map(|rel| root.path.join_rel(rel)).collect();
         // A few changed paths are compared with each kept entry; hashing each
         // kept path cost more (at 90,000 files, milliseconds of the search).
-        let few: Vec<&VPath> =
-            if changed.len() <= PLACED_ONE_BY_ONE_UP_TO { changed.iter().collect() } else { Vec::new() };
+        let few: Vec<&VPath> = if changed.len() <= COMPARED_UP_TO { changed.iter().collect() } else { Vec::new() };
         let is_changed = |shown: &VPath| if few.is_empty() { changed.contains(shown) } else { few.contains(&shown) };
         // Each file, and its place in the kept list (`NEW_FILE` for a fresh one).
         let (mut seen, mut files) = (Vec::with_capacity(old.seen.len() + fresh.len()), Vec::new());
