@@ -2977,26 +2977,19 @@ mod tests {
         let store = index.store();
         let got = index.stored_vectors(&store, &ids).unwrap();
         assert!(index.reader.lock().unwrap().is_some(), "the second connection was not used");
-        let one: Vec<Quantised> = ids
-            .iter()
-            .map(|id| {
-                let mut row = Vec::new();
-                store.vector(*id, &mut row).unwrap().map(|scale| (row, scale))
-            })
-            .collect();
-        assert_eq!(got, one);
+        let one_by_one = |ids: &[i64]| -> Vec<Quantised> {
+            ids.iter()
+                .map(|id| {
+                    let mut row = Vec::new();
+                    store.vector(*id, &mut row).unwrap().map(|scale| (row, scale))
+                })
+                .collect()
+        };
+        assert_eq!(got, one_by_one(&ids));
         assert!(got[1].is_none() && got.iter().filter(|v| v.is_some()).count() == ids.len() - 1);
         // Several turns' worth: the runs the two connections took come back in the order asked.
         let many: Vec<i64> = (0..200).map(|i| if i % 17 == 3 { i64::MAX } else { ids[i % ids.len()] }).collect();
-        let got = index.stored_vectors(&store, &many).unwrap();
-        let one: Vec<Quantised> = many
-            .iter()
-            .map(|id| {
-                let mut row = Vec::new();
-                store.vector(*id, &mut row).unwrap().map(|scale| (row, scale))
-            })
-            .collect();
-        assert_eq!(got, one);
+        assert_eq!(index.stored_vectors(&store, &many).unwrap(), one_by_one(&many));
     }
 
     /// `Topics`, refusing a text of more words than it holds for its length, as an embedder with a small context does.
