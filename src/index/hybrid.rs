@@ -459,18 +459,16 @@ impl PostingsCache {
             };
         }
         self.held += read.len();
-        match reading {
-            Reading::All => self.read_whole += 1,
-            Reading::After(_) => self.read_after += 1,
-        }
         let upto = marks.newest_chunk;
         match reading {
             Reading::All => {
+                self.read_whole += 1;
                 let list = Arc::new(read);
                 self.terms.insert(which, Kept { list: list.clone(), upto });
                 Some(list)
             }
             Reading::After(after) => {
+                self.read_after += 1;
                 let kept = self.terms.get_mut(&which).filter(|kept| kept.upto == after)?;
                 // In place unless a search still holds the list.
                 Arc::make_mut(&mut kept.list).extend(read);
@@ -737,20 +735,43 @@ fn ranks_in_order(by_path: &[u32], files: usize, same: impl Fn(u32, u32) -> bool
     rank
 }
 
+/// Where the files of a list brought up to date went (`files`: where each
+/// was in the list before, of `old_files` files, or `NEW_FILE`).
+struct Places {
+    /// Each old file's place now (`NEW_FILE`: gone).
+    now: Vec<u32>,
+    /// The new files, in the list's order.
+    added: Vec<u32>,
+}
+
+impl Places {
+    fn of(files: &[u32], old_files: usize) -> Places {
+        let mut places = Places { now: vec![NEW_FILE; old_files], added: Vec::new() };
+        for (f, at) in files.iter().enumerate() {
+            match *at {
+                NEW_FILE => places.added.push(f as u32),
+                at => places.now[at as usize] = f as u32,
+            }
+        }
+        places
+    }
+}
+
 /// `path_ranks` of `seen`, a list brought up to date from one whose files'
 /// path order is known (`old_by_path`, `old_rank`; `files`: where each file
-/// of `seen` was there, or `NEW_FILE`): the old order with the files gone
-/// left out and the new ones merged in, so only a new file's path is
-/// compared (a sort of every path was a sixth of laying out a million passages).
-fn path_ranks_after(seen: &[Seen], files: &[u32], old_by_path: &[u32], old_rank: &[u32]) -> (Vec<u32>, Vec<u32>) {
-    let mut now = vec![NEW_FILE; old_rank.len()];
-    let mut added = Vec::new();
-    for (f, at) in files.iter().enumerate() {
-        match *at {
-            NEW_FILE => added.push(f as u32),
-            at => now[at as usize] = f as u32,
-        }
-    }
+/// of `seen` was there, or `NEW_FILE`; `places`, from them): the old order
+/// with the files gone left out and the new ones merged in, so only a new
+/// file's path is compared (a sort of every path was a sixth of laying out
+/// a million passages).
+fn path_ranks_after(
+    seen: &[Seen],
+    files: &[u32],
+    places: &Places,
+    old_by_path: &[u32],
+    old_rank: &[u32],
+) -> (Vec<u32>, Vec<u32>) {
+    let now = &places.now;
+    let mut added = places.added.clone();
     let shown = |f: u32| &seen[f as usize].shown;
     added.sort_unstable_by(|a, b| shown(*a).cmp(shown(*b)));
     let kept: Vec<u32> = old_by_path.iter().map(|at| now[*at as usize]).filter(|f| *f != NEW_FILE).collect();
@@ -772,19 +793,12 @@ fn path_ranks_after(seen: &[Seen], files: &[u32], old_by_path: &[u32], old_rank:
 }
 
 /// `Units::rows` (each file's row, sorted) for a list brought up to date
-/// from one of `old_files` files whose rows were `old_rows` (`files`: where
-/// each file of `seen` was there, or `NEW_FILE`). The kept files keep their
-/// order, so their entries stay sorted; the new ones are merged in. Sorting
-/// them all again cost 2-3 ms at 90,000 files.
-fn rows_after(old_rows: &[(i64, u32)], seen: &[Seen], files: &[u32], old_files: usize) -> Vec<(i64, u32)> {
-    let mut now = vec![NEW_FILE; old_files];
-    let mut added = Vec::new();
-    for (f, at) in files.iter().enumerate() {
-        match *at {
-            NEW_FILE => added.push((seen[f].rowid, f as u32)),
-            at => now[at as usize] = f as u32,
-        }
-    }
+/// from one whose rows were `old_rows` (`places`: where its files went).
+/// The kept files keep their order, so their entries stay sorted; the new
+/// ones are merged in. Sorting them all again cost 2-3 ms at 90,000 files.
+fn rows_after(old_rows: &[(i64, u32)], seen: &[Seen], places: &Places) -> Vec<(i64, u32)> {
+    let now = &places.now;
+    let mut added: Vec<(i64, u32)> = places.added.iter().map(|f| (seen[*f as usize].rowid, *f)).collect();
     added.sort_unstable();
     let mut rows = Vec::with_capacity(seen.len());
     let mut added = added.into_iter().peekable();
@@ -902,7 +916,8 @@ impl Units {
     fn carried_in_place(mut self, mirror: &Mirror, seen: &[Seen], files: &[u32]) -> Units {
         let started = std::time::Instant::now();
         let (old_starts, old_file_len) = (std::mem::take(&mut self.starts), std::mem::take(&mut self.file_len));
-        let (by_path, path_rank) = path_ranks_after(seen, files, &self.by_path, &self.path_rank);
+        let places = Places::of(files, old_starts.len() - 1);
+        let (by_path, path_rank) = path_ranks_after(seen, files, &places, &self.by_path, &self.path_rank);
         let ranked = started.elapsed();
         // Each file's first unit here and its length, and the runs of units moved: `(from, to, len)`.
         let mut starts = Vec::with_capacity(seen.len() + 1);
@@ -959,7 +974,7 @@ impl Units {
             }
         }
         let moved = started.elapsed();
-        self.rows = rows_after(&self.rows, seen, files, old_starts.len() - 1);
+        self.rows = rows_after(&self.rows, seen, &places);
         let rows = started.elapsed();
         (self.starts, self.file_len, self.by_path, self.path_rank) = (starts, file_len, by_path, path_rank);
         self.remade = mirror.blobs_remade;
@@ -1363,8 +1378,9 @@ impl Index {
         grain: usize,
         work: impl Fn(&IndexStore, &[T]) -> anyhow::Result<Vec<R>> + Sync,
     ) -> anyhow::Result<Vec<R>> {
+        let alone = || store.in_one_read(|| work(store, items));
         if items.len() < 2 {
-            return store.in_one_read(|| work(store, items));
+            return alone();
         }
         let mut reader = lock(&self.reader);
         if reader.is_none() {
@@ -1372,11 +1388,11 @@ impl Index {
                 Ok(opened) => *reader = Some(opened),
                 Err(e) => {
                     tracing::debug!(error = %e, "no second connection to the index; it is read on one");
-                    return store.in_one_read(|| work(store, items));
+                    return alone();
                 }
             }
         }
-        let Some(second) = reader.take() else { return store.in_one_read(|| work(store, items)) };
+        let Some(second) = reader.take() else { return alone() };
         let grain = grain.max(1);
         let next = AtomicUsize::new(0);
         // The runs of items one connection took: where each starts, and its answers.
@@ -2167,11 +2183,8 @@ impl Index {
             }
             outcome
         });
-        let committing = std::time::Instant::now();
         // What was not committed is rolled back (`Writing`): the mirror is read again.
-        let written = written.and_then(|()| writing.commit());
-        tracing::debug!(commit = ?committing.elapsed(), indexed = state.indexed, "refreshed");
-        if let Err(e) = written {
+        if let Err(e) = written.and_then(|()| writing.commit()) {
             self.mirror_mut().version = None;
             return Err(e);
         }

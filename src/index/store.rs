@@ -188,10 +188,7 @@ fn migrate(db: &Connection) -> anyhow::Result<()> {
     if version == SCHEMA_VERSION {
         return Ok(());
     }
-    let has_files: bool =
-        db.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'files'", [], |r| {
-            r.get::<_, i64>(0)
-        })? > 0;
+    let has_files = has_table(db, "files")?;
     // Rolled back when dropped on an error.
     let tx = Transaction::new_unchecked(db, TransactionBehavior::Immediate)?;
     // Another process may have migrated while this one waited for the lock.
@@ -684,6 +681,14 @@ impl IndexStore {
     }
 }
 
+/// Whether the store has a table of this name.
+fn has_table(db: &Connection, name: &str) -> rusqlite::Result<bool> {
+    db.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1", [name], |r| {
+        r.get::<_, i64>(0)
+    })
+    .map(|n| n > 0)
+}
+
 fn create_schema_or_migrate(db: &Connection) -> anyhow::Result<()> {
     let version: i64 = db.pragma_query_value(None, "user_version", |r| r.get(0))?;
     let empty: bool = db.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0))? == 0;
@@ -699,11 +704,7 @@ fn create_schema_or_migrate(db: &Connection) -> anyhow::Result<()> {
     }
     // An index made before the paths' version was kept gets it now (a read
     // first: most opens find it and take no write lock).
-    let has_meta_version: bool =
-        db.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta_version'", [], |r| {
-            r.get::<_, i64>(0)
-        })? > 0;
-    if !has_meta_version {
+    if !has_table(db, "meta_version")? {
         let tx = Transaction::new_unchecked(db, TransactionBehavior::Immediate)?;
         db.execute_batch(META_VERSION)?;
         tx.commit()?;
