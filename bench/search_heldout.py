@@ -14,7 +14,10 @@ order, are the ranking. Metrics: recall@10 (share of questions with an answering
 Peers in the same run, over the very same files:
 * whole-file BM25 in plain Python (k1 1.2, b 0.75, words split like ctxfs's: identifiers cut at `_`
   and case changes, lower-cased; every query word, OR-ed);
-* SQLite FTS5's bm25() over whole files (the same words, OR-ed).
+* SQLite FTS5's bm25() over whole files (the same words, OR-ed);
+* whole-file BM25 with every word reduced to its Snowball English stem, as ctxfs's words are (only
+  when the `snowballstemmer` package is importable: `pip install snowballstemmer`), so a gain that
+  stemming alone would give any BM25 is told apart from the rest.
 
 Each ctxfs mode is a value of the benchmarking knob CTXFS_SEARCH_RANKINGS, run in its own
 `ctxfs replay` process over one index built by `ctxfs index`.
@@ -37,6 +40,12 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+
+try:
+    import snowballstemmer
+    STEMMER = snowballstemmer.stemmer("english")
+except ImportError:
+    STEMMER = None
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import BENCH, build, log, words  # noqa: E402
@@ -63,11 +72,12 @@ def corpus_files(root):
 # Peers
 
 
-def bm25_files(root, queries, k1=1.2, b=0.75):
-    """Whole-file BM25 in plain Python: the peer the issue measured against."""
+def bm25_files(root, queries, k1=1.2, b=0.75, stem=None):
+    """Whole-file BM25 in plain Python: the peer the issue measured against (`stem`: each word's stem)."""
+    split = words if stem is None else (lambda text: [stem(w) for w in words(text)])
     docs = {}
     for p in corpus_files(root):
-        docs[str(p.relative_to(root))] = Counter(words(p.read_text(encoding="utf-8", errors="replace")))
+        docs[str(p.relative_to(root))] = Counter(split(p.read_text(encoding="utf-8", errors="replace")))
     n = len(docs)
     lengths = {d: sum(c.values()) for d, c in docs.items()}
     avg = sum(lengths.values()) / n
@@ -76,7 +86,7 @@ def bm25_files(root, queries, k1=1.2, b=0.75):
         df.update(c.keys())
     out = {}
     for q in queries:
-        terms = set(words(q["query"]))
+        terms = set(split(q["query"]))
         scores = {}
         for d, c in docs.items():
             s = 0.0
@@ -191,7 +201,8 @@ def main():
     modes = [m for m in args.modes.split(",") if m]
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="ctxfs-heldout-"))
     work.mkdir(parents=True, exist_ok=True)
-    report = {"date": time.strftime("%Y-%m-%d %H:%M"), "embedder": args.embedder, "weights": args.weights, "sets": {}}
+    report = {"date": time.strftime("%Y-%m-%d %H:%M"), "embedder": args.embedder, "weights": args.weights, "sets": {},
+              "questions": []}
     for path in sorted(SETS.glob("*.json")):
         data = json.loads(path.read_text())
         crate = data["crate"]
@@ -209,7 +220,10 @@ def main():
             sys.exit(res.stderr)
         log(crate, res.stdout.strip().splitlines()[-1] if res.stdout.strip() else "", f"({time.perf_counter() - start:.1f} s)")
         qs = [q for q in data["questions"] if args.half == "all" or q["half"] == args.half]
+        report["questions"].append(qs)
         rankings = {"whole-file BM25 (Python, peer)": bm25_files(root, qs), "FTS5 bm25, whole files (peer)": fts5_files(root, qs)}
+        if STEMMER is not None:
+            rankings["whole-file BM25, stemmed (Python)"] = bm25_files(root, qs, stem=STEMMER.stemWord)
         latency = {}
         for mode in modes:
             for limit in limits:
@@ -246,10 +260,32 @@ def main():
                 if r is None or r > 3:
                     peer = entry["ranks"]["whole-file BM25 (Python, peer)"][q["id"]]
                     print(f"  {q['id']} [{q['half']}/{q['kind']}] rank {r} (BM25 {peer}): {q['query']} -> {q['files'][0]}")
+    pooled(report)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def pooled(report):
+    """MRR of every ranking over all sets' questions together, by half and kind."""
+    entries = list(report["sets"].values())
+    if len(entries) < 2:
+        return
+    print("\npooled over the sets (MRR):")
+    for name in entries[0]["ranks"]:
+        cells = []
+        for half in ("held", "tune"):
+            for kind in ("all", "para"):
+                rr = []
+                for entry, qs in zip(entries, report["questions"]):
+                    for q in qs:
+                        if q["half"] == half and kind in ("all", q["kind"]):
+                            r = entry["ranks"][name][q["id"]]
+                            rr.append(1 / r if r and r <= DEPTH else 0.0)
+                if rr:
+                    cells.append(f"{half}/{kind} {sum(rr) / len(rr):.3f}")
+        print(f"  {name}: " + ", ".join(cells))
 
 
 if __name__ == "__main__":

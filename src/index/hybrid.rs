@@ -2574,6 +2574,21 @@ mod tests {
         assert_eq!(a.len(), 2);
     }
 
+    /// A question in other forms of the code's words finds it (words only,
+    /// no embedder): the index and the query are both stemmed, so "padded
+    /// sequences" meets "Pads every sequence" and `pad_batch`.
+    #[test]
+    fn other_forms_of_a_word_find_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        fs.add_file("/pub/batch.rs", "/// Pads every sequence of a batch to one length.\nfn pad_batch() {}\n");
+        fs.add_file("/pub/other.rs", "fn unrelated() {}\n// one batch of sequence numbers\n");
+        let access = access(fs, &[("/pub", Level::Ro)]);
+        let root = access.target("/pub", Need::Look).unwrap();
+        let found = index(dir.path()).search(&access, &root, "padded sequences", 10).unwrap();
+        assert_eq!(found.first().map(|r| r.path.as_str()), Some("/pub/batch.rs"), "{found:?}");
+    }
+
     /// A query of several words reads their postings on two connections at
     /// once; memory then holds each word's list (passages and paths), the
     /// same as one connection reads, and the answer is what it was.
@@ -2599,7 +2614,7 @@ mod tests {
                 assert_eq!(*held.list, one, "{kind:?} {term}");
             }
         }
-        assert!(!cache.terms[&(Postings::Meta, "retry".to_owned())].list.is_empty());
+        assert!(!cache.terms[&(Postings::Meta, super::super::terms::stem("retry"))].list.is_empty());
         drop((cache, store));
         assert_eq!(index.search(&access, &root, "retry failed upload", 10).unwrap(), found);
     }

@@ -14,7 +14,8 @@
 //!
 //! The schema carries a version (`PRAGMA user_version`). An index made by an
 //! older schema is dropped and made again on the next refresh, except the
-//! files' tags and creators, which are kept (their content is read again).
+//! files' tags and creators, which are kept (their content is read again);
+//! one made by a newer schema is not opened, and left as it is.
 
 use super::postings;
 pub use super::postings::Merges;
@@ -22,7 +23,8 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBe
 use std::path::Path;
 
 /// The schema's version; an older index is rebuilt (see the module header).
-const SCHEMA_VERSION: i64 = 4;
+/// 5: the words are stemmed (`terms`), so an index of unstemmed words is made again.
+const SCHEMA_VERSION: i64 = 5;
 
 /// A file's row: where it is and what it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -181,6 +183,18 @@ fn create_schema(db: &Connection) -> rusqlite::Result<()> {
     db.execute_batch(META_VERSION)
 }
 
+/// An index of a newer schema than this binary's is left as it is (a newer
+/// ctxfs sharing the data directory would otherwise lose it, and then this
+/// one's): opening it fails, and search ranks by words only.
+fn refuse_newer(version: i64) -> anyhow::Result<()> {
+    if version > SCHEMA_VERSION {
+        anyhow::bail!(
+            "the search index was made by a newer ctxfs (schema {version}; this one reads {SCHEMA_VERSION}); left as it is"
+        );
+    }
+    Ok(())
+}
+
 /// Brings an index of an older schema to this one: everything derived from
 /// content is dropped, the files keep their tags and are marked to be read again.
 fn migrate(db: &Connection) -> anyhow::Result<()> {
@@ -193,6 +207,7 @@ fn migrate(db: &Connection) -> anyhow::Result<()> {
     let tx = Transaction::new_unchecked(db, TransactionBehavior::Immediate)?;
     // Another process may have migrated while this one waited for the lock.
     let version: i64 = db.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    refuse_newer(version)?;
     if version == SCHEMA_VERSION {
         return Ok(());
     }
@@ -699,6 +714,7 @@ fn create_schema_or_migrate(db: &Connection) -> anyhow::Result<()> {
         tx.commit()?;
         return Ok(());
     }
+    refuse_newer(version)?;
     if version != SCHEMA_VERSION {
         migrate(db)?;
     }
@@ -736,7 +752,7 @@ mod tests {
         let chunks = store.chunks_of(&sha).unwrap();
         assert_eq!(chunks.iter().map(|c| c.id).collect::<Vec<_>>(), ids);
         assert_eq!(chunks.len(), 2);
-        let postings = store.chunk_postings("retry").unwrap();
+        let postings = store.chunk_postings(&crate::index::terms::stem("retry")).unwrap();
         assert_eq!(postings, vec![(chunks[0].id, 2)]);
         assert_eq!(store.chunk_postings("upload").unwrap().len(), 1);
         let v = store.chunk_vector(chunks[0].id).unwrap().unwrap();
@@ -758,7 +774,7 @@ mod tests {
         assert!(store.chunks_of(&sha).unwrap().is_empty());
         let again = store.put_blob(&[8u8; 32], None, &[chunk("retry later")]).unwrap();
         assert!(again[0] > *ids.iter().max().unwrap(), "{again:?} after {ids:?}");
-        let retry = store.chunk_postings("retry").unwrap();
+        let retry = store.chunk_postings(&crate::index::terms::stem("retry")).unwrap();
         assert_eq!(retry.last(), Some(&(again[0], 1)));
         let mut vectors = Vec::new();
         store.all_vectors(|id, _| vectors.push(id)).unwrap();
@@ -828,5 +844,23 @@ mod tests {
         // Opening again changes nothing.
         let store = IndexStore::open(&path).unwrap();
         assert_eq!(store.file("/a.rs").unwrap().unwrap().mtime, -2);
+    }
+
+    #[test]
+    fn a_newer_schema_is_left_as_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index.db");
+        drop(IndexStore::open(&path).unwrap());
+        {
+            let db = Connection::open(&path).unwrap();
+            db.execute_batch("INSERT INTO files (path, blob, size, mtime) VALUES ('/a.rs', x'07', 3, 5)").unwrap();
+            db.pragma_update(None, "user_version", SCHEMA_VERSION + 1).unwrap();
+        }
+        let error = IndexStore::open(&path).err().expect("a newer index was opened").to_string();
+        assert!(error.contains("made by a newer ctxfs"), "{error}");
+        let db = Connection::open(&path).unwrap();
+        let version: i64 = db.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
+        let files: i64 = db.query_row("SELECT count(*) FROM files", [], |r| r.get(0)).unwrap();
+        assert_eq!((version, files), (SCHEMA_VERSION + 1, 1));
     }
 }
