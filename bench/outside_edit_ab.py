@@ -13,8 +13,8 @@ and whether A and B answered every search alike (result ids left out: they move 
 Each process starts from the same tree (the edited files are put back after it) and makes the same
 edits, so the answers must be the same unless the change was meant to change them.
 
-Usage: python3 bench/outside_edit_ab.py --a OLD --b NEW --root TREE --data DIR [--trials 4] [--edits 8]
-       [--warm 2] [--json FILE]
+Usage: python3 bench/outside_edit_ab.py --a OLD --b NEW --root TREE --data DIR [--data-b DIR] [--trials 4]
+       [--edits 8] [--warm 2] [--json FILE]
 Note: it appends lines to files under TREE (a copy made for benchmarks, such as search_speed.py's).
 Stdlib Python 3 only.
 """
@@ -66,6 +66,7 @@ def main():
     ap.add_argument("--b", required=True)
     ap.add_argument("--root", required=True)
     ap.add_argument("--data", required=True)
+    ap.add_argument("--data-b", help="B's own index, when the change moves the index's format (default: --data)")
     ap.add_argument("--trials", type=int, default=4)
     ap.add_argument("--edits", type=int, default=8)
     ap.add_argument("--warm", type=int, default=2)
@@ -80,7 +81,8 @@ def main():
         files = candidates[t * args.edits:(t + 1) * args.edits]
         got = {}
         for side in ("a", "b") if t % 2 == 0 else ("b", "a"):
-            times, answers, rss = trial(getattr(args, side), args.root, args.data, files, args.warm)
+            data = args.data_b if side == "b" and args.data_b else args.data
+            times, answers, rss = trial(getattr(args, side), args.root, data, files, args.warm)
             got[side] = answers
             figures[side]["times"].extend(times)
             figures[side]["trial_p50"].append(statistics.median(times))
