@@ -668,11 +668,12 @@ pub(super) struct Units {
     pub(super) lo: i64,
     pub(super) first: Vec<u32>,
     pub(super) next: Vec<u32>,
-    /// Chunk id → the file of its first unit (`chunk_file[id - lo]`), with
-    /// `MORE_UNITS` set when `first` leads to more; `NO_UNIT`: none. The
-    /// words' pass over every posting reads this alone (one load, where
-    /// `first` then `file` were two, one waiting on the other).
-    chunk_file: Vec<u32>,
+    /// Chunk id → the file of its first unit, with `MORE_UNITS` set when
+    /// `first` leads to more (`NO_UNIT`: none), and the chunk's length in
+    /// words (`chunks[id - lo]`). The words' pass over every posting reads
+    /// this alone: one load, where `first`, then `file` and `words` were
+    /// three, each waiting on the one before.
+    chunks: Vec<ChunkEntry>,
     /// The mean passage length, each file's length and the mean file length, in words.
     pub(super) avg: f64,
     pub(super) file_len: Vec<f64>,
@@ -821,6 +822,16 @@ const NO_UNIT: u32 = u32::MAX;
 /// In `Units::first` and `Units::next`: another unit of the same chunk follows in `next`.
 const MORE_UNITS: u32 = 1 << 31;
 
+/// What the words' pass needs of a chunk id (`Units::chunks`), side by side in memory.
+#[derive(Clone, Copy)]
+#[cfg_attr(test, derive(Debug, PartialEq))]
+struct ChunkEntry {
+    /// The file of the chunk's first unit, with `MORE_UNITS` when it has more; `NO_UNIT`: none.
+    file: u32,
+    /// The chunk's length in words.
+    words: u32,
+}
+
 impl Units {
     /// The passages of the files of `seen`, laid out from the mirror.
     fn build(mirror: &Mirror, seen: &[Seen]) -> Units {
@@ -836,7 +847,7 @@ impl Units {
             lo: 0,
             first: Vec::new(),
             next: Vec::new(),
-            chunk_file: Vec::new(),
+            chunks: Vec::new(),
             avg: 1.0,
             file_len: Vec::with_capacity(seen.len()),
             files_n: 0.0,
@@ -878,7 +889,7 @@ impl Units {
         (u.avg, u.files_n, u.file_avg, u.lo) = (1.0, 0.0, 1.0, 0);
         u.first.clear();
         u.next.clear();
-        u.chunk_file.clear();
+        u.chunks.clear();
         if n > 0 {
             // Summed as integers: the same whatever order the walk found the files in.
             let total: u64 = u.words.iter().map(|w| u64::from(*w)).sum();
@@ -890,7 +901,7 @@ impl Units {
             assert!(n.max(files) < MORE_UNITS as usize, "more passages than a search can lay out");
             let span = (hi - lo + 1) as usize;
             u.first.resize(span, NO_UNIT);
-            u.chunk_file.resize(span, NO_UNIT);
+            u.chunks.resize(span, ChunkEntry { file: NO_UNIT, words: 0 });
             u.next.resize(n, NO_UNIT);
             // Back to front, so a chunk's entries end with its first unit's (one pass for both maps).
             for i in (0..n).rev() {
@@ -899,7 +910,8 @@ impl Units {
                 u.next[i] = *slot;
                 let more = if *slot == NO_UNIT { 0 } else { MORE_UNITS };
                 *slot = i as u32 | more;
-                u.chunk_file[at] = u.file[i] | more;
+                // A chunk's units are one content under several paths: one length.
+                u.chunks[at] = ChunkEntry { file: u.file[i] | more, words: u.words[i] };
             }
         }
     }
@@ -994,30 +1006,30 @@ impl Units {
     }
 
     /// Calls `each` with the file of every unit of the chunk `id` (a file
-    /// once for each of its units that is the chunk).
+    /// once for each of its units that is the chunk), and answers the
+    /// chunk's length in words (`None`: no unit is the chunk).
     #[inline]
-    pub(super) fn files_of_chunk(&self, id: i64, mut each: impl FnMut(u32)) {
-        let Some(entry) = usize::try_from(id - self.lo).ok().and_then(|at| self.chunk_file.get(at)).copied() else {
-            return;
-        };
-        if entry == NO_UNIT {
-            return;
+    pub(super) fn visible_chunk(&self, id: i64, mut each: impl FnMut(u32)) -> Option<u32> {
+        let entry = usize::try_from(id - self.lo).ok().and_then(|at| self.chunks.get(at)).copied()?;
+        if entry.file == NO_UNIT {
+            return None;
         }
-        if entry & MORE_UNITS == 0 {
-            each(entry);
+        if entry.file & MORE_UNITS == 0 {
+            each(entry.file);
         } else {
             self.of_chunk(id, |unit| each(self.file[unit as usize]));
         }
+        Some(entry.words)
     }
 
-    /// Asks the processor to start loading what `files_of_chunk` will read
+    /// Asks the processor to start loading what `visible_chunk` will read
     /// for chunk `id` (nothing when it has no entry): a term's postings are
     /// in id order with gaps the hardware does not foresee, and each such
     /// load left the words' pass waiting on memory.
     #[inline]
     pub(super) fn prefetch_chunk(&self, id: i64) {
         #[cfg(target_arch = "x86_64")]
-        if let Some(entry) = usize::try_from(id - self.lo).ok().and_then(|at| self.chunk_file.get(at)) {
+        if let Some(entry) = usize::try_from(id - self.lo).ok().and_then(|at| self.chunks.get(at)) {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
             // SAFETY: a prefetch reads nothing the program sees and cannot
             // fault; the address is that of a live element besides.

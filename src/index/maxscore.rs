@@ -1,63 +1,85 @@
-//! BM25 over passages computed one passage at a time with MaxScore pruning: the best passages and the files whose best passage is best, exactly as scoring every passage would rank them; not the gathering of a query's postings, the whole-file or path rankings, nor the fusion (`rankings`, `rank`).
+//! BM25 over passages computed a window of chunks at a time, skipping the chunks only weak terms are in (MaxScore): the best passages and the files whose best passage is best, exactly as scoring every passage would rank them; not the gathering of a query's postings, the whole-file or path rankings, nor the fusion (`rankings`, `rank`).
 //!
 //! A query of common words names hundreds of thousands of passages, and
 //! scoring each cost a search at a million passages most of its time (three
-//! memory loads a posting). Here the query's terms walk their lists side by
-//! side in chunk order (Turtle and Flood's MaxScore): each term has an upper
-//! bound on what it adds to any passage, and once the rankings' threshold
-//! (the score the `depth`-th best file's best passage has reached) exceeds
-//! the bounds of the weakest terms together, a passage holding only those
-//! cannot rank, so their lists are only searched for passages a stronger
-//! term proposes, and a passage is dropped as soon as what it has plus
-//! what its remaining terms could add stays below the threshold. Two things
-//! make that threshold useful early and cheap to test: with many postings,
-//! the chunks of the strongest term are scored first to start from a
-//! threshold rather than 0 (`seed_threshold`), and a passage's bound is
-//! tested before its length is read, since most chunks a common word
-//! proposes fail it.
+//! memory loads a posting). Each posting now comes with its part of the
+//! score already computed (the pass that found it visible read the chunk's
+//! length with its file), and the walk goes through the chunks in windows
+//! of `WINDOW` keys: every term's parts in the window are added into one
+//! array the size of the processor's nearest cache, term by term in the
+//! query's order (Lucene's MaxScore scorer works in windows too). Each term
+//! has an upper bound on what it adds to any passage (its highest part), and
+//! once the rankings' threshold (the score the `depth`-th best file's best
+//! passage has reached) exceeds the bounds of the weakest terms together, a
+//! passage holding only those cannot rank: the next window then starts at
+//! the next chunk a stronger term is in, and the weak terms' lists are
+//! searched to it rather than walked. With many postings, the chunks of the
+//! strongest term are scored first to start from a threshold rather than 0
+//! (`seed_threshold`).
 //!
-//! The answer is the exhaustive one: a passage is dropped only when even
-//! its bound is below a threshold that never exceeds the final one (with a
-//! margin for rounding), and a kept passage's score is summed in the query's
-//! term order, as the exhaustive loop sums it. So the pruning changes no
-//! ranking, no order and no tie; the statistics (idf, lengths) are those of
-//! the visible passages, computed before (`rankings`).
+//! This walk went a passage at a time before: each needed term's cursor was
+//! asked at every chunk, and the weak terms' lists searched for each chunk
+//! that might still rank. At a million passages most chunks of a question's
+//! common words needed their weak terms' parts too, and those searches (a
+//! hundred thousand a question) cost more than adding every part does here
+//! (bench/README.md has the figures).
+//!
+//! The answer is the exhaustive one: a window's sum is each passage's parts
+//! added in the query's term order, as the exhaustive loop adds them, so it
+//! is the score to the bit; a window is skipped, or a passage left out, only
+//! where even the bounds are below a threshold that never exceeds the final
+//! one (with a margin for rounding). So the pruning changes no ranking, no
+//! order and no tie; the statistics (idf, lengths) are those of the visible
+//! passages, computed before (`rankings`).
 
 use super::rank;
 use std::cmp::Ordering;
 
 /// One query term's postings among the visible passages: each chunk (its
-/// key, ascending) with the term's count there; its idf over the visible
-/// passages and the most it adds to any passage's score.
+/// key, ascending) with what the term adds to its score there, and the
+/// most it adds to any passage's score.
 pub(super) struct TermHits {
-    pub idf: f64,
     pub bound: f64,
-    pub hits: Vec<(u32, u32)>,
+    /// Ends with `END`, which is no chunk's.
+    keys: Vec<u32>,
+    /// What the term adds to the score of chunk `keys[i]`: BM25 of its count
+    /// and the chunk's length, computed once (the bound needs all of them).
+    parts: Vec<f64>,
 }
 
+/// The key after a term's last hit.
+const END: u32 = u32::MAX;
+
 impl TermHits {
-    /// A term of `idf` whose visible postings are `hits` (chunk keys ascending).
-    pub(super) fn new(idf: f64, hits: Vec<(u32, u32)>) -> TermHits {
-        let most = hits.iter().map(|h| h.1).max().unwrap_or(0);
-        // BM25 grows with the count and shrinks with the length, and a
-        // length of zero gives the least normalisation, so this bounds every
-        // passage the term is in.
-        let mut term = TermHits { idf, bound: 0.0, hits };
-        term.bound = if most == 0 { 0.0 } else { term.most_for(most) };
-        term
+    /// A term of `idf` whose visible postings are the chunks `keys`
+    /// (ascending), each with the term's `rank::saturation` there (its count
+    /// and the chunk's length): each part is `rank::bm25` to the bit.
+    pub(super) fn new(idf: f64, mut keys: Vec<u32>, saturations: Vec<f64>) -> TermHits {
+        debug_assert_eq!(keys.len(), saturations.len());
+        let mut parts = saturations;
+        let mut bound = 0.0f64;
+        for part in &mut parts {
+            *part *= idf;
+            bound = bound.max(*part);
+        }
+        // The walk reads a key past the last one instead of asking whether there is one.
+        keys.push(END);
+        parts.push(0.0);
+        // Each passage's own part, so the bound is as tight as it can be: a
+        // bound of a count at length zero was about a third higher.
+        TermHits { bound, keys, parts }
     }
 
-    /// The most the term adds to a passage holding it `count` times, whatever
-    /// the passage's length (the least normalisation is a length of zero).
-    fn most_for(&self, count: u32) -> f64 {
-        rank::bm25(self.idf, f64::from(count), 0.0, 1.0)
+    /// The chunks that hold the term, ascending.
+    pub(super) fn hits(&self) -> &[u32] {
+        &self.keys[..self.keys.len() - 1]
     }
 
-    /// The term's count in chunk `key` (0: not there).
-    fn count_in(&self, key: u32) -> u32 {
-        match self.hits.binary_search_by_key(&key, |h| h.0) {
-            Ok(at) => self.hits[at].1,
-            Err(_) => 0,
+    /// What the term adds to chunk `key`'s score (0: not there).
+    fn part_in(&self, key: u32) -> f64 {
+        match self.keys.binary_search(&key) {
+            Ok(at) => self.parts[at],
+            Err(_) => 0.0,
         }
     }
 }
@@ -69,14 +91,10 @@ pub(super) type UnitsOf<'a> = dyn Fn(u32, &mut dyn FnMut(u32)) + 'a;
 /// What the passage ranking needs to know about the visible passages.
 pub(super) struct Passages<'a> {
     pub units_of: &'a UnitsOf<'a>,
-    /// Each unit's length in words.
-    pub len: &'a dyn Fn(u32) -> u32,
     /// Each unit's file.
     pub file: &'a [u32],
     /// How many files there are (`file`'s values are below it).
     pub files: usize,
-    /// The mean passage length in words.
-    pub avg: f64,
 }
 
 /// The passage and file rankings by words, and how much work they took.
@@ -91,22 +109,27 @@ pub(super) struct Ranked {
     pub scored: usize,
 }
 
-/// The score of unit `unit` of chunk `key`: each term's part, summed in the
-/// query's order (the order the exhaustive loop adds them in).
-pub(super) fn score_of(terms: &[TermHits], key: u32, len: u32, avg: f64) -> f64 {
+/// The score of chunk `key`: each term's part, summed in the query's order
+/// (the order the exhaustive loop adds them in).
+pub(super) fn score_of(terms: &[TermHits], key: u32) -> f64 {
     let mut score = 0.0;
     for term in terms {
-        let count = term.count_in(key);
-        if count > 0 {
-            score += rank::bm25(term.idf, f64::from(count), f64::from(len), avg);
+        let part = term.part_in(key);
+        if part > 0.0 {
+            score += part;
         }
     }
     score
 }
 
-/// A relative margin on every comparison with the threshold: the bounds are
-/// summed in another order than the scores, so they may differ in the last bits.
+/// A relative margin on every comparison with the threshold: the bounds and
+/// a window's sums are summed in another order than the scores, so they may
+/// differ in the last bits.
 const MARGIN: f64 = 1e-9;
+
+/// How many chunk keys one window of the walk spans: its sums are 32 KB,
+/// which the processor's nearest cache holds.
+const WINDOW: u32 = 4096;
 
 /// From how many hits in all a ranking first scores the chunks of its
 /// strongest term to start from a threshold (below, the walk is short anyway).
@@ -123,7 +146,7 @@ pub(super) fn rank(
     unit_order: &dyn Fn(u32, u32) -> Ordering,
     file_order: &dyn Fn(u32, u32) -> Ordering,
 ) -> Ranked {
-    rank_seeded(terms, passages, depth, unit_order, file_order, SEED_FROM_HITS)
+    rank_seeded(terms, passages, depth, unit_order, file_order, SEED_FROM_HITS, WINDOW)
 }
 
 /// A threshold to start from: the chunks of the term with the highest bound
@@ -134,18 +157,17 @@ pub(super) fn rank(
 /// `depth` files have been scored, which with many terms of like weight
 /// is most of the walk.
 fn seed_threshold(terms: &[TermHits], passages: &Passages<'_>, depth: usize) -> f64 {
-    let Some(strongest) = terms.iter().filter(|t| !t.hits.is_empty()).max_by(|a, b| a.bound.total_cmp(&b.bound)) else {
+    let Some(strongest) = terms.iter().filter(|t| !t.hits().is_empty()).max_by(|a, b| a.bound.total_cmp(&b.bound))
+    else {
         return 0.0;
     };
-    if strongest.hits.len() > SEED_MOST {
+    if strongest.hits().len() > SEED_MOST {
         return 0.0;
     }
     let mut best_files = BestFiles::new(depth);
     let mut file_best: std::collections::HashMap<u32, f64> = std::collections::HashMap::new();
-    for &(key, _) in &strongest.hits {
-        let mut len = 0;
-        (passages.units_of)(key, &mut |unit| len = (passages.len)(unit));
-        let score = score_of(terms, key, len, passages.avg);
+    for &key in strongest.hits() {
+        let score = score_of(terms, key);
         (passages.units_of)(key, &mut |unit| {
             let file = passages.file[unit as usize];
             let best = file_best.entry(file).or_insert(0.0);
@@ -158,7 +180,8 @@ fn seed_threshold(terms: &[TermHits], passages: &Passages<'_>, depth: usize) -> 
     best_files.threshold()
 }
 
-/// `rank`, seeding its threshold (`seed_threshold`) from `seed_from` hits in all.
+/// `rank`, seeding its threshold (`seed_threshold`) from `seed_from` hits in
+/// all, in windows of `window` keys (a multiple of 64).
 fn rank_seeded(
     terms: &[TermHits],
     passages: &Passages<'_>,
@@ -166,11 +189,12 @@ fn rank_seeded(
     unit_order: &dyn Fn(u32, u32) -> Ordering,
     file_order: &dyn Fn(u32, u32) -> Ordering,
     seed_from: usize,
+    window_keys: u32,
 ) -> Ranked {
     let mut cursors: Vec<Cursor<'_>> = terms
         .iter()
         .enumerate()
-        .filter(|(_, t)| !t.hits.is_empty())
+        .filter(|(_, t)| !t.hits().is_empty())
         .map(|(at, term)| Cursor { at, term, next: 0 })
         .collect();
     if depth == 0 || cursors.is_empty() {
@@ -183,12 +207,11 @@ fn rank_seeded(
     for (i, cursor) in cursors.iter().enumerate() {
         below[i + 1] = below[i] + cursor.term.bound;
     }
-    let mut counts = vec![0u32; terms.len()];
     let mut scored_units: Vec<(u32, f64)> = Vec::new();
     let mut file_best = vec![0f64; passages.files];
     let mut files_scored: Vec<u32> = Vec::new();
     let mut best_files = BestFiles::new(depth);
-    let hits: usize = terms.iter().map(|t| t.hits.len()).sum();
+    let hits: usize = terms.iter().map(|t| t.hits().len()).sum();
     let mut threshold = if hits >= seed_from { seed_threshold(terms, passages, depth) } else { 0.0 };
     // Cursors before `needed` cannot make a passage rank on their own.
     let mut needed = 0;
@@ -196,88 +219,65 @@ fn rank_seeded(
         needed += 1;
     }
     let (mut visited, mut scored) = (0, 0);
-    // The next chunk any needed term is in.
-    let mut next_key = cursors[needed..].iter().filter_map(Cursor::key).min();
-    while let Some(key) = next_key {
-        visited += 1;
-        counts.iter_mut().for_each(|c| *c = 0);
-        // What the needed terms here could add at most, whatever the length:
-        // most chunks a common term proposes stop at this, before their
-        // length is read (a load from memory each). The same pass finds the
-        // chunk after this one.
-        let mut most = 0.0;
-        let mut following = u32::MAX;
-        for cursor in &mut cursors[needed..] {
-            if cursor.key() == Some(key) {
-                let count = cursor.term.hits[cursor.next].1;
-                counts[cursor.at] = count;
-                most += cursor.term.most_for(count);
+    // The cursors in the query's order: each window sums the terms' parts in it.
+    let mut in_query_order: Vec<usize> = (0..cursors.len()).collect();
+    in_query_order.sort_by_key(|c| cursors[*c].at);
+    // One window's scores (every term's parts, summed), and which chunks have any.
+    let mut window = vec![0f64; window_keys as usize];
+    let mut present = vec![0u64; window_keys.div_ceil(64) as usize];
+    loop {
+        // The next window starts at the next chunk a needed term is in: a
+        // chunk only the others are in cannot rank.
+        let start = cursors[needed..].iter().map(Cursor::key).min().unwrap_or(END);
+        if start == END {
+            break;
+        }
+        let end = start.saturating_add(window_keys);
+        for &c in &in_query_order {
+            let cursor = &mut cursors[c];
+            if c < needed {
+                cursor.seek(start);
+            }
+            loop {
+                let key = cursor.key();
+                if key >= end {
+                    break;
+                }
+                let at = (key - start) as usize;
+                window[at] += cursor.term.parts[cursor.next];
+                present[at / 64] |= 1 << (at % 64);
                 cursor.next += 1;
             }
-            following = following.min(cursor.key().unwrap_or(u32::MAX));
         }
-        next_key = (following != u32::MAX).then_some(following);
-        if below_threshold(most + below[needed], threshold) {
-            continue;
-        }
-        let mut len = 0;
-        (passages.units_of)(key, &mut |unit| len = (passages.len)(unit));
-        let mut partial = 0.0;
-        for cursor in &cursors[needed..] {
-            let count = counts[cursor.at];
-            if count > 0 {
-                partial += rank::bm25(cursor.term.idf, f64::from(count), f64::from(len), passages.avg);
-            }
-        }
-        // The other terms, strongest first, while the passage may still rank.
-        let mut dropped = false;
-        for i in (0..needed).rev() {
-            if below_threshold(partial + below[i + 1], threshold) {
-                dropped = true;
-                break;
-            }
-            let cursor = &mut cursors[i];
-            cursor.seek(key);
-            if cursor.key() == Some(key) {
-                let count = cursor.term.hits[cursor.next].1;
-                counts[cursor.at] = count;
-                partial += rank::bm25(cursor.term.idf, f64::from(count), f64::from(len), passages.avg);
-            }
-        }
-        if dropped || below_threshold(partial, threshold) {
-            continue;
-        }
-        scored += 1;
-        // Summed in the query's order, as the exhaustive loop does.
-        let mut score = 0.0;
-        for (term, count) in terms.iter().zip(&counts) {
-            if *count > 0 {
-                score += rank::bm25(term.idf, f64::from(*count), f64::from(len), passages.avg);
-            }
-        }
-        (passages.units_of)(key, &mut |unit| {
-            scored_units.push((unit, score));
-            let file = passages.file[unit as usize];
-            let best = &mut file_best[file as usize];
-            if score > *best {
-                if *best == 0.0 {
-                    files_scored.push(file);
+        for (word, chunks) in present.iter_mut().enumerate() {
+            let mut bits = std::mem::take(chunks);
+            while bits != 0 {
+                let at = word * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                // Summed term by term in the query's order, as the exhaustive loop sums it.
+                let score = std::mem::take(&mut window[at]);
+                visited += 1;
+                if below_threshold(score, threshold) {
+                    continue;
                 }
-                *best = score;
-                best_files.raise(file, score);
+                scored += 1;
+                (passages.units_of)(start + at as u32, &mut |unit| {
+                    scored_units.push((unit, score));
+                    let file = passages.file[unit as usize];
+                    let best = &mut file_best[file as usize];
+                    if score > *best {
+                        if *best == 0.0 {
+                            files_scored.push(file);
+                        }
+                        *best = score;
+                        best_files.raise(file, score);
+                    }
+                });
+                threshold = threshold.max(best_files.threshold());
             }
-        });
-        let now = best_files.threshold();
-        if now > threshold {
-            threshold = now;
-            let before = needed;
-            while needed < cursors.len() && below_threshold(below[needed + 1], threshold) {
-                needed += 1;
-            }
-            if needed > before {
-                // Fewer terms are needed: the next chunk is among theirs.
-                next_key = cursors[needed..].iter().filter_map(Cursor::key).min();
-            }
+        }
+        while needed < cursors.len() && below_threshold(below[needed + 1], threshold) {
+            needed += 1;
         }
     }
     Ranked {
@@ -302,15 +302,15 @@ struct Cursor<'a> {
 }
 
 impl Cursor<'_> {
-    /// The chunk the cursor is at (`None`: past the end).
-    fn key(&self) -> Option<u32> {
-        self.term.hits.get(self.next).map(|h| h.0)
+    /// The chunk the cursor is at (`END`: past the last).
+    fn key(&self) -> u32 {
+        self.term.keys[self.next]
     }
 
     /// Moves to the first hit at or after chunk `key`: galloping, then a
     /// binary search, so a list is passed over in steps as long as the gaps.
     fn seek(&mut self, key: u32) {
-        self.next = rank::seek(&self.term.hits, self.next, |h| h.0 < key);
+        self.next = rank::seek(&self.term.keys, self.next, |k| *k < key);
     }
 }
 
@@ -387,36 +387,46 @@ mod tests {
                 .collect()
         }
 
-        /// Each query term's hits, with its idf over the visible units.
-        fn term_hits(&self, query: &[&str]) -> Vec<TermHits> {
+        /// Each query term's idf over the visible units and its hits among units of mean length `avg`.
+        fn term_hits(&self, query: &[&str], avg: f64) -> Vec<(f64, TermHits)> {
             let visible: usize = (0..self.chunks.len() as u32).map(|c| self.units(c).len()).sum();
             query
                 .iter()
                 .map(|term| {
-                    let hits: Vec<(u32, u32)> = self
-                        .chunks
+                    let keys: Vec<u32> = (0..self.chunks.len() as u32).filter(|c| self.count(*c, term) > 0).collect();
+                    let saturations = keys
                         .iter()
-                        .enumerate()
-                        .filter_map(|(c, words)| {
-                            let n = words.iter().filter(|w| *w == term).count() as u32;
-                            (n > 0).then_some((c as u32, n))
+                        .map(|c| {
+                            let len = self.chunks[*c as usize].len() as f64;
+                            rank::saturation(f64::from(self.count(*c, term)), len, avg)
                         })
                         .collect();
-                    let df: usize = hits.iter().map(|(c, _)| self.units(*c).len()).sum();
-                    TermHits::new(rank::idf(visible as f64, df as f64), hits)
+                    let df: usize = keys.iter().map(|c| self.units(*c).len()).sum();
+                    let idf = rank::idf(visible as f64, df as f64);
+                    (idf, TermHits::new(idf, keys, saturations))
                 })
                 .collect()
         }
+
+        /// How often chunk `c` holds `term`.
+        fn count(&self, c: u32, term: &str) -> u32 {
+            self.chunks[c as usize].iter().filter(|w| **w == term).count() as u32
+        }
     }
 
-    /// Every unit scored the way the exhaustive loop scored them.
-    fn exhaustive(corpus: &Corpus, terms: &[TermHits], avg: f64) -> Vec<f64> {
+    /// Every unit scored the way the exhaustive loop scored them: each
+    /// term's BM25 from its count and the chunk's length, in the query's order.
+    fn exhaustive(corpus: &Corpus, query: &[&str], terms: &[(f64, TermHits)], avg: f64) -> Vec<f64> {
         let mut scores = vec![0.0; corpus.unit_count()];
-        for term in terms {
-            for &(key, count) in &term.hits {
+        for (word, (idf, _)) in query.iter().zip(terms) {
+            for key in 0..corpus.chunks.len() as u32 {
+                let count = corpus.count(key, word);
+                if count == 0 {
+                    continue;
+                }
                 for unit in corpus.units(key) {
                     let len = corpus.chunks[key as usize].len() as f64;
-                    scores[unit as usize] += rank::bm25(term.idf, f64::from(count), len, avg);
+                    scores[unit as usize] += rank::bm25(*idf, f64::from(count), len, avg);
                 }
             }
         }
@@ -477,35 +487,39 @@ mod tests {
             let unit_order = |a: u32, b: u32| file[a as usize].cmp(&file[b as usize]).then(a.cmp(&b));
             let file_order = |a: u32, b: u32| a.cmp(&b);
             let units_of = |key: u32, each: &mut dyn FnMut(u32)| corpus.units(key).into_iter().for_each(each);
-            let len = |unit: u32| corpus.chunks[corpus.chunk_of(unit) as usize].len() as u32;
-            let passages = Passages { units_of: &units_of, len: &len, file: &file, files, avg };
+            let passages = Passages { units_of: &units_of, file: &file, files };
             for query in queries {
-                let terms = corpus.term_hits(query);
-                let scores = exhaustive(&corpus, &terms, avg);
-                for (depth, seed_from) in [1, 3, 10, 40].into_iter().flat_map(|d| [(d, usize::MAX), (d, 0)]) {
-                    let got = rank_seeded(&terms, &passages, depth, &unit_order, &file_order, seed_from);
+                let with_idf = corpus.term_hits(query, avg);
+                let scores = exhaustive(&corpus, query, &with_idf, avg);
+                let terms: Vec<TermHits> = with_idf.into_iter().map(|(_, t)| t).collect();
+                let runs = [1, 3, 10, 40].into_iter().flat_map(|d| [(d, usize::MAX), (d, 0)]);
+                for ((depth, seed_from), window) in runs.flat_map(|run| [(run, 64), (run, WINDOW)]) {
+                    let got = rank_seeded(&terms, &passages, depth, &unit_order, &file_order, seed_from, window);
                     let scored: Vec<u32> = (0..scores.len() as u32).filter(|u| scores[*u as usize] > 0.0).collect();
                     assert_eq!(
                         got.passages,
                         rank::top_among(&scored, &scores, depth, &unit_order),
-                        "{query:?} {depth} {seed_from}"
+                        "{query:?} {depth} {seed_from} {window}"
                     );
                     let pairs: Vec<(u32, f64)> = scored.iter().map(|u| (*u, scores[*u as usize])).collect();
                     let best = rank::best_per_file_of(&pairs, &file, files);
-                    assert_eq!(got.files, rank::top(&best, depth, &file_order), "{query:?} {depth} {seed_from}");
-                    let hit_chunks = terms
-                        .iter()
-                        .flat_map(|t| t.hits.iter().map(|h| h.0))
-                        .collect::<std::collections::BTreeSet<_>>();
+                    assert_eq!(
+                        got.files,
+                        rank::top(&best, depth, &file_order),
+                        "{query:?} {depth} {seed_from} {window}"
+                    );
+                    let hit_chunks =
+                        terms.iter().flat_map(|t| t.hits().iter().copied()).collect::<std::collections::BTreeSet<_>>();
                     pruned_somewhere |= got.scored < hit_chunks.len();
                     if seed_from == 0 {
-                        let unseeded = rank_seeded(&terms, &passages, depth, &unit_order, &file_order, usize::MAX);
+                        let unseeded =
+                            rank_seeded(&terms, &passages, depth, &unit_order, &file_order, usize::MAX, window);
                         seed_saved |= got.visited < unseeded.visited;
                     }
                     // A unit's own score, as the fallback asks for it, is the exhaustive one to the bit.
                     for unit in scored.iter().take(50) {
                         let key = corpus.chunk_of(*unit);
-                        assert_eq!(score_of(&terms, key, len(*unit), avg).to_bits(), scores[*unit as usize].to_bits());
+                        assert_eq!(score_of(&terms, key).to_bits(), scores[*unit as usize].to_bits());
                     }
                 }
             }
@@ -532,12 +546,12 @@ mod tests {
 
     #[test]
     fn seek_finds_the_first_hit_at_or_after() {
-        let term = TermHits::new(1.0, (0..100).map(|i| (i * 3, 1)).collect());
+        let term = TermHits::new(1.0, (0..100).map(|i| i * 3).collect(), vec![1.0; 100]);
         for start in [0, 5, 50] {
             for key in [0, 1, 3, 4, 150, 297, 298, 400] {
                 let mut cursor = Cursor { at: 0, term: &term, next: start };
                 cursor.seek(key);
-                let expected = start.max(term.hits.partition_point(|h| h.0 < key));
+                let expected = start.max(term.hits().partition_point(|k| *k < key));
                 assert_eq!(cursor.next, expected, "from {start} to {key}");
             }
         }

@@ -100,8 +100,50 @@ pub(crate) fn idf(n: f64, df: f64) -> f64 {
 
 /// One term's BM25 contribution to a document of `len` words (average `avg`) holding it `tf` times.
 pub(crate) fn bm25(idf: f64, tf: f64, len: f64, avg: f64) -> f64 {
+    idf * saturation(tf, len, avg)
+}
+
+/// What BM25 multiplies a term's idf by (`bm25` is exactly that product):
+/// the count, saturating, normalised by the document's length. Apart, so a
+/// pass that meets the counts before it knows the idf computes the same score.
+pub(crate) fn saturation(tf: f64, len: f64, avg: f64) -> f64 {
     let norm = 1.0 - BM25_B + BM25_B * len / avg.max(1.0);
-    idf * tf * (BM25_K1 + 1.0) / (tf + BM25_K1 * norm)
+    tf * (BM25_K1 + 1.0) / (tf + BM25_K1 * norm)
+}
+
+/// `saturation` for one mean length, looked up for the counts and lengths
+/// most passages have: the words' pass needs it for every posting, and its
+/// two divisions were a fifth of that pass's time in a profile at a million
+/// passages. Each value is `saturation`'s to the bit.
+pub(crate) struct Saturations {
+    avg: f64,
+    values: Vec<f64>,
+}
+
+/// The counts (1 to this) and lengths (below this) `Saturations` holds: 32 KB;
+/// 99.9 % of the passages of the 1M benchmark are shorter (the mean is 175 words).
+const SATURATED_COUNTS: usize = 8;
+const SATURATED_LENGTHS: usize = 512;
+
+impl Saturations {
+    pub(crate) fn new(avg: f64) -> Saturations {
+        let mut values = Vec::with_capacity(SATURATED_COUNTS * SATURATED_LENGTHS);
+        for tf in 1..=SATURATED_COUNTS {
+            values.extend((0..SATURATED_LENGTHS).map(|len| saturation(tf as f64, len as f64, avg)));
+        }
+        Saturations { avg, values }
+    }
+
+    /// `saturation(tf, len, avg)`.
+    #[inline]
+    pub(crate) fn of(&self, tf: u32, len: u32) -> f64 {
+        let (row, column) = ((tf as usize).wrapping_sub(1), len as usize);
+        if row < SATURATED_COUNTS && column < SATURATED_LENGTHS {
+            self.values[row * SATURATED_LENGTHS + column]
+        } else {
+            saturation(f64::from(tf), f64::from(len), self.avg)
+        }
+    }
 }
 
 /// A text's words for BM25 when there is no store to count them: each term's count, and the text's length in words.
@@ -467,6 +509,17 @@ pub(crate) fn fuse_flat(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn saturations_looked_up_are_those_computed() {
+        let table = Saturations::new(174.98);
+        for tf in [0, 1, 2, 7, 8, 9, 40] {
+            for len in [0, 1, 175, 511, 512, 3415] {
+                let computed = saturation(f64::from(tf), f64::from(len), 174.98);
+                assert_eq!(table.of(tf, len).to_bits(), computed.to_bits(), "{tf} {len}");
+            }
+        }
+    }
 
     proptest::proptest! {
         /// The bounded pass keeps what sorting every positive score keeps, in

@@ -357,7 +357,7 @@ impl UnitScores {
             UnitScores::Words(terms) => {
                 // Every unit's chunk lies within `first`'s span (see `word_rankings`).
                 let key = (units.id[at] - units.lo) as u32;
-                maxscore::score_of(terms, key, units.words[at], units.avg)
+                maxscore::score_of(terms, key)
             }
         }
     }
@@ -368,10 +368,10 @@ impl UnitScores {
 /// statistics over the visible units or files only.
 ///
 /// One pass over each term's postings keeps the visible ones, counts them
-/// (the passage idf) and adds them to their files' counts (whole-file BM25);
-/// the passages are then ranked a passage at a time with MaxScore pruning
-/// (`maxscore`), so the lists of common words are only searched, not
-/// scored through.
+/// (the passage idf), computes each one's part of its passage's score and
+/// adds them to their files' counts (whole-file BM25); the passages are
+/// then ranked a window of chunks at a time with MaxScore pruning
+/// (`maxscore`).
 #[allow(clippy::too_many_arguments)] // The search's inputs and its two orders.
 fn word_rankings(
     seen: &[Seen],
@@ -384,23 +384,23 @@ fn word_rankings(
     file_order: &(dyn Fn(u32, u32) -> std::cmp::Ordering + Sync),
 ) -> anyhow::Result<Evidence> {
     let mut out = Evidence::default();
+    let started = std::time::Instant::now();
     if (rankings.words || rankings.files) && units.len() > 0 && !terms.is_empty() {
-        let n = units.len() as f64;
         let whole_files = rankings.files;
         let files_n = if whole_files { seen.len() } else { 0 };
         let (mut file_scores, mut file_tf) = (vec![0f64; files_n], vec![0u32; files_n]);
         let mut touched: Vec<u32> = Vec::new();
         let mut passage_terms = Vec::with_capacity(terms.len());
+        let saturation = rank::Saturations::new(units.avg);
         for term in terms {
             let list = postings(Postings::Chunks, term)?;
-            let (mut hits, mut df) = (Vec::with_capacity(list.len()), 0usize);
+            let (mut keys, mut saturations, mut df) =
+                (Vec::with_capacity(list.len() + 1), Vec::with_capacity(list.len() + 1), 0usize);
             for (at, &(id, tf)) in list.iter().enumerate() {
                 if let Some((ahead, _)) = list.get(at + PREFETCH_AHEAD) {
                     units.prefetch_chunk(*ahead);
                 }
-                let mut visible = false;
-                units.files_of_chunk(id, |file| {
-                    visible = true;
+                let words = units.visible_chunk(id, |file| {
                     df += 1;
                     if whole_files {
                         let file = file as usize;
@@ -410,9 +410,10 @@ fn word_rankings(
                         file_tf[file] += tf;
                     }
                 });
-                if visible {
+                if let Some(words) = words {
                     // Within `first`'s span, so it fits: `first` is indexed by it.
-                    hits.push(((id - units.lo) as u32, tf));
+                    keys.push((id - units.lo) as u32);
+                    saturations.push(saturation.of(tf, words));
                 }
             }
             let file_idf = rank::idf(units.files_n, touched.len() as f64);
@@ -422,21 +423,15 @@ fn word_rankings(
                 file_scores[file] += rank::bm25(file_idf, tf, len, units.file_avg);
                 file_tf[file] = 0;
             }
-            passage_terms.push(maxscore::TermHits::new(rank::idf(n, df as f64), hits));
+            passage_terms.push(maxscore::TermHits::new(rank::idf(units.len() as f64, df as f64), keys, saturations));
         }
+        let passed = started.elapsed();
         if rankings.words {
             let units_of = |key: u32, each: &mut dyn FnMut(u32)| units.of_chunk(i64::from(key) + units.lo, each);
-            let len = |unit: u32| units.words[unit as usize];
-            let passages = maxscore::Passages {
-                units_of: &units_of,
-                len: &len,
-                file: &units.file,
-                files: seen.len(),
-                avg: units.avg,
-            };
+            let passages = maxscore::Passages { units_of: &units_of, file: &units.file, files: seen.len() };
             let ranked = maxscore::rank(&passage_terms, &passages, RANK_DEPTH, order, file_order);
-            let postings: usize = passage_terms.iter().map(|t| t.hits.len()).sum();
-            tracing::debug!(postings, visited = ranked.visited, scored = ranked.scored, "words: passages scored whole");
+            let postings: usize = passage_terms.iter().map(|t| t.hits().len()).sum();
+            tracing::debug!(postings, visited = ranked.visited, scored = ranked.scored, ?passed, ranked_at = ?started.elapsed(), "words: passages scored whole");
             out.passage_rankings.push((weights.words, ranked.passages));
             out.file_rankings.push((weights.file_words, ranked.files));
         }
@@ -447,6 +442,7 @@ fn word_rankings(
         }
         out.scores = UnitScores::Words(passage_terms);
     }
+    let files_at = started.elapsed();
     if rankings.paths && !seen.is_empty() && !terms.is_empty() {
         let starts = &units.starts;
         let n = seen.len() as f64;
@@ -467,6 +463,7 @@ fn word_rankings(
         out.own_file_rankings.push(ranking.clone());
         out.file_rankings.push(ranking);
     }
+    tracing::debug!(?files_at, paths_at = ?started.elapsed(), "words: done");
     Ok(out)
 }
 
