@@ -161,7 +161,7 @@ def index_tree(binary, root, data, sample=False):
 
 class Replay:
     def __init__(self, binary, root, data, rankings="fused", walk_always=False):
-        env = dict(os.environ, CTXFS_SEARCH_RANKINGS=rankings, CTXFS_LOG="ctxfs::index::hybrid=debug,ctxfs::index::codes=debug,ctxfs::index::rankings=debug,ctxfs::index::maxscore=debug")
+        env = dict(os.environ, CTXFS_SEARCH_RANKINGS=rankings, CTXFS_LOG="ctxfs::index::hybrid=debug,ctxfs::index::codes=debug,ctxfs::index::rankings=debug")
         if walk_always:
             # No file watcher: every query walks the tree, as before it existed.
             env["CTXFS_NO_WATCH"] = "1"
