@@ -39,6 +39,7 @@ use std::cmp::Ordering;
 /// key, ascending) with what the term adds to its score there, and the
 /// most it adds to any passage's score.
 pub(super) struct TermHits {
+    /// The most the term adds to any passage's score (its highest part).
     pub bound: f64,
     /// Ends with `END`, which is no chunk's.
     keys: Vec<u32>,
@@ -103,8 +104,8 @@ pub(super) struct Ranked {
     pub passages: Vec<u32>,
     /// The files whose best unit scores best, best first (ties by the file order), at most `depth`.
     pub files: Vec<u32>,
-    /// How many chunks the needed terms proposed, and how many of them were
-    /// scored whole (the rest were passed over by the bounds).
+    /// How many chunks the windows held, and how many of them reached the
+    /// threshold at the time (the rest could not rank).
     pub visited: usize,
     pub scored: usize,
 }
@@ -122,9 +123,8 @@ pub(super) fn score_of(terms: &[TermHits], key: u32) -> f64 {
     score
 }
 
-/// A relative margin on every comparison with the threshold: the bounds and
-/// a window's sums are summed in another order than the scores, so they may
-/// differ in the last bits.
+/// A relative margin on every comparison with the threshold: the bounds are
+/// summed in another order than the scores, so they may differ in the last bits.
 const MARGIN: f64 = 1e-9;
 
 /// How many chunk keys one window of the walk spans: its sums are 32 KB,
