@@ -58,6 +58,8 @@ impl TermHits {
     pub(super) fn new(idf: f64, mut keys: Vec<u32>, saturations: Vec<f64>) -> TermHits {
         debug_assert_eq!(keys.len(), saturations.len());
         let mut parts = saturations;
+        // The highest of the passages' own parts, so the bound is as tight as
+        // it can be: a bound of a count at length zero was about a third higher.
         let mut bound = 0.0f64;
         for part in &mut parts {
             *part *= idf;
@@ -66,8 +68,6 @@ impl TermHits {
         // The walk reads a key past the last one instead of asking whether there is one.
         keys.push(END);
         parts.push(0.0);
-        // Each passage's own part, so the bound is as tight as it can be: a
-        // bound of a count at length zero was about a third higher.
         TermHits { bound, keys, parts }
     }
 
@@ -215,9 +215,6 @@ fn rank_seeded(
     let mut threshold = if hits >= seed_from { seed_threshold(terms, passages, depth) } else { 0.0 };
     // Cursors before `needed` cannot make a passage rank on their own.
     let mut needed = 0;
-    while needed < cursors.len() && below_threshold(below[needed + 1], threshold) {
-        needed += 1;
-    }
     let (mut visited, mut scored) = (0, 0);
     // The cursors in the query's order: each window sums the terms' parts in it.
     let mut in_query_order: Vec<usize> = (0..cursors.len()).collect();
@@ -226,6 +223,10 @@ fn rank_seeded(
     let mut window = vec![0f64; window_keys as usize];
     let mut present = vec![0u64; window_keys.div_ceil(64) as usize];
     loop {
+        // The weakest terms the threshold has left behind stop being needed.
+        while needed < cursors.len() && below_threshold(below[needed + 1], threshold) {
+            needed += 1;
+        }
         // The next window starts at the next chunk a needed term is in: a
         // chunk only the others are in cannot rank.
         let start = cursors[needed..].iter().map(Cursor::key).min().unwrap_or(END);
@@ -275,9 +276,6 @@ fn rank_seeded(
                 });
                 threshold = threshold.max(best_files.threshold());
             }
-        }
-        while needed < cursors.len() && below_threshold(below[needed + 1], threshold) {
-            needed += 1;
         }
     }
     Ranked {
