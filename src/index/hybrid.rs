@@ -366,7 +366,7 @@ pub(super) enum Postings {
 }
 
 /// One term's postings: row or chunk id and the term's count there.
-pub(super) type PostingList = Arc<Vec<(i64, u32)>>;
+pub(super) type PostingList = Arc<super::postings::List>;
 
 /// Postings read from the store, by term, kept across the store's changes
 /// as far as they stay true. A passages' list knows the newest chunk it
@@ -407,7 +407,7 @@ enum Reading {
     After(i64),
 }
 
-/// The most postings kept in memory (16 bytes each); past that the cache starts over.
+/// The most postings kept in memory (8 bytes each); past that the cache starts over.
 const POSTINGS_KEPT: usize = 8 << 20;
 
 impl PostingsCache {
@@ -449,7 +449,7 @@ impl PostingsCache {
         &mut self,
         which: (Postings, String),
         reading: Reading,
-        read: Vec<(i64, u32)>,
+        read: super::postings::List,
         marks: PostingsMarks,
     ) -> Option<PostingList> {
         if self.marks != Some(marks) {
@@ -471,7 +471,7 @@ impl PostingsCache {
                 self.read_after += 1;
                 let kept = self.terms.get_mut(&which).filter(|kept| kept.upto == after)?;
                 // In place unless a search still holds the list.
-                Arc::make_mut(&mut kept.list).extend(read);
+                Arc::make_mut(&mut kept.list).append(read);
                 kept.upto = upto;
                 Some(kept.list.clone())
             }
@@ -498,19 +498,18 @@ impl Postings {
         term: &str,
         reading: Reading,
         marks: PostingsMarks,
-    ) -> anyhow::Result<Vec<(i64, u32)>> {
+    ) -> anyhow::Result<super::postings::List> {
         match self {
             Postings::Chunks => {
                 let after = match reading {
                     Reading::All => i64::MIN,
                     Reading::After(after) => after,
                 };
-                let mut list = store.chunk_postings_after(term, after)?;
-                let past = list.partition_point(|(id, _)| *id <= marks.newest_chunk);
-                list.truncate(past);
+                let mut list = store.chunk_list_after(term, after)?;
+                list.keep_through(marks.newest_chunk);
                 Ok(list)
             }
-            Postings::Meta => store.meta_postings(term),
+            Postings::Meta => Ok(super::postings::List::from_ids(store.meta_postings(term)?)),
         }
     }
 }
@@ -702,9 +701,9 @@ pub(super) struct Units {
 /// that is that row, and the count: one forward walk that gallops over the
 /// rows between two asked for (`rank::seek`), so a few rows cost a few
 /// searches and many cost one pass.
-fn join_rows(files: &[(i64, u32)], asked: &[(i64, u32)], mut each: impl FnMut(u32, u32)) {
+fn join_rows(files: &[(i64, u32)], asked: impl IntoIterator<Item = (i64, u32)>, mut each: impl FnMut(u32, u32)) {
     let mut at = 0;
-    for &(row, count) in asked {
+    for (row, count) in asked {
         at = super::rank::seek(files, at, |entry| entry.0 < row);
         while let Some(&(_, file)) = files.get(at).filter(|entry| entry.0 == row) {
             each(file, count);
@@ -1001,8 +1000,8 @@ impl Units {
 
     /// Calls `each` with every visible file of each row of `rows` (ascending,
     /// each once, with a count), in that order, a row's files in file order.
-    pub(super) fn files_of_rows(&self, rows: &[(i64, u32)], each: impl FnMut(u32, u32)) {
-        join_rows(&self.rows, rows, each);
+    pub(super) fn files_of_rows(&self, rows: &super::postings::List, each: impl FnMut(u32, u32)) {
+        join_rows(&self.rows, rows.iter(), each);
     }
 
     /// Calls `each` with the file of every unit of the chunk `id` (a file
@@ -2489,7 +2488,7 @@ mod tests {
                 .flat_map(|(row, count)| by_row.get(row).into_iter().flatten().map(move |f| (*f, *count)))
                 .collect();
             let mut got = Vec::new();
-            join_rows(&files, &asked, |file, count| got.push((file, count)));
+            join_rows(&files, asked.iter().copied(), |file, count| got.push((file, count)));
             assert_eq!(got, want, "{files_n} files over {rows_n} rows, {asked_n} asked");
         }
     }
@@ -2623,10 +2622,10 @@ mod tests {
             for kind in [Postings::Chunks, Postings::Meta] {
                 let held = cache.terms.get(&(kind, term.clone())).unwrap_or_else(|| panic!("{kind:?} {term} not read"));
                 let one = kind.read(&store, &term).unwrap();
-                assert_eq!(*held.list, one, "{kind:?} {term}");
+                assert_eq!(held.list.iter().collect::<Vec<_>>(), one, "{kind:?} {term}");
             }
         }
-        assert!(!cache.terms[&(Postings::Meta, super::super::terms::stem("retry"))].list.is_empty());
+        assert!(!cache.terms[&(Postings::Meta, super::super::terms::stem("retry"))].list.runs().is_empty());
         drop((cache, store));
         assert_eq!(index.search(&access, &root, "retry failed upload", 10).unwrap(), found);
     }
@@ -2976,13 +2975,14 @@ mod tests {
             for term in &terms {
                 let held = &cache.terms[&(Postings::Chunks, term.clone())];
                 let now = Postings::Chunks.read(&store, term).unwrap();
-                let held_alive: Vec<(i64, u32)> =
-                    held.list.iter().copied().filter(|(id, _)| alive.contains(id)).collect();
+                let held_alive: Vec<(i64, u32)> = held.list.iter().filter(|(id, _)| alive.contains(id)).collect();
                 let now_alive: Vec<(i64, u32)> = now.iter().copied().filter(|(id, _)| alive.contains(id)).collect();
                 assert_eq!(held_alive, now_alive, "{what}: {term}");
-                assert!(held.list.windows(2).all(|w| w[0].0 < w[1].0), "{what}: {term} out of order");
+                let held_ids: Vec<i64> = held.list.iter().map(|(id, _)| id).collect();
+                assert!(held_ids.windows(2).all(|w| w[0] < w[1]), "{what}: {term} out of order");
                 let meta = &cache.terms[&(Postings::Meta, term.clone())];
-                assert_eq!(*meta.list, Postings::Meta.read(&store, term).unwrap(), "{what}: {term}");
+                let meta_held: Vec<(i64, u32)> = meta.list.iter().collect();
+                assert_eq!(meta_held, Postings::Meta.read(&store, term).unwrap(), "{what}: {term}");
             }
         };
         check("first search");

@@ -1,4 +1,4 @@
-//! The passages' inverted index, in SQLite tables of our own: each commit's new postings become one segment (per term, a list of chunk ids and counts, delta- and varint-encoded in one blob), segments of like size are merged, and a term's list is read back as a few blobs; not the chunks, the vectors, the paths' terms or the ranking.
+//! The passages' inverted index, in SQLite tables of our own: each commit's new postings become one segment (per term, a list of chunk ids and counts, delta- and varint-encoded in one blob), segments of like size are merged, and a term's list is read back as a few blobs into the form memory holds (`List`); not the chunks, the vectors, the paths' terms or the ranking.
 //!
 //! Why not FTS5 (which held these terms until schema 4): its vocabulary
 //! table hands a term's list back one occurrence per row, which cost a
@@ -160,13 +160,51 @@ pub(super) fn read(db: &Connection, term: &str) -> anyhow::Result<Vec<(i64, u32)
 /// `read`, of the chunks after `after` only: what a list read when `after`
 /// was the newest chunk lacks (a later commit's chunks all come after it).
 pub(super) fn read_after(db: &Connection, term: &str, after: i64) -> anyhow::Result<Vec<(i64, u32)>> {
-    let mut out = read_segments(db, term, after)?;
-    if after > i64::MIN {
-        // A merged segment reaching past `after` holds older chunks too.
-        let first_new = out.partition_point(|(id, _)| *id <= after);
-        out.drain(..first_new);
-    }
+    let (lists, ends) = gather(db, term, after)?;
+    let mut out = Vec::with_capacity(postings_in(&lists));
+    decode_segments(&lists, &ends, &mut out, |id, n| Some((id, n)))?;
+    drop_through(&mut out, after);
     Ok(out)
+}
+
+/// `read_after` as memory holds a list (`List`): each id as its distance
+/// from the list's lowest, decoded straight into that form.
+pub(super) fn read_list_after(db: &Connection, term: &str, after: i64) -> anyhow::Result<List> {
+    let (lists, ends) = gather(db, term, after)?;
+    // Each segment's list opens with its lowest id (its distance from 0).
+    let mut base = i64::MAX;
+    let mut start = 0;
+    for &end in &ends {
+        if start < end {
+            let first = varint(&lists[start..end], &mut 0).ok_or_else(damaged)?;
+            base = base.min(i64::try_from(first).map_err(|_| damaged())?);
+        }
+        start = end;
+    }
+    if base == i64::MAX {
+        return Ok(List::default());
+    }
+    let mut out = Vec::with_capacity(postings_in(&lists));
+    let narrow = |id: i64, n: u32| Some((u32::try_from(id - base).ok()?, n));
+    if !decode_segments(&lists, &ends, &mut out, narrow)? {
+        // Ids 2^32 or more apart: the list is held as several runs.
+        let mut wide = Vec::with_capacity(out.capacity());
+        decode_segments(&lists, &ends, &mut wide, |id, n| Some((id, n)))?;
+        drop_through(&mut wide, after);
+        return Ok(List::from_ids(wide));
+    }
+    let mut list = List { runs: vec![Run { base, postings: out }] };
+    list.drop_through(after);
+    Ok(list)
+}
+
+/// Drops the postings of `list` (ids ascending) up to `after`: a merged
+/// segment reaching past `after` holds older chunks too.
+fn drop_through(list: &mut Vec<(i64, u32)>, after: i64) {
+    if after > i64::MIN {
+        let first_new = list.partition_point(|(id, _)| *id <= after);
+        list.drain(..first_new);
+    }
 }
 
 /// The newest chunk any segment holds (0: none): every posting of a chunk
@@ -175,50 +213,185 @@ pub(super) fn newest(db: &Connection) -> anyhow::Result<i64> {
     Ok(db.prepare_cached("SELECT coalesce(max(last_id), 0) FROM postings_segments")?.query_row([], |r| r.get(0))?)
 }
 
-/// The lists of `term` in the segments reaching past `after`, in id order.
-fn read_segments(db: &Connection, term: &str, after: i64) -> anyhow::Result<Vec<(i64, u32)>> {
+/// The lists of `term` in the segments reaching past `after`, in segment
+/// order: their bytes one after the other, and where each ends. They are
+/// gathered first so the postings can be counted and given room once:
+/// grown by doubling, a common word's list was copied and its new pages
+/// faulted in several times over.
+fn gather(db: &Connection, term: &str, after: i64) -> anyhow::Result<(Vec<u8>, Vec<usize>)> {
     let mut stmt = db.prepare_cached(READ)?;
     let mut rows = stmt.query(params![term, after])?;
-    // The lists are gathered first so the postings can be counted and given
-    // room once: grown by doubling, a common word's list was copied and its
-    // new pages faulted in several times over.
     let mut lists = Vec::new();
     let mut ends = Vec::new();
     while let Some(row) = rows.next()? {
         lists.extend_from_slice(row.get_ref(0)?.as_blob()?);
         ends.push(lists.len());
     }
-    let mut out = Vec::with_capacity(postings_in(&lists));
+    Ok((lists, ends))
+}
+
+/// Decodes the segments `gather` found onto `out`, in id order, each
+/// posting as `make` puts it; `false` (and `out` unfinished) as soon as
+/// `make` refuses one.
+fn decode_segments<P: Posting>(
+    lists: &[u8],
+    ends: &[usize],
+    out: &mut Vec<P>,
+    make: impl Fn(i64, u32) -> Option<P> + Copy,
+) -> anyhow::Result<bool> {
     let mut room = MergeRoom::default();
     let mut start = 0;
-    for end in ends {
-        add_segment(&lists[start..end], &mut out, &mut room)?;
+    for &end in ends {
+        if !add_segment(&lists[start..end], out, &mut room, make)? {
+            return Ok(false);
+        }
         start = end;
     }
-    Ok(out)
+    Ok(true)
+}
+
+/// A posting in memory: an id, or its distance from its list's base, and a count.
+trait Posting: Copy {
+    /// What orders postings (the distance, in a list of one base).
+    fn key(&self) -> i64;
+}
+
+impl Posting for (i64, u32) {
+    #[inline]
+    fn key(&self) -> i64 {
+        self.0
+    }
+}
+
+impl Posting for (u32, u32) {
+    #[inline]
+    fn key(&self) -> i64 {
+        i64::from(self.0)
+    }
+}
+
+/// One term's postings as memory holds them (the postings cache, a search):
+/// each chunk or row id as its distance from its run's base, 8 bytes a
+/// posting. Held as ids and counts, 16 bytes, the lists a question read
+/// for the first time were most of the new memory it touched, and each
+/// fresh page cost a page fault (bench/README.md). A list's ids are one run
+/// unless they lie 2^32 or more apart, which ids given one by one do not
+/// reach in any index built here; such a list is cut into runs all the same.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct List {
+    runs: Vec<Run>,
+}
+
+/// Postings whose ids are `base` plus their first field, in id order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Run {
+    pub(super) base: i64,
+    pub(super) postings: Vec<(u32, u32)>,
+}
+
+impl List {
+    /// The list of `postings` (ids ascending).
+    pub(super) fn from_ids(postings: Vec<(i64, u32)>) -> List {
+        let mut list = List::default();
+        list.extend(postings);
+        list
+    }
+
+    /// Adds `postings`, whose ids come after every id held, in order.
+    pub(super) fn extend(&mut self, postings: impl IntoIterator<Item = (i64, u32)>) {
+        for (id, n) in postings {
+            match self.runs.last_mut() {
+                Some(run) if (run.base..=run.base + i64::from(u32::MAX)).contains(&id) => {
+                    run.postings.push(((id - run.base) as u32, n));
+                }
+                _ => self.runs.push(Run { base: id, postings: vec![(0, n)] }),
+            }
+        }
+    }
+
+    /// Adds the postings of `later`, whose ids all come after this list's.
+    pub(super) fn append(&mut self, later: List) {
+        if self.runs.is_empty() {
+            *self = later;
+            return;
+        }
+        for run in later.runs {
+            let Some(last) = self.runs.last_mut() else { break };
+            match u32::try_from(run.base - last.base) {
+                Ok(shift) if run.postings.last().is_some_and(|p| p.0.checked_add(shift).is_some()) => {
+                    last.postings.extend(run.postings.iter().map(|&(at, n)| (at + shift, n)));
+                }
+                _ => self.runs.push(run),
+            }
+        }
+    }
+
+    /// Drops the postings of ids up to `after`.
+    pub(super) fn drop_through(&mut self, after: i64) {
+        for run in &mut self.runs {
+            let first_new = run.postings.partition_point(|p| run.base + i64::from(p.0) <= after);
+            run.postings.drain(..first_new);
+        }
+        self.runs.retain(|run| !run.postings.is_empty());
+    }
+
+    /// Keeps the postings of ids up to `newest` only.
+    pub(super) fn keep_through(&mut self, newest: i64) {
+        for run in &mut self.runs {
+            let kept = run.postings.partition_point(|p| run.base + i64::from(p.0) <= newest);
+            run.postings.truncate(kept);
+        }
+        self.runs.retain(|run| !run.postings.is_empty());
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.runs.iter().map(|run| run.postings.len()).sum()
+    }
+
+    pub(super) fn runs(&self) -> &[Run] {
+        &self.runs
+    }
+
+    /// The postings as ids and counts, in id order.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (i64, u32)> + '_ {
+        self.runs.iter().flat_map(|run| run.postings.iter().map(|&(at, n)| (run.base + i64::from(at), n)))
+    }
 }
 
 /// Room `add_segment` reuses from one segment to the next.
-#[derive(Default)]
-struct MergeRoom {
-    run: Vec<(i64, u32)>,
-    tail: Vec<(i64, u32)>,
+struct MergeRoom<P> {
+    run: Vec<P>,
+    tail: Vec<P>,
+}
+
+impl<P> Default for MergeRoom<P> {
+    fn default() -> Self {
+        MergeRoom { run: Vec::new(), tail: Vec::new() }
+    }
 }
 
 /// Decodes one segment's list (`bytes`, as `encode` wrote it) onto `out`,
-/// which stays in id order: a segment whose id range reaches into those
-/// before (see the module header) is merged in (`merge_run`). Segments are
-/// added in order of their first ids, by `read` and by a merge alike.
-fn add_segment(bytes: &[u8], out: &mut Vec<(i64, u32)>, room: &mut MergeRoom) -> anyhow::Result<()> {
+/// each posting as `make` puts it, and `out` stays in id order: a segment
+/// whose id range reaches into those before (see the module header) is
+/// merged in (`merge_run`). Segments are added in order of their first ids,
+/// by `read` and by a merge alike. `false` when `make` refused a posting.
+fn add_segment<P: Posting>(
+    bytes: &[u8],
+    out: &mut Vec<P>,
+    room: &mut MergeRoom<P>,
+    make: impl Fn(i64, u32) -> Option<P>,
+) -> anyhow::Result<bool> {
     let from = out.len();
-    decode(bytes, out)?;
-    if from > 0 && from < out.len() && out[from].0 <= out[from - 1].0 {
+    if !decode(bytes, out, make)? {
+        return Ok(false);
+    }
+    if from > 0 && from < out.len() && out[from].key() <= out[from - 1].key() {
         room.run.clear();
         room.run.extend_from_slice(&out[from..]);
         out.truncate(from);
         merge_run(out, &room.run, &mut room.tail);
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Adds the sorted `run` to the sorted `out`, which stays sorted: only the
@@ -228,15 +401,15 @@ fn add_segment(bytes: &[u8], out: &mut Vec<(i64, u32)>, room: &mut MergeRoom) ->
 /// instead (a stable sort, which merges its runs), reading the 40 benchmark
 /// questions' lists at a million passages took twice as long. An id in
 /// both (which a segment never shares) is kept once, from `out`.
-fn merge_run(out: &mut Vec<(i64, u32)>, run: &[(i64, u32)], tail: &mut Vec<(i64, u32)>) {
+fn merge_run<P: Posting>(out: &mut Vec<P>, run: &[P], tail: &mut Vec<P>) {
     let Some(first) = run.first() else { return };
-    let from = out.partition_point(|p| p.0 < first.0);
+    let from = out.partition_point(|p| p.key() < first.key());
     tail.clear();
     tail.extend_from_slice(&out[from..]);
     out.truncate(from);
     let (mut i, mut j) = (0, 0);
     while i < tail.len() && j < run.len() {
-        match tail[i].0.cmp(&run[j].0) {
+        match tail[i].key().cmp(&run[j].key()) {
             std::cmp::Ordering::Less => {
                 out.push(tail[i]);
                 i += 1;
@@ -363,7 +536,7 @@ fn merge(db: &Connection, inputs: &[Segment], all: bool) -> anyhow::Result<()> {
         for (head, cursor) in heads.iter_mut().zip(cursors.iter_mut()) {
             if head.as_ref().is_some_and(|(t, _)| *t == term) {
                 if let Some((_, blob)) = head.take() {
-                    add_segment(&blob, &mut list, &mut room)?;
+                    add_segment(&blob, &mut list, &mut room, |id, n| Some((id, n)))?;
                 }
                 *head = next_row(cursor)?;
             }
@@ -415,18 +588,23 @@ fn postings_in(lists: &[u8]) -> usize {
     lists.iter().filter(|b| **b < 0x80).count() / 2
 }
 
-/// Appends the list `encode` wrote to `out`.
-fn decode(bytes: &[u8], out: &mut Vec<(i64, u32)>) -> anyhow::Result<()> {
-    let damaged = || anyhow::anyhow!("a postings list in the index is damaged");
+/// Appends the list `encode` wrote to `out`, each posting as `make` puts
+/// it; `false` as soon as `make` refuses one.
+fn decode<P>(bytes: &[u8], out: &mut Vec<P>, make: impl Fn(i64, u32) -> Option<P>) -> anyhow::Result<bool> {
     let mut last = 0i64;
     let mut at = 0;
     while at < bytes.len() {
         let gap = varint(bytes, &mut at).ok_or_else(damaged)?;
         let n = varint(bytes, &mut at).and_then(|n| u32::try_from(n).ok()).ok_or_else(damaged)?;
         last += gap as i64;
-        out.push((last, n));
+        let Some(posting) = make(last, n) else { return Ok(false) };
+        out.push(posting);
     }
-    Ok(())
+    Ok(true)
+}
+
+fn damaged() -> anyhow::Error {
+    anyhow::anyhow!("a postings list in the index is damaged")
 }
 
 /// The varint at `bytes[*at..]`, moving `at` past it. Most are one byte (a
@@ -466,10 +644,84 @@ mod tests {
         let mut bytes = Vec::new();
         encode(&list, &mut bytes);
         let mut back = Vec::new();
-        decode(&bytes, &mut back).unwrap();
+        assert!(decode(&bytes, &mut back, |id, n| Some((id, n))).unwrap());
         assert_eq!(back, list);
         assert_eq!(postings_in(&bytes), list.len(), "counted without decoding");
-        assert!(decode(&[0x80], &mut back).is_err(), "a varint cut short is refused");
+        assert!(decode(&[0x80], &mut back, |id, n| Some((id, n))).is_err(), "a varint cut short is refused");
+        let mut narrow: Vec<(u32, u32)> = Vec::new();
+        let whole = decode(&bytes, &mut narrow, |id, n| Some((u32::try_from(id - 1).ok()?, n))).unwrap();
+        assert!(!whole, "the last id lies 2^32 or more past the first: refused");
+    }
+
+    /// A list held as distances from a base gives back the ids it was made
+    /// of, whatever their spread, and so does one grown, cut or added to.
+    #[test]
+    fn held_lists_give_back_their_ids() {
+        let far = i64::from(u32::MAX);
+        let cases: [Vec<(i64, u32)>; 4] = [
+            vec![],
+            vec![(7, 1), (8, 2), (1_000, 3)],
+            vec![(1, 1), (far, 2), (far + 1, 3), (3 * far, 1), (3 * far + 5, 9)],
+            vec![(-5, 1), (0, 1), (far - 6, 4)],
+        ];
+        for ids in cases {
+            let list = List::from_ids(ids.clone());
+            assert_eq!(list.iter().collect::<Vec<_>>(), ids);
+            assert_eq!(list.len(), ids.len());
+            assert!(list.runs().iter().all(|run| !run.postings.is_empty()));
+            for cut in ids.iter().map(|p| p.0).chain([i64::MIN, i64::MAX, 0, far]) {
+                let mut through = list.clone();
+                through.keep_through(cut);
+                let want: Vec<_> = ids.iter().copied().filter(|p| p.0 <= cut).collect();
+                assert_eq!(through.iter().collect::<Vec<_>>(), want, "kept through {cut}");
+                let mut after = list.clone();
+                after.drop_through(cut);
+                let rest: Vec<_> = ids.iter().copied().filter(|p| p.0 > cut).collect();
+                assert_eq!(after.iter().collect::<Vec<_>>(), rest, "dropped through {cut}");
+                // What came after the cut, added to what was kept: the whole list again.
+                through.append(after);
+                assert_eq!(through.iter().collect::<Vec<_>>(), ids, "joined at {cut}");
+            }
+        }
+        let one_run = List::from_ids(vec![(10, 1), (far + 9, 1)]);
+        assert_eq!(one_run.runs().len(), 1, "ids less than 2^32 apart share a run");
+        let mut joined = one_run.clone();
+        joined.append(List::from_ids(vec![(far + 10, 1)]));
+        assert_eq!(joined.runs().len(), 1, "2^32 - 1 past the base is the run's last");
+        joined.append(List::from_ids(vec![(far + 11, 1)]));
+        assert_eq!(joined.runs().len(), 2, "an id 2^32 past the base starts a run");
+    }
+
+    /// Lists read straight into memory's form are the lists read as ids,
+    /// from every point on, over segments that merged around others.
+    #[test]
+    fn lists_read_as_held_are_those_read_as_ids() {
+        let db = db();
+        let mut pending = Pending::default();
+        let mut id = 0;
+        for commit in 0..30 {
+            for _ in 0..(1 + commit * 37 % 300) {
+                id += 1;
+                pending.add(id, &words(if id % 4 == 0 { "alpha beta" } else { "alpha" }));
+            }
+            flush(&db, &mut pending, Merges::All).unwrap();
+        }
+        // A chunk far past the others: its list cannot be one run.
+        let far = id + i64::from(u32::MAX) + 2;
+        pending.add(far, &words("alpha gamma"));
+        flush(&db, &mut pending, Merges::All).unwrap();
+        for term in ["alpha", "beta", "gamma", "missing"] {
+            for after in [i64::MIN, 0, 1, id / 2, id, far - 1, far] {
+                let held = read_list_after(&db, term, after).unwrap();
+                assert_eq!(
+                    held.iter().collect::<Vec<_>>(),
+                    read_after(&db, term, after).unwrap(),
+                    "{term} after {after}"
+                );
+            }
+        }
+        assert_eq!(read_list_after(&db, "alpha", i64::MIN).unwrap().runs().len(), 2);
+        assert_eq!(read_list_after(&db, "beta", i64::MIN).unwrap().runs().len(), 1);
     }
 
     /// A run merged into a list touches only the part of it from the

@@ -396,24 +396,28 @@ fn word_rankings(
             let list = postings(Postings::Chunks, term)?;
             let (mut keys, mut saturations, mut df) =
                 (Vec::with_capacity(list.len() + 1), Vec::with_capacity(list.len() + 1), 0usize);
-            for (at, &(id, tf)) in list.iter().enumerate() {
-                if let Some((ahead, _)) = list.get(at + PREFETCH_AHEAD) {
-                    units.prefetch_chunk(*ahead);
-                }
-                let words = units.visible_chunk(id, |file| {
-                    df += 1;
-                    if whole_files {
-                        let file = file as usize;
-                        if file_tf[file] == 0 {
-                            touched.push(file as u32);
-                        }
-                        file_tf[file] += tf;
+            for run in list.runs() {
+                let (base, postings) = (run.base, &run.postings);
+                for (at, &(offset, tf)) in postings.iter().enumerate() {
+                    if let Some((ahead, _)) = postings.get(at + PREFETCH_AHEAD) {
+                        units.prefetch_chunk(base + i64::from(*ahead));
                     }
-                });
-                if let Some(words) = words {
-                    // Within `first`'s span, so it fits: `first` is indexed by it.
-                    keys.push((id - units.lo) as u32);
-                    saturations.push(saturation.of(tf, words));
+                    let id = base + i64::from(offset);
+                    let words = units.visible_chunk(id, |file| {
+                        df += 1;
+                        if whole_files {
+                            let file = file as usize;
+                            if file_tf[file] == 0 {
+                                touched.push(file as u32);
+                            }
+                            file_tf[file] += tf;
+                        }
+                    });
+                    if let Some(words) = words {
+                        // Within `first`'s span, so it fits: `first` is indexed by it.
+                        keys.push((id - units.lo) as u32);
+                        saturations.push(saturation.of(tf, words));
+                    }
                 }
             }
             let file_idf = rank::idf(units.files_n, touched.len() as f64);

@@ -645,9 +645,10 @@ impl IndexStore {
         postings::read(&self.db, term)
     }
 
-    /// `chunk_postings` of the chunks after `after` only (see `postings_marks`).
-    pub fn chunk_postings_after(&self, term: &str, after: i64) -> anyhow::Result<Vec<(i64, u32)>> {
-        postings::read_after(&self.db, term, after)
+    /// `chunk_postings` of the chunks after `after` only (see
+    /// `postings_marks`), as memory holds a list.
+    pub(super) fn chunk_list_after(&self, term: &str, after: i64) -> anyhow::Result<postings::List> {
+        postings::read_list_after(&self.db, term, after)
     }
 
     /// What says whether postings read before are still the store's
