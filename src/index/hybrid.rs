@@ -421,6 +421,9 @@ impl PostingsCache {
             }
         };
         if restart {
+            if self.held > 0 {
+                tracing::debug!(held = self.held, "postings cache starts over");
+            }
             *self = PostingsCache { marks: Some(marks), ..PostingsCache::default() };
             return;
         }
