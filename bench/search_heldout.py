@@ -78,15 +78,20 @@ def bm25_files(root, queries, k1=1.2, b=0.75, stem=None):
     docs = {}
     for p in corpus_files(root):
         docs[str(p.relative_to(root))] = Counter(split(p.read_text(encoding="utf-8", errors="replace")))
+    rank_by = bm25_ranker(docs, k1, b)
+    return {q["id"]: rank_by(set(split(q["query"]))) for q in queries}
+
+
+def bm25_ranker(docs, k1=1.2, b=0.75):
+    """BM25 over `docs` (name → word counts): a function from a query's terms to the best 40 names, best first."""
     n = len(docs)
     lengths = {d: sum(c.values()) for d, c in docs.items()}
-    avg = sum(lengths.values()) / n
+    avg = (sum(lengths.values()) / n if n else 0.0) or 1.0
     df = Counter()
     for c in docs.values():
         df.update(c.keys())
-    out = {}
-    for q in queries:
-        terms = set(split(q["query"]))
+
+    def rank_by(terms):
         scores = {}
         for d, c in docs.items():
             s = 0.0
@@ -97,8 +102,8 @@ def bm25_files(root, queries, k1=1.2, b=0.75, stem=None):
                     s += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * lengths[d] / avg))
             if s > 0:
                 scores[d] = s
-        out[q["id"]] = sorted(scores, key=lambda d: (-scores[d], d))[:40]
-    return out
+        return sorted(scores, key=lambda d: (-scores[d], d))[:40]
+    return rank_by
 
 
 def fts5_files(root, queries):

@@ -19,7 +19,6 @@ Needs the `snowballstemmer` package (as ctxfs stems its words).
 
 import argparse
 import json
-import math
 import re
 import sys
 from collections import Counter
@@ -51,26 +50,8 @@ def symbol_text(text, names=True, docs=True):
     return " ".join(parts)
 
 
-def bm25_ranking(docs, query, k1=1.2, b=0.75):
-    """The files of `docs` (name → word counts) by BM25 of the query's words, best first, at most 40."""
-    n = len(docs)
-    lengths = {d: sum(c.values()) for d, c in docs.items()}
-    avg = (sum(lengths.values()) / n) or 1.0
-    df = Counter()
-    for counts in docs.values():
-        df.update(counts.keys())
-    terms = {t for t in split(query) if t not in STOP}
-    scores = {}
-    for d, counts in docs.items():
-        score = 0.0
-        for t in terms:
-            tf = counts.get(t, 0)
-            if tf:
-                idf = math.log((n - df[t] + 0.5) / (df[t] + 0.5) + 1)
-                score += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * lengths[d] / avg))
-        if score > 0:
-            scores[d] = score
-    return sorted(scores, key=lambda d: (-scores[d], d))[:40]
+def query_terms(query):
+    return {t for t in split(query) if t not in STOP}
 
 
 def fuse(rankings, k=10):
@@ -118,7 +99,8 @@ def main():
         for weight in (0.0, 0.25, 0.5, 1.0):
             def ranking_of(crate, qs, extra):
                 symbols = {f: Counter(split(symbol_text(t, names, docs))) for f, t in extra["texts"].items()}
-                return {q["id"]: fuse([(1.0, extra["ctxfs"][q["id"]]), (weight, bm25_ranking(symbols, q["query"]))])
+                rank_by = heldout.bm25_ranker(symbols)
+                return {q["id"]: fuse([(1.0, extra["ctxfs"][q["id"]]), (weight, rank_by(query_terms(q["query"])))])
                         for q in qs}
             pooled, per_set = pooled_mrr(sets, ranking_of)
             print(f"  {what}, w {weight}: tune {pooled['tune']}, held {pooled['held']}  {per_set}")
@@ -133,7 +115,8 @@ def main():
                     for t, n in Counter(split(symbol_text(text, names, docs))).items():
                         counts[t] += beta * n
                     files[f] = counts
-                return {q["id"]: bm25_ranking(files, q["query"]) for q in qs}
+                rank_by = heldout.bm25_ranker(files)
+                return {q["id"]: rank_by(query_terms(q["query"])) for q in qs}
             pooled, per_set = pooled_mrr(sets, ranking_of)
             print(f"  {what}, beta {beta}: tune {pooled['tune']}, held {pooled['held']}  {per_set}")
 
