@@ -152,13 +152,16 @@ const READ: &str = "SELECT p.list FROM postings_segments s CROSS JOIN chunk_post
                     ON p.segment = s.id AND p.term = ?1 WHERE s.last_id > ?2 ORDER BY s.first_id";
 
 /// How often `term` occurs in each chunk that holds it, by chunk id
-/// ascending. May name chunks removed since (see the module header).
+/// ascending. May name chunks removed since (see the module header). As ids
+/// and counts, the plain form the tests check the held one (`List`) against.
+#[cfg(test)]
 pub(super) fn read(db: &Connection, term: &str) -> anyhow::Result<Vec<(i64, u32)>> {
     read_after(db, term, i64::MIN)
 }
 
 /// `read`, of the chunks after `after` only: what a list read when `after`
 /// was the newest chunk lacks (a later commit's chunks all come after it).
+#[cfg(test)]
 pub(super) fn read_after(db: &Connection, term: &str, after: i64) -> anyhow::Result<Vec<(i64, u32)>> {
     let (lists, ends) = gather(db, term, after)?;
     let mut out = Vec::with_capacity(postings_in(&lists));
@@ -167,8 +170,11 @@ pub(super) fn read_after(db: &Connection, term: &str, after: i64) -> anyhow::Res
     Ok(out)
 }
 
-/// `read_after` as memory holds a list (`List`): each id as its distance
-/// from the list's lowest, decoded straight into that form.
+/// How often `term` occurs in each chunk after `after` that holds it, as
+/// memory holds a list (`List`): each id as its distance from the list's
+/// lowest, decoded straight into that form. What a list read when `after`
+/// was the newest chunk lacks (a later commit's chunks all come after it);
+/// it may name chunks removed since (see the module header).
 pub(super) fn read_list_after(db: &Connection, term: &str, after: i64) -> anyhow::Result<List> {
     let (lists, ends) = gather(db, term, after)?;
     // Each segment's list opens with its lowest id (its distance from 0).
@@ -186,20 +192,22 @@ pub(super) fn read_list_after(db: &Connection, term: &str, after: i64) -> anyhow
     }
     let mut out = Vec::with_capacity(postings_in(&lists));
     let narrow = |id: i64, n: u32| Some((u32::try_from(id - base).ok()?, n));
-    if !decode_segments(&lists, &ends, &mut out, narrow)? {
+    let mut list = if decode_segments(&lists, &ends, &mut out, narrow)? {
+        List { runs: vec![Run { base, postings: out }] }
+    } else {
         // Ids 2^32 or more apart: the list is held as several runs.
         let mut wide = Vec::with_capacity(out.capacity());
         decode_segments(&lists, &ends, &mut wide, |id, n| Some((id, n)))?;
-        drop_through(&mut wide, after);
-        return Ok(List::from_ids(wide));
-    }
-    let mut list = List { runs: vec![Run { base, postings: out }] };
+        List::from_ids(wide)
+    };
+    // A merged segment reaching past `after` holds older chunks too.
     list.drop_through(after);
     Ok(list)
 }
 
 /// Drops the postings of `list` (ids ascending) up to `after`: a merged
 /// segment reaching past `after` holds older chunks too.
+#[cfg(test)]
 fn drop_through(list: &mut Vec<(i64, u32)>, after: i64) {
     if after > i64::MIN {
         let first_new = list.partition_point(|(id, _)| *id <= after);

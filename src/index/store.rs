@@ -640,13 +640,14 @@ impl IndexStore {
 
     /// How often `term` occurs in each chunk that holds it, by chunk id
     /// ascending. It may name chunks removed since (ids are never given again):
-    /// callers keep the chunks they hold.
+    /// callers keep the chunks they hold. The plain form tests check against.
+    #[cfg(test)]
     pub fn chunk_postings(&self, term: &str) -> anyhow::Result<Vec<(i64, u32)>> {
         postings::read(&self.db, term)
     }
 
-    /// `chunk_postings` of the chunks after `after` only (see
-    /// `postings_marks`), as memory holds a list.
+    /// How often `term` occurs in each chunk after `after` that holds it
+    /// (see `postings_marks`), as memory holds a list.
     pub(super) fn chunk_list_after(&self, term: &str, after: i64) -> anyhow::Result<postings::List> {
         postings::read_list_after(&self.db, term, after)
     }
