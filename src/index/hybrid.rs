@@ -42,9 +42,9 @@
 
 use super::codes::{sign_code, sign_code_of_i8, Codes};
 use super::embed::{EmbedError, Embedder};
-use super::rankings::{rank as rank_units, Meaning, Quantised, Rankings};
+use super::rankings::{rank as rank_units, FileVotes, Meaning, Quantised, Rankings};
 use super::store::{decode_vector, IndexStore, Merges, NewChunk, PostingsMarks};
-use super::terms::{query_terms, query_words, terms};
+use super::terms::{names_identifiers, query_terms, query_words, terms};
 use crate::access::walk::{visible_files, visible_files_among, Found, Only};
 use crate::access::{Access, Target};
 use crate::hash::{sha256, Sha};
@@ -2310,7 +2310,8 @@ impl Index {
         let postings = |kind: Postings, term: &str| {
             lists.get(&(kind, term)).cloned().ok_or_else(|| anyhow::anyhow!("the postings of {term:?} were not read"))
         };
-        let chosen = rank_units(seen, units, &terms, limit, rankings, &postings, meaning, &mut lap)?;
+        let votes = if names_identifiers(query) { FileVotes::BestPassage } else { FileVotes::Opening };
+        let chosen = rank_units(seen, units, &terms, votes, limit, rankings, &postings, meaning, &mut lap)?;
         let hits = store.in_one_read(|| {
             let mut hits = Vec::with_capacity(chosen.len());
             for unit in chosen {
@@ -2586,6 +2587,34 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(a[0].path.as_str(), "/pub/upload.rs");
         assert_eq!(a.len(), 2);
+    }
+
+    /// A query naming identifiers shows a file by the passage that holds
+    /// them: the whole-file vote goes to the file's best passage, not to its
+    /// opening (a long doc comment here), so the defining passage ranks with
+    /// both votes and the opening does not take a place of its own.
+    #[test]
+    fn a_query_naming_identifiers_shows_the_passage_that_defines_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        let mut builder = String::new();
+        for line in 0..80 {
+            builder.push_str(&format!("//! Composing wrappers around a handler, step {line} of the guide.\n"));
+        }
+        builder.push_str("pub struct ServiceBuilder { layers: Vec<Layer> }\n");
+        builder.push_str("impl ServiceBuilder {\n    pub fn layer_fn(self) -> ServiceBuilder { self }\n}\n");
+        fs.add_file("/pub/builder.rs", builder);
+        fs.add_file("/pub/other.rs", "fn unrelated() {}\n// wrappers and handlers\n");
+        let access = access(fs, &[("/pub", Level::Ro)]);
+        let root = access.target("/pub", Need::Look).unwrap();
+        let index = index(dir.path());
+        let found = index.search(&access, &root, "ServiceBuilder layer_fn", 10).unwrap();
+        assert_eq!(found[0].path.as_str(), "/pub/builder.rs", "{found:?}");
+        assert!(found[0].text.contains("pub struct ServiceBuilder"), "{found:?}");
+        assert!(!found.iter().any(|hit| hit.path.as_str() == "/pub/builder.rs" && hit.first_line == 1), "{found:?}");
+        // A question in words still has the file vote for the opening, which says what the file is.
+        let asked = index.search(&access, &root, "service builder layer", 10).unwrap();
+        assert!(asked.iter().any(|hit| hit.path.as_str() == "/pub/builder.rs" && hit.first_line == 1), "{asked:?}");
     }
 
     /// A question in other forms of the code's words finds it (words only,

@@ -10,8 +10,10 @@
 //! of the passage rankings (words, meaning) and of the file rankings
 //! (whole-file BM25, path and tags), a file ranking voting for the file's
 //! opening passage, which is what says what a file is (a module's doc
-//! comment, its imports, its first definitions). So the answer holds the
-//! best passages and the openings of the best files. Two other fusions are
+//! comment, its imports, its first definitions); for a query naming
+//! identifiers, the caller has it vote for the file's best passage instead
+//! (`rankings::FileVotes`). So the answer holds the best passages and the
+//! openings of the best files. Two other fusions are
 //! kept for measuring, both below it on the tuning questions
 //! (bench/README.md): `fuse_blend` (a file ranking votes for the file's best
 //! passage instead, at most `per_file` passages a file first) and

@@ -10,7 +10,8 @@
 //! Evidence comes at two grains and is fused (`rank`): passages are ranked
 //! by BM25 over their words and by meaning; files by whole-file BM25 (a
 //! file's words are its passages') and by path and tags, each file ranking
-//! voting for the file's opening passage. The passages' BM25 is computed
+//! voting for the file's opening passage, or, when the query names
+//! identifiers, for its best passage (`FileVotes`). The passages' BM25 is computed
 //! a passage at a time with MaxScore pruning (`maxscore`), whose answer is
 //! the exhaustive one. Words are `terms::terms`:
 //! identifiers split at `_` and case changes and also kept joined, English
@@ -42,6 +43,19 @@ use super::rank;
 use super::store::quantize;
 use std::collections::HashMap;
 use std::sync::OnceLock;
+
+/// Which passage of a file a file ranking (whole-file BM25, paths and tags)
+/// votes for in the default fusion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum FileVotes {
+    /// The file's opening passage, which says what the file is (a question in words).
+    Opening,
+    /// The file's best passage by words, else by meaning, else its opening
+    /// (a query naming identifiers: `terms::names_identifiers`). Otherwise a
+    /// small file whose opening holds the names outranks the file whose
+    /// later passages define them (bench/README.md).
+    BestPassage,
+}
 
 /// How deep each ranking goes into fusion.
 const RANK_DEPTH: usize = 200;
@@ -226,6 +240,7 @@ pub(super) fn rank(
     seen: &[Seen],
     units: &Units,
     terms: &[String],
+    votes: FileVotes,
     limit: usize,
     rankings: Rankings,
     postings: &PostingsOf<'_>,
@@ -302,8 +317,17 @@ pub(super) fn rank(
         Fusion::Grouped => rank::fuse_file_first(&passage_rankings, &file_rankings, &layout, limit),
         Fusion::Opening => {
             let mut flat = passage_rankings.clone();
+            // A file's best passage, found once though both file rankings may name the file.
+            let mut best_of: HashMap<u32, u32> = HashMap::new();
             for (weight, files) in &own_file_rankings {
-                flat.push((*weight, files.iter().map(|f| starts[*f as usize]).collect()));
+                let voted: Vec<u32> = match votes {
+                    FileVotes::Opening => files.iter().map(|f| starts[*f as usize]).collect(),
+                    // One passage a file, so a file's vote is its rank's.
+                    FileVotes::BestPassage => {
+                        files.iter().map(|f| *best_of.entry(*f).or_insert_with(|| fallback(*f))).collect()
+                    }
+                };
+                flat.push((*weight, voted));
             }
             rank::fuse_flat(&flat, weights.k, &order, limit)
         }

@@ -139,6 +139,16 @@ pub fn query_terms(query: &str) -> Vec<String> {
     stemmed_without_function_words(unstemmed_terms(query))
 }
 
+/// Whether a query names identifiers: a word holding `_` or a lower-case
+/// letter followed by a capital (`layer_fn`, `ServiceBuilder`; also a product
+/// name such as `RoBERTa`). Such a query asks for where the names are, so a
+/// file ranking votes for the file's passage that holds them (`rankings`).
+pub fn names_identifiers(query: &str) -> bool {
+    query.split_whitespace().any(|word| {
+        word.contains('_') || word.chars().zip(word.chars().skip(1)).any(|(a, b)| a.is_lowercase() && b.is_uppercase())
+    })
+}
+
 /// `query_terms` without the joined identifiers (for measuring what joining them gives).
 pub fn query_words(query: &str) -> Vec<String> {
     stemmed_without_function_words(words(query))
@@ -175,6 +185,18 @@ mod tests {
         assert_eq!(terms("__init__ a-b"), ["init", "a", "b"]);
         // Joined from the parts as written, then stemmed like every other word.
         assert_eq!(terms("spawn_blocking PaddingBytes"), ["spawn", "block", "spawnblock", "pad", "byte", "paddingbyt"]);
+    }
+
+    #[test]
+    fn queries_naming_identifiers_are_told_from_questions() {
+        for named in
+            ["ServiceBuilder layer_fn option_layer", "block_in_place", "RwLock guard", "post-process RoBERTa pairs"]
+        {
+            assert!(names_identifiers(named), "{named}");
+        }
+        for question in ["where do we retry the failed upload", "Retry a call", "HTTP client", "a", ""] {
+            assert!(!names_identifiers(question), "{question}");
+        }
     }
 
     #[test]
