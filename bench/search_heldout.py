@@ -5,8 +5,9 @@ The question sets (bench/search_queries/heldout/<crate>.json) were written by ha
 tuning, over crates nobody here wrote (tokio, rusqlite, tokenizers from ~/.cargo/registry/src; a
 fourth, tower, written later, before any run over it, to check levers afresh once the first three's
 tuning halves had been used for many choices): `para` questions say what code does in other words,
-`words` questions use its identifiers. Each set is split into a `tune` half (which tuning may look at) and a `held` half
-(reported, never tuned on). The corpus is the crate's `src/` as published, doc comments kept.
+`words` questions use its identifiers. Each set is split into a `tune` half (which tuning may look
+at) and a `held` half (reported, never tuned on). The corpus is the crate's `src/` as published,
+doc comments kept.
 
 For every question ctxfs is asked with `limit` 10 (and 40); the passages' files, deduplicated in
 order, are the ranking. Metrics: recall@10 (share of questions with an answering file in the first
