@@ -335,6 +335,10 @@ impl Linear {
         for _ in 0..rows {
             y.extend_from_slice(&self.b);
         }
+        if rows <= FEW_ROWS {
+            self.forward_few(x, rows, y);
+            return;
+        }
         gemm(
             rows,
             self.n_in,
@@ -346,6 +350,66 @@ impl Linear {
             (&mut y[..], self.n_out, 1),
         );
     }
+}
+
+/// Up to how many rows `Linear::forward` takes each weight row once and
+/// dots it with every input row, instead of `gemm`: a search query is a
+/// dozen rows, for which `gemm` first copies every weight matrix into its
+/// own layout. Sharing these products among two threads was tried and
+/// saved nothing more: reading the weights is the cost (bench/README.md).
+const FEW_ROWS: usize = 32;
+
+impl Linear {
+    /// `y += x · wᵀ` for a few rows of `x`, each weight row read once; with
+    /// fused multiply-adds on eight lanes where the CPU has them (found at
+    /// run time, as `matrixmultiply` does for `gemm`), else plain products.
+    fn forward_few(&self, x: &[f32], rows: usize, y: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU was just found to have both features the function is compiled for.
+            unsafe { self.forward_few_fused(x, rows, y) };
+            return;
+        }
+        self.forward_few_with::<false>(x, rows, y);
+    }
+
+    /// `forward_few` compiled for AVX2 with FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn forward_few_fused(&self, x: &[f32], rows: usize, y: &mut [f32]) {
+        self.forward_few_with::<true>(x, rows, y);
+    }
+
+    #[inline(always)]
+    fn forward_few_with<const FUSED: bool>(&self, x: &[f32], rows: usize, y: &mut [f32]) {
+        let (n_in, n_out) = (self.n_in, self.n_out);
+        for (o, w) in self.w.chunks_exact(n_in).enumerate() {
+            for (r, x) in x[..rows * n_in].chunks_exact(n_in).enumerate() {
+                y[r * n_out + o] += dot_lanes::<FUSED>(x, w);
+            }
+        }
+    }
+}
+
+/// How many partial sums `dot_lanes` keeps: four vector registers of eight,
+/// so each fused multiply-add waits on none of the three before it.
+const LANES: usize = 32;
+
+/// The dot product of two equally long slices, summed in `LANES` lanes so
+/// the compiler keeps them in vector registers (`FUSED`: with `mul_add`,
+/// which is one instruction only where the CPU has FMA).
+#[inline(always)]
+fn dot_lanes<const FUSED: bool>(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0f32; LANES];
+    let (a_body, b_body) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let (a_rest, b_rest) = (a_body.remainder(), b_body.remainder());
+    for (a, b) in a_body.zip(b_body) {
+        for i in 0..LANES {
+            lanes[i] = if FUSED { a[i].mul_add(b[i], lanes[i]) } else { lanes[i] + a[i] * b[i] };
+        }
+    }
+    let rest: f32 = a_rest.iter().zip(b_rest).map(|(a, b)| a * b).sum();
+    lanes.iter().sum::<f32>() + rest
 }
 
 /// `c = alpha · a · b + beta · c` for an `m × k` matrix `a` and a `k × n` matrix `b`,
@@ -594,6 +658,32 @@ mod tests {
         let mut c = [1.0; 4];
         gemm(2, 2, 2, 1.0, (&a, 2, 1), (&bt, 1, 2), 1.0, (&mut c, 2, 1));
         assert_eq!(c, [18.0, 24.0, 40.0, 54.0]);
+    }
+
+    #[test]
+    fn few_rows_give_what_gemm_gives() {
+        // A layer of 37 inputs and 5 outputs with uneven values; 3 rows by each path.
+        let (n_in, n_out, rows) = (37, 5, 3);
+        let value = |i: usize| ((i * 7919) % 101) as f32 / 50.0 - 1.0;
+        let linear = Linear {
+            w: (0..n_in * n_out).map(value).collect(),
+            b: (0..n_out).map(|i| value(i + 3)).collect(),
+            n_in,
+            n_out,
+        };
+        let x: Vec<f32> = (0..rows * n_in).map(|i| value(i + 11)).collect();
+        let mut full: Vec<f32> = (0..rows).flat_map(|_| linear.b.iter().copied()).collect();
+        gemm(rows, n_in, n_out, 1.0, (&x, n_in, 1), (&linear.w, 1, n_in), 1.0, (&mut full, n_out, 1));
+        assert!(full.iter().any(|v| v.abs() > 0.1), "the products are not all near zero");
+        let mut few = Vec::new();
+        linear.forward(&x, rows, &mut few);
+        // The plain products too, which a CPU without FMA runs.
+        let mut plain: Vec<f32> = (0..rows).flat_map(|_| linear.b.iter().copied()).collect();
+        linear.forward_few_with::<false>(&x, rows, &mut plain);
+        assert_eq!((few.len(), plain.len()), (full.len(), full.len()));
+        for ((a, p), b) in few.iter().zip(&plain).zip(&full) {
+            assert!((a - b).abs() < 1e-4 && (p - b).abs() < 1e-4, "{a} and {p} against {b}");
+        }
     }
 
     #[test]
