@@ -3,15 +3,17 @@
 
 The question sets (bench/search_queries/heldout/<crate>.json) were written by hand before any
 tuning, over crates nobody here wrote (tokio, rusqlite, tokenizers from ~/.cargo/registry/src; a
-fourth, tower, written later, before any run over it, to check levers afresh once the first three's
-tuning halves had been used for many choices): `para` questions say what code does in other words,
+fourth, tower, and a fifth, ureq, each written later, before any run over it, to check levers afresh
+once the older sets' tuning halves had been used for many choices): `para` questions say what code does in other words,
 `words` questions use its identifiers. Each set is split into a `tune` half (which tuning may look
 at) and a `held` half (reported, never tuned on). The corpus is the crate's `src/` as published,
 doc comments kept.
 
 For every question ctxfs is asked with `limit` 10 (and 40); the passages' files, deduplicated in
 order, are the ranking. Metrics: recall@10 (share of questions with an answering file in the first
-10 files) and MRR@10 (mean of 1/rank, 0 past 10), per half and per kind.
+10 files) and MRR@10 (mean of 1/rank, 0 past 10), per half and per kind; and each ctxfs ranking's
+MRR as a ratio to whole-file BM25's, per set and pooled over the sets, with a 90 % paired-bootstrap
+interval (a half of ~28 questions is only good to about ±0.2 in that ratio).
 
 Peers in the same run, over the very same files:
 * whole-file BM25 in plain Python (k1 1.2, b 0.75, words split like ctxfs's: identifiers cut at `_`
@@ -33,6 +35,7 @@ import argparse
 import json
 import math
 import os
+import random
 import re
 import shutil
 import sqlite3
@@ -55,6 +58,8 @@ from common import BENCH, build, log, words  # noqa: E402
 REGISTRY = Path.home() / ".cargo" / "registry" / "src"
 SETS = BENCH / "search_queries" / "heldout"
 DEPTH = 10
+# The peer every ctxfs ranking is measured against.
+PEER = "whole-file BM25 (Python, peer)"
 LIMITS = (10, 40)
 PASSAGE = re.compile(r"^(/[^\n]*):(\d+)-(\d+)$", re.M)
 
@@ -228,7 +233,7 @@ def main():
         log(crate, res.stdout.strip().splitlines()[-1] if res.stdout.strip() else "", f"({time.perf_counter() - start:.1f} s)")
         qs = [q for q in data["questions"] if args.half == "all" or q["half"] == args.half]
         report["questions"].append(qs)
-        rankings = {"whole-file BM25 (Python, peer)": bm25_files(root, qs), "FTS5 bm25, whole files (peer)": fts5_files(root, qs)}
+        rankings = {PEER: bm25_files(root, qs), "FTS5 bm25, whole files (peer)": fts5_files(root, qs)}
         if STEMMER is not None:
             rankings["whole-file BM25, stemmed (Python)"] = bm25_files(root, qs, stem=STEMMER.stemWord)
         latency = {}
@@ -261,17 +266,49 @@ def main():
             print(f"| {name} | " + " | ".join(f"{row[c][0]:.2f} / {row[c][1]:.2f}" if c in row else "–" for c in cols) + " |")
         for name, ms in latency.items():
             print(f"latency p50 {name}: {ms:.1f} ms")
+        entry["ratios"] = ratios(entry, qs)
+        for name, cells in entry["ratios"].items():
+            print(f"MRR ratio to whole-file BM25, {name}: " + ", ".join(
+                f"{half} {r:.2f} [{lo:.2f}, {hi:.2f}]" for half, (r, lo, hi) in cells.items()))
         if args.show:
             for q in qs:
                 r = entry["ranks"].get(args.show, {}).get(q["id"])
                 if r is None or r > 3:
-                    peer = entry["ranks"]["whole-file BM25 (Python, peer)"][q["id"]]
+                    peer = entry["ranks"][PEER][q["id"]]
                     print(f"  {q['id']} [{q['half']}/{q['kind']}] rank {r} (BM25 {peer}): {q['query']} -> {q['files'][0]}")
     pooled(report)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def ratios(entry, qs, rounds=4000, seed=1):
+    """Each ctxfs ranking's MRR@10 over the peer's (whole-file BM25), by half and over both, with a 90 %
+    paired-bootstrap interval: the questions are drawn again with replacement `rounds` times (a fixed seed,
+    so a rerun prints the same) and the ratio taken each time. With ~28 questions a half the interval is
+    about ±0.2 wide, which is what a half's ratio can be trusted to."""
+    def rr(r):
+        return 1 / r if r and r <= DEPTH else 0.0
+    out = {}
+    for name, ranks in entry["ranks"].items():
+        if not name.startswith("ctxfs"):
+            continue
+        cells = {}
+        for half in ("held", "tune", "both"):
+            sub = [q["id"] for q in qs if half in ("both", q["half"])]
+            ours, peer = [rr(ranks[i]) for i in sub], [rr(entry["ranks"][PEER][i]) for i in sub]
+            if not sub or not sum(peer):
+                continue
+            draw, samples = random.Random(seed), []
+            for _ in range(rounds):
+                picks = [draw.randrange(len(sub)) for _ in sub]
+                base = sum(peer[p] for p in picks)
+                samples.append(sum(ours[p] for p in picks) / base if base else 0.0)
+            samples.sort()
+            cells[half] = (sum(ours) / sum(peer), samples[int(rounds * 0.05)], samples[int(rounds * 0.95) - 1])
+        out[name] = cells
+    return out
 
 
 def pooled(report):
@@ -293,6 +330,18 @@ def pooled(report):
                 if rr:
                     cells.append(f"{half}/{kind} {sum(rr) / len(rr):.3f}")
         print(f"  {name}: " + ", ".join(cells))
+    # Each ctxfs ranking's ratio to the peer over every set's questions, with its interval.
+    merged = {"ranks": {name: {} for name in entries[0]["ranks"]}}
+    qs_all = []
+    for n, (entry, qs) in enumerate(zip(entries, report["questions"])):
+        for q in qs:
+            key = f"{n}:{q['id']}"
+            qs_all.append({"id": key, "half": q["half"]})
+            for name in merged["ranks"]:
+                merged["ranks"][name][key] = entry["ranks"][name][q["id"]]
+    for name, cells in ratios(merged, qs_all).items():
+        print(f"  MRR ratio to whole-file BM25, {name}: " + ", ".join(
+            f"{half} {r:.2f} [{lo:.2f}, {hi:.2f}]" for half, (r, lo, hi) in cells.items()))
 
 
 if __name__ == "__main__":
