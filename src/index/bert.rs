@@ -327,6 +327,13 @@ impl BertEmbedder {
     }
 }
 
+/// Up to how many rows `Linear::forward` takes each weight row once and
+/// dots it with every input row, instead of `gemm`: a search query is a
+/// dozen rows, for which `gemm` first copies every weight matrix into its
+/// own layout. Sharing these products among two threads was tried and
+/// saved nothing more: reading the weights is the cost (bench/README.md).
+const FEW_ROWS: usize = 32;
+
 impl Linear {
     /// `y = x · wᵀ + b` over `rows` rows of `x`.
     fn forward(&self, x: &[f32], rows: usize, y: &mut Vec<f32>) {
@@ -350,19 +357,10 @@ impl Linear {
             (&mut y[..], self.n_out, 1),
         );
     }
-}
 
-/// Up to how many rows `Linear::forward` takes each weight row once and
-/// dots it with every input row, instead of `gemm`: a search query is a
-/// dozen rows, for which `gemm` first copies every weight matrix into its
-/// own layout. Sharing these products among two threads was tried and
-/// saved nothing more: reading the weights is the cost (bench/README.md).
-const FEW_ROWS: usize = 32;
-
-impl Linear {
-    /// `y += x · wᵀ` for a few rows of `x`, each weight row read once; with
-    /// fused multiply-adds on eight lanes where the CPU has them (found at
-    /// run time, as `matrixmultiply` does for `gemm`), else plain products.
+    /// `y += x · wᵀ` for a few rows of `x`, each weight row read once: with
+    /// fused multiply-adds where the CPU has AVX2 and FMA (found at run time,
+    /// as `matrixmultiply` does for `gemm`), else with plain products.
     fn forward_few(&self, x: &[f32], rows: usize, y: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
@@ -380,6 +378,8 @@ impl Linear {
         self.forward_few_with::<true>(x, rows, y);
     }
 
+    /// The loops of `forward_few`, inlined into each caller so that each is
+    /// compiled for its caller's instructions.
     #[inline(always)]
     fn forward_few_with<const FUSED: bool>(&self, x: &[f32], rows: usize, y: &mut [f32]) {
         let (n_in, n_out) = (self.n_in, self.n_out);
