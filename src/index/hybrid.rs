@@ -1301,6 +1301,7 @@ impl Index {
         vectorizer: Option<Arc<dyn Embedder>>,
         chunker: Arc<dyn Chunker>,
     ) -> anyhow::Result<Index> {
+        super::store::warm_in_background(path);
         Ok(Index {
             store: Mutex::new(IndexStore::open(path)?),
             vectorizer,

@@ -26,6 +26,57 @@ use std::path::Path;
 /// 5: the words are stemmed (`terms`), so an index of unstemmed words is made again.
 const SCHEMA_VERSION: i64 = 5;
 
+/// How much of the index file one page-cache hint names: Linux reads about
+/// this much for one hint, so the file is hinted a window at a time.
+const WARM_WINDOW: u64 = 8 << 20;
+
+/// Asks the kernel, from a thread of its own, to read the whole index file
+/// into the page cache while the index opens and its first search runs.
+/// After a restart or once the file has left the cache, the first search at
+/// 1.09M passages otherwise reads it a page at a time: 11–16 s against 2.2 s
+/// with the hints (bench/README.md). When the file is cached already, the
+/// hints cost some 30 ms of the kernel's time at that size; nothing is
+/// copied into the process.
+pub(super) fn warm_in_background(path: &Path) {
+    let path = path.to_path_buf();
+    let spawned = std::thread::Builder::new().name("ctxfs-warm".into()).spawn(move || {
+        if let Err(e) = warm(&path) {
+            tracing::debug!(error = %e, "the index file could not be hinted into the page cache");
+        }
+    });
+    if let Err(e) = spawned {
+        tracing::debug!(error = %e, "no thread to hint the index file into the page cache");
+    }
+}
+
+/// The hints of `warm_in_background`, a window at a time: how many bytes
+/// were hinted (the file's length; 0 for a file not made yet, or where the
+/// platform has no such hint).
+fn warm(path: &Path) -> std::io::Result<u64> {
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        let len = file.metadata()?.len();
+        let mut at = 0;
+        while at < len {
+            let window = WARM_WINDOW.min(len - at);
+            let advice = rustix::fs::Advice::WillNeed;
+            rustix::fs::fadvise(&file, at, std::num::NonZeroU64::new(window), advice)?;
+            at += window;
+        }
+        Ok(len)
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    {
+        drop(file);
+        Ok(0)
+    }
+}
+
 /// A file's row: where it is and what it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileRow {
@@ -733,6 +784,22 @@ fn create_schema_or_migrate(db: &Connection) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_whole_index_file_is_hinted_a_window_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index.db");
+        assert_eq!(warm(&path).unwrap(), 0, "a file not made yet is not an error");
+        // Two whole windows and a part of a third.
+        let len = 2 * WARM_WINDOW + 5;
+        std::fs::File::create(&path).unwrap().set_len(len).unwrap();
+        let hinted = warm(&path).unwrap();
+        if cfg!(any(target_os = "linux", target_os = "android")) {
+            assert_eq!(hinted, len);
+        } else {
+            assert_eq!(hinted, 0);
+        }
+    }
 
     #[test]
     fn blobs_chunks_terms_and_tags_round_trip() {
