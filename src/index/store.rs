@@ -33,10 +33,10 @@ const WARM_WINDOW: u64 = 8 << 20;
 /// Asks the kernel, from a thread of its own, to read the whole index file
 /// into the page cache while the index opens and its first search runs.
 /// After a restart or once the file has left the cache, the first search at
-/// 1.09M passages otherwise reads it a page at a time: 11–16 s against 2.2 s
-/// with the hints (bench/README.md). When the file is cached already, the
-/// hints cost some 30 ms of the kernel's time at that size; nothing is
-/// copied into the process.
+/// 1.09M passages otherwise reads it a page at a time: 12.8–13.9 s against
+/// 3.8–4.8 s with the hints (bench/README.md). When the file is cached
+/// already, the hints take about 30 ms at that size; nothing is copied into
+/// the process.
 pub(super) fn warm_in_background(path: &Path) {
     let path = path.to_path_buf();
     let spawned = std::thread::Builder::new().name("ctxfs-warm".into()).spawn(move || {
