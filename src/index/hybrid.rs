@@ -521,8 +521,11 @@ impl Postings {
 struct Walked {
     /// The view (grants, floors, roots) and the root, as text.
     key: String,
-    /// `Fs::changes` before the walk.
-    changes: u64,
+    /// `Fs::changes` before the walk; `None` when the file system could not
+    /// count them yet (a watcher still starting): such a list is never
+    /// answered from again, but a walk that finds the same files takes its
+    /// passages laid out and their codes instead of making them again.
+    changes: Option<u64>,
     /// The store's `data_version` before the walk (another process's commits
     /// move it) and this connection's `total_changes` after it (a walk of
     /// another root, an indexed write or a tag moves that).
@@ -1830,11 +1833,13 @@ impl Index {
         if let Some(changes) = changes {
             let kept = |w: &&Walked| {
                 w.key == key
+                    && w.changes.is_some()
                     && w.version == version
                     && w.store_changes == store.total_changes()
                     && w.made.elapsed() < WALK_MAX_AGE
             };
-            let found = walks().iter().find(kept).map(|w| (w.changes, w.linked, w.made, w.seen.clone()));
+            let found =
+                walks().iter().filter(kept).find_map(|w| w.changes.map(|at| (at, w.linked, w.made, w.seen.clone())));
             match found {
                 Some((at, _, _, seen)) if at == changes => return Ok((seen, Progress::default())),
                 // Only what changed since is looked at, when the file system can say what that is.
@@ -1866,8 +1871,11 @@ impl Index {
             .map(|w| w.seen.clone());
         let seen = same.unwrap_or_else(|| Arc::new(seen));
         // A file reached through a link to outside the root (or into `.git`)
-        // can change without the root's watcher seeing it.
-        if let (Some(changes), false, 0) = (changes, met.escaped.load(Ordering::Relaxed), done.pending) {
+        // can change without the root's watcher seeing it. A walk made before
+        // the file system could count changes is kept too, for its layout
+        // alone (`Walked::changes`): the second search of a process at 1.09M
+        // passages would otherwise lay out and list them all again.
+        if let (false, 0) = (met.escaped.load(Ordering::Relaxed), done.pending) {
             let mut walks = walks();
             walks.retain(|w| w.key != key);
             let made = std::time::Instant::now();
@@ -1968,7 +1976,7 @@ impl Index {
                 0,
                 Walked {
                     key,
-                    changes: now,
+                    changes: Some(now),
                     version,
                     store_changes,
                     blobs_put,
@@ -3584,6 +3592,40 @@ mod tests {
         fs.note_changed("/w/a.md");
         assert_ne!(hits_of(&index, &access, "alpha"), hits);
         assert!(!Arc::ptr_eq(&before, &kept()));
+    }
+
+    /// A walk made before the file system could count its changes (its
+    /// watcher still starting) is not answered from again, but the next walk,
+    /// finding the same files, takes its passages laid out and their codes.
+    #[test]
+    fn a_walk_made_before_changes_are_counted_lends_its_layout_to_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        fs.add_file("/w/a.md", "the alpha protocol\n");
+        fs.add_file("/w/b.md", "beta and alpha together\n");
+        fs.set_changes(None);
+        let access = access(fs.clone(), &[("/w", Level::Ro)]);
+        let index = index(dir.path());
+        let kept = || index.walks.lock().unwrap().first().expect("a kept walk").seen.clone();
+        let hits = hits_of(&index, &access, "alpha");
+        let first = kept();
+        assert!(first.units.get().is_some());
+        // Without a count the list is walked again, whatever was kept.
+        assert_eq!(hits_of(&index, &access, "alpha"), hits);
+        assert_eq!(index.walk_counts(), (2, 0));
+        // Counted now: walked again, the same files, so the same layout.
+        fs.set_changes(Some(1));
+        assert_eq!(hits_of(&index, &access, "alpha"), hits);
+        assert_eq!(index.walk_counts(), (3, 0));
+        assert!(Arc::ptr_eq(&first, &kept()), "the same files were laid out again");
+        // And with the count kept, the next search answers from the list without a walk.
+        assert_eq!(hits_of(&index, &access, "alpha"), hits);
+        assert_eq!(index.walk_counts(), (3, 0));
+        // A file the walk finds changed is laid out anew.
+        fs.set_changes(None);
+        fs.add_file("/w/a.md", "the alpha protocol, changed\n");
+        assert_ne!(hits_of(&index, &access, "alpha"), hits);
+        assert!(!Arc::ptr_eq(&first, &kept()));
     }
 
     /// What the feed cannot vouch for makes the next search walk: an ignore
