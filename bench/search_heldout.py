@@ -178,6 +178,11 @@ def rank(q, files):
     return next((i for i, f in enumerate(files, 1) if f in q["files"]), None)
 
 
+def reciprocal(r):
+    """A question's part of MRR@10: 1/rank, 0 past `DEPTH` or not found."""
+    return 1 / r if r and r <= DEPTH else 0.0
+
+
 def metrics(qs, ranking):
     rs = [rank(q, ranking[q["id"]]) for q in qs]
     hit = [r for r in rs if r is not None and r <= DEPTH]
@@ -268,8 +273,7 @@ def main():
             print(f"latency p50 {name}: {ms:.1f} ms")
         entry["ratios"] = ratios(entry, qs)
         for name, cells in entry["ratios"].items():
-            print(f"MRR ratio to whole-file BM25, {name}: " + ", ".join(
-                f"{half} {r:.2f} [{lo:.2f}, {hi:.2f}]" for half, (r, lo, hi) in cells.items()))
+            print(f"MRR ratio to whole-file BM25, {name}: {ratio_cells(cells)}")
         if args.show:
             for q in qs:
                 r = entry["ranks"].get(args.show, {}).get(q["id"])
@@ -288,8 +292,6 @@ def ratios(entry, qs, rounds=4000, seed=1):
     paired-bootstrap interval: the questions are drawn again with replacement `rounds` times (a fixed seed,
     so a rerun prints the same) and the ratio taken each time. With ~28 questions a half the interval is
     about ±0.2 wide, which is what a half's ratio can be trusted to."""
-    def rr(r):
-        return 1 / r if r and r <= DEPTH else 0.0
     out = {}
     for name, ranks in entry["ranks"].items():
         if not name.startswith("ctxfs"):
@@ -297,7 +299,7 @@ def ratios(entry, qs, rounds=4000, seed=1):
         cells = {}
         for half in ("held", "tune", "both"):
             sub = [q["id"] for q in qs if half in ("both", q["half"])]
-            ours, peer = [rr(ranks[i]) for i in sub], [rr(entry["ranks"][PEER][i]) for i in sub]
+            ours, peer = [reciprocal(ranks[i]) for i in sub], [reciprocal(entry["ranks"][PEER][i]) for i in sub]
             if not sub or not sum(peer):
                 continue
             draw, samples = random.Random(seed), []
@@ -309,6 +311,11 @@ def ratios(entry, qs, rounds=4000, seed=1):
             cells[half] = (sum(ours) / sum(peer), samples[int(rounds * 0.05)], samples[int(rounds * 0.95) - 1])
         out[name] = cells
     return out
+
+
+def ratio_cells(cells):
+    """`ratios`' cells of one ranking as text: each half's ratio with its interval."""
+    return ", ".join(f"{half} {r:.2f} [{lo:.2f}, {hi:.2f}]" for half, (r, lo, hi) in cells.items())
 
 
 def pooled(report):
@@ -326,7 +333,7 @@ def pooled(report):
                     for q in qs:
                         if q["half"] == half and kind in ("all", q["kind"]):
                             r = entry["ranks"][name][q["id"]]
-                            rr.append(1 / r if r and r <= DEPTH else 0.0)
+                            rr.append(reciprocal(r))
                 if rr:
                     cells.append(f"{half}/{kind} {sum(rr) / len(rr):.3f}")
         print(f"  {name}: " + ", ".join(cells))
@@ -340,8 +347,7 @@ def pooled(report):
             for name in merged["ranks"]:
                 merged["ranks"][name][key] = entry["ranks"][name][q["id"]]
     for name, cells in ratios(merged, qs_all).items():
-        print(f"  MRR ratio to whole-file BM25, {name}: " + ", ".join(
-            f"{half} {r:.2f} [{lo:.2f}, {hi:.2f}]" for half, (r, lo, hi) in cells.items()))
+        print(f"  MRR ratio to whole-file BM25, {name}: {ratio_cells(cells)}")
 
 
 if __name__ == "__main__":

@@ -1833,11 +1833,11 @@ impl Index {
         if let Some(changes) = changes {
             let kept = |w: &&Walked| {
                 w.key == key
-                    && w.changes.is_some()
                     && w.version == version
                     && w.store_changes == store.total_changes()
                     && w.made.elapsed() < WALK_MAX_AGE
             };
+            // One kept walk a key; one without a count (`Walked::changes`) is not answered from.
             let found =
                 walks().iter().filter(kept).find_map(|w| w.changes.map(|at| (at, w.linked, w.made, w.seen.clone())));
             match found {
