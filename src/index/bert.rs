@@ -268,18 +268,19 @@ impl BertEmbedder {
                 s.x.extend(w.iter().zip(p).zip(&self.token_type).map(|((w, p), t)| w + p + t));
             }
         }
-        layer_norm(&mut s.x, &self.embed_norm, self.shape.eps);
+        let elementwise = Elementwise::detect();
+        elementwise.layer_norm(&mut s.x, &self.embed_norm, self.shape.eps);
         for layer in &self.layers {
             layer.qkv.forward(&s.x, rows, &mut s.qkv);
             self.attention(&spans, s);
             layer.attn_out.forward(&s.ctx, rows, &mut s.tmp);
             s.x.iter_mut().zip(&s.tmp).for_each(|(x, a)| *x += a);
-            layer_norm(&mut s.x, &layer.attn_norm, self.shape.eps);
+            elementwise.layer_norm(&mut s.x, &layer.attn_norm, self.shape.eps);
             layer.up.forward(&s.x, rows, &mut s.up);
-            s.up.iter_mut().for_each(|v| *v = gelu(*v));
+            elementwise.gelu(&mut s.up);
             layer.down.forward(&s.up, rows, &mut s.tmp);
             s.x.iter_mut().zip(&s.tmp).for_each(|(x, a)| *x += a);
-            layer_norm(&mut s.x, &layer.out_norm, self.shape.eps);
+            elementwise.layer_norm(&mut s.x, &layer.out_norm, self.shape.eps);
         }
         // Mean over every position ([CLS] and [SEP] included, as the attention mask has them), then unit length.
         spans
@@ -312,15 +313,7 @@ impl BertEmbedder {
                 let (q, k, v) = (&qkv[head * d..], &qkv[h + head * d..], &qkv[2 * h + head * d..]);
                 // scores = q · kᵀ / √d, over this head's columns of the text's rows.
                 gemm(n, d, n, scale, (q, 3 * h, 1), (k, 1, 3 * h), 0.0, (&mut s.scores[..], n, 1));
-                for row in s.scores.chunks_exact_mut(n) {
-                    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                    let mut sum = 0.0;
-                    row.iter_mut().for_each(|x| {
-                        *x = (*x - max).exp();
-                        sum += *x;
-                    });
-                    row.iter_mut().for_each(|x| *x /= sum);
-                }
+                Elementwise::detect().softmax_rows(&mut s.scores, n);
                 gemm(n, n, d, 1.0, (&s.scores[..], n, 1), (v, 3 * h, 1), 0.0, (&mut ctx[head * d..], h, 1));
             }
         }
@@ -458,12 +451,89 @@ fn gemm(
     }
 }
 
+/// The element-wise steps of a layer (LayerNorm, GELU, the attention's
+/// softmax), written so the compiler turns their loops into vector
+/// instructions: sums and maxima kept in `LANES` partial lanes, and `exp`
+/// computed by a polynomial in plain arithmetic (`exp_poly`) rather than a
+/// call to the C library a value at a time. With the model's own products
+/// in `matrixmultiply`, these steps had been two fifths of a passage's time
+/// (the library's `expf` alone a sixth; bench/README.md). Every path does
+/// the same arithmetic in the same order, so the vectors do not depend on
+/// the CPU.
+#[derive(Debug, Clone, Copy)]
+enum Elementwise {
+    /// Compiled for the build's baseline instructions.
+    Plain,
+    /// Compiled for AVX2 with FMA, found at run time (as `forward_few` does).
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+}
+
+impl Elementwise {
+    fn detect() -> Elementwise {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            return Elementwise::Avx2;
+        }
+        Elementwise::Plain
+    }
+
+    /// LayerNorm over each row of `x` (rows of the norm's length).
+    fn layer_norm(self, x: &mut [f32], norm: &Norm, eps: f32) {
+        match self {
+            Elementwise::Plain => layer_norm(x, norm, eps),
+            // SAFETY: `detect` found both features the function is compiled for.
+            #[cfg(target_arch = "x86_64")]
+            Elementwise::Avx2 => unsafe { layer_norm_avx2(x, norm, eps) },
+        }
+    }
+
+    /// GELU of every value, in place.
+    fn gelu(self, values: &mut [f32]) {
+        match self {
+            Elementwise::Plain => gelu_all(values),
+            // SAFETY: as in `layer_norm`.
+            #[cfg(target_arch = "x86_64")]
+            Elementwise::Avx2 => unsafe { gelu_all_avx2(values) },
+        }
+    }
+
+    /// The softmax of each row of `scores` (rows of `n`), in place.
+    fn softmax_rows(self, scores: &mut [f32], n: usize) {
+        match self {
+            Elementwise::Plain => softmax_rows(scores, n),
+            // SAFETY: as in `layer_norm`.
+            #[cfg(target_arch = "x86_64")]
+            Elementwise::Avx2 => unsafe { softmax_rows_avx2(scores, n) },
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn layer_norm_avx2(x: &mut [f32], norm: &Norm, eps: f32) {
+    layer_norm(x, norm, eps);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn gelu_all_avx2(values: &mut [f32]) {
+    gelu_all(values);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn softmax_rows_avx2(scores: &mut [f32], n: usize) {
+    softmax_rows(scores, n);
+}
+
 /// LayerNorm over each row of `x` (rows of the norm's length).
+#[inline(always)]
 fn layer_norm(x: &mut [f32], norm: &Norm, eps: f32) {
     let h = norm.w.len();
     for row in x.chunks_exact_mut(h) {
-        let mean = row.iter().sum::<f32>() / h as f32;
-        let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / h as f32;
+        let mean = lane_sum(row, |v| v) / h as f32;
+        let var = lane_sum(row, |v| (v - mean) * (v - mean)) / h as f32;
         let inv = 1.0 / (var + eps).sqrt();
         for ((v, w), b) in row.iter_mut().zip(&norm.w).zip(&norm.b) {
             *v = (*v - mean) * inv * w + b;
@@ -471,13 +541,87 @@ fn layer_norm(x: &mut [f32], norm: &Norm, eps: f32) {
     }
 }
 
+/// The sum of `f` of every value, added in `LANES` partial sums.
+#[inline(always)]
+fn lane_sum(values: &[f32], f: impl Fn(f32) -> f32) -> f32 {
+    let mut lanes = [0f32; LANES];
+    let (body, rest) = values.as_chunks::<LANES>();
+    for chunk in body {
+        for i in 0..LANES {
+            lanes[i] += f(chunk[i]);
+        }
+    }
+    lanes.iter().sum::<f32>() + rest.iter().map(|&v| f(v)).sum::<f32>()
+}
+
+#[inline(always)]
+fn gelu_all(values: &mut [f32]) {
+    values.iter_mut().for_each(|v| *v = gelu(*v));
+}
+
+/// Each row of `n` scores becomes `exp(s - max) / Σ exp(s - max)`.
+#[inline(always)]
+fn softmax_rows(scores: &mut [f32], n: usize) {
+    for row in scores.chunks_exact_mut(n) {
+        let mut most = [f32::NEG_INFINITY; LANES];
+        let (body, rest) = row.as_chunks::<LANES>();
+        for chunk in body {
+            for i in 0..LANES {
+                most[i] = if chunk[i] > most[i] { chunk[i] } else { most[i] };
+            }
+        }
+        let max = most.iter().chain(rest).fold(f32::NEG_INFINITY, |m, &v| if v > m { v } else { m });
+        let mut sums = [0f32; LANES];
+        let (body, rest) = row.as_chunks_mut::<LANES>();
+        for chunk in body {
+            for i in 0..LANES {
+                chunk[i] = exp_poly(chunk[i] - max);
+                sums[i] += chunk[i];
+            }
+        }
+        let mut sum = sums.iter().sum::<f32>();
+        for v in rest {
+            *v = exp_poly(*v - max);
+            sum += *v;
+        }
+        let inv = 1.0 / sum;
+        row.iter_mut().for_each(|v| *v *= inv);
+    }
+}
+
+/// `e^x` in single precision from plain arithmetic, which vectorises: `x =
+/// n·ln 2 + r` with `n` whole and `|r| ≤ ln 2 / 2`, `e^r` by Cephes' `expf`
+/// polynomial, and `2^n` made in the exponent bits. Within a few units in
+/// the last place of `f32::exp` over the inputs a softmax gives (`x ≤ 0`);
+/// inputs are held to [-87, 88], where `2^n` is a normal number.
+#[inline(always)]
+fn exp_poly(x: f32) -> f32 {
+    /// Adding and taking away 1.5 · 2²³ rounds a float of magnitude below 2²² to the nearest whole number.
+    const ROUND: f32 = 12_582_912.0;
+    // ln 2 in two parts, so `n · LN2_HIGH` is exact.
+    const LN2_HIGH: f32 = 0.693_359_4;
+    const LN2_LOW: f32 = -2.121_944_4e-4;
+    let x = x.clamp(-87.0, 88.0);
+    let n = (x * std::f32::consts::LOG2_E + ROUND) - ROUND;
+    let r = x - n * LN2_HIGH - n * LN2_LOW;
+    let p =
+        ((((1.987_569_1e-4 * r + 1.398_2e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 1.666_666_5e-1) * r + 0.5;
+    let e_r = p * r * r + r + 1.0;
+    // 2^n: the biased exponent n + 127 (1 to 254) lands in the low bits of ROUND's
+    // mantissa, and the shift moves it into the exponent field (ROUND's own bits
+    // shift out). Not `n as i32`, whose checks for NaN and range do not vectorise.
+    e_r * f32::from_bits((n + (ROUND + 127.0)).to_bits() << 23)
+}
+
 /// GELU as BERT defines it: `x/2 · (1 + erf(x/√2))`.
+#[inline(always)]
 fn gelu(x: f32) -> f32 {
     0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2))
 }
 
 /// `erf` in single precision: a rational approximation on [-4, 4] (Eigen's
 /// `generic_fast_erf_float`), within 4e-7 of the true value; beyond ±4 it is ±1 to f32 precision.
+#[inline(always)]
 fn erf(x: f32) -> f32 {
     const ALPHA: [f32; 7] = [
         -2.726_142_3e-10,
@@ -684,6 +828,66 @@ mod tests {
         for ((a, p), b) in few.iter().zip(&plain).zip(&full) {
             assert!((a - b).abs() < 1e-4 && (p - b).abs() < 1e-4, "{a} and {p} against {b}");
         }
+    }
+
+    #[test]
+    fn exp_poly_is_within_a_few_units_in_the_last_place_of_exp() {
+        let mut worst = 0f32;
+        for i in 0..=200_000 {
+            let x = -87.0 + 175.0 * i as f32 / 200_000.0;
+            let (ours, libm) = (exp_poly(x), x.exp());
+            worst = worst.max((ours - libm).abs() / libm);
+        }
+        assert!(worst < 3.0 * f32::EPSILON, "relative error up to {worst}");
+        // Far below the range a softmax can reach nothing (an exponent field of zero), not garbage.
+        assert!(exp_poly(-1000.0) < 1e-37 && exp_poly(-1000.0) >= 0.0);
+        assert_eq!(exp_poly(0.0), 1.0);
+    }
+
+    #[test]
+    fn the_elementwise_steps_agree_with_plain_arithmetic_on_every_path() {
+        // Rows longer and shorter than the lanes, with a value far below the rest.
+        let value = |i: usize| ((i * 7919) % 101) as f32 / 10.0 - 5.0;
+        for n in [1, 7, 16, 33, 100] {
+            let mut scores: Vec<f32> = (0..3 * n).map(value).collect();
+            scores[0] = -400.0;
+            let expected: Vec<f32> = scores
+                .chunks_exact(n)
+                .flat_map(|row| {
+                    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                    let sum: f64 = row.iter().map(|v| f64::from(v - max).exp()).sum();
+                    row.iter().map(move |v| (f64::from(v - max).exp() / sum) as f32).collect::<Vec<_>>()
+                })
+                .collect();
+            let mut plain = scores.clone();
+            softmax_rows(&mut plain, n);
+            let mut detected = scores.clone();
+            Elementwise::detect().softmax_rows(&mut detected, n);
+            assert_eq!(plain, detected, "the paths differ for rows of {n}");
+            for (got, want) in plain.iter().zip(&expected) {
+                assert!((got - want).abs() <= 1e-6 * want.max(1e-3), "{got} against {want} for rows of {n}");
+            }
+        }
+        let norm = Norm { w: (0..40).map(|i| value(i) / 5.0).collect(), b: (0..40).map(|i| value(i + 9)).collect() };
+        let x: Vec<f32> = (0..120).map(|i| value(i * 3) * 7.0).collect();
+        let mut plain = x.clone();
+        layer_norm(&mut plain, &norm, 1e-12);
+        let mut detected = x.clone();
+        Elementwise::detect().layer_norm(&mut detected, &norm, 1e-12);
+        assert_eq!(plain, detected);
+        for (row, got) in x.chunks_exact(40).zip(plain.chunks_exact(40)) {
+            let mean = row.iter().map(|&v| f64::from(v)).sum::<f64>() / 40.0;
+            let var = row.iter().map(|&v| (f64::from(v) - mean).powi(2)).sum::<f64>() / 40.0;
+            for (i, (v, g)) in row.iter().zip(got).enumerate() {
+                let want = (f64::from(*v) - mean) / var.sqrt() * f64::from(norm.w[i]) + f64::from(norm.b[i]);
+                assert!((f64::from(*g) - want).abs() < 1e-5, "{g} against {want}");
+            }
+        }
+        let mut plain: Vec<f32> = (0..50).map(value).collect();
+        let mut detected = plain.clone();
+        gelu_all(&mut plain);
+        Elementwise::detect().gelu(&mut detected);
+        assert_eq!(plain, detected);
     }
 
     #[test]
