@@ -268,19 +268,19 @@ impl BertEmbedder {
                 s.x.extend(w.iter().zip(p).zip(&self.token_type).map(|((w, p), t)| w + p + t));
             }
         }
-        let elementwise = Elementwise::detect();
-        elementwise.layer_norm(&mut s.x, &self.embed_norm, self.shape.eps);
+        let kernels = Kernels::detect();
+        kernels.layer_norm(&mut s.x, &self.embed_norm, self.shape.eps);
         for layer in &self.layers {
             layer.qkv.forward(&s.x, rows, &mut s.qkv);
-            self.attention(&spans, s);
+            self.attention(&spans, s, kernels);
             layer.attn_out.forward(&s.ctx, rows, &mut s.tmp);
             s.x.iter_mut().zip(&s.tmp).for_each(|(x, a)| *x += a);
-            elementwise.layer_norm(&mut s.x, &layer.attn_norm, self.shape.eps);
+            kernels.layer_norm(&mut s.x, &layer.attn_norm, self.shape.eps);
             layer.up.forward(&s.x, rows, &mut s.up);
-            elementwise.gelu(&mut s.up);
+            kernels.gelu(&mut s.up);
             layer.down.forward(&s.up, rows, &mut s.tmp);
             s.x.iter_mut().zip(&s.tmp).for_each(|(x, a)| *x += a);
-            elementwise.layer_norm(&mut s.x, &layer.out_norm, self.shape.eps);
+            kernels.layer_norm(&mut s.x, &layer.out_norm, self.shape.eps);
         }
         // Mean over every position ([CLS] and [SEP] included, as the attention mask has them), then unit length.
         spans
@@ -297,7 +297,7 @@ impl BertEmbedder {
     }
 
     /// Self-attention of each text over itself: `s.qkv` (`[rows, 3·hidden]`) into `s.ctx` (`[rows, hidden]`).
-    fn attention(&self, spans: &[Range<usize>], s: &mut Scratch) {
+    fn attention(&self, spans: &[Range<usize>], s: &mut Scratch, kernels: Kernels) {
         let (h, heads) = (self.shape.hidden, self.shape.heads);
         let d = h / heads;
         let scale = 1.0 / (d as f32).sqrt();
@@ -313,7 +313,7 @@ impl BertEmbedder {
                 let (q, k, v) = (&qkv[head * d..], &qkv[h + head * d..], &qkv[2 * h + head * d..]);
                 // scores = q · kᵀ / √d, over this head's columns of the text's rows.
                 gemm(n, d, n, scale, (q, 3 * h, 1), (k, 1, 3 * h), 0.0, (&mut s.scores[..], n, 1));
-                Elementwise::detect().softmax_rows(&mut s.scores, n);
+                kernels.softmax_rows(&mut s.scores, n);
                 gemm(n, n, d, 1.0, (&s.scores[..], n, 1), (v, 3 * h, 1), 0.0, (&mut ctx[head * d..], h, 1));
             }
         }
@@ -355,13 +355,12 @@ impl Linear {
     /// fused multiply-adds where the CPU has AVX2 and FMA (found at run time,
     /// as `matrixmultiply` does for `gemm`), else with plain products.
     fn forward_few(&self, x: &[f32], rows: usize, y: &mut [f32]) {
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-            // SAFETY: the CPU was just found to have both features the function is compiled for.
-            unsafe { self.forward_few_fused(x, rows, y) };
-            return;
+        match Kernels::detect() {
+            // SAFETY: `detect` found both features the function is compiled for.
+            #[cfg(target_arch = "x86_64")]
+            Kernels::Avx2 => unsafe { self.forward_few_fused(x, rows, y) },
+            Kernels::Plain => self.forward_few_with::<false>(x, rows, y),
         }
-        self.forward_few_with::<false>(x, rows, y);
     }
 
     /// `forward_few` compiled for AVX2 with FMA.
@@ -451,7 +450,8 @@ fn gemm(
     }
 }
 
-/// The element-wise steps of a layer (LayerNorm, GELU, the attention's
+/// Which build of the hot loops the CPU runs (found at run time), and the
+/// element-wise steps of a layer (LayerNorm, GELU, the attention's
 /// softmax), written so the compiler turns their loops into vector
 /// instructions: sums and maxima kept in `LANES` partial lanes, and `exp`
 /// computed by a polynomial in plain arithmetic (`exp_poly`) rather than a
@@ -461,7 +461,7 @@ fn gemm(
 /// the same arithmetic in the same order, so the vectors do not depend on
 /// the CPU.
 #[derive(Debug, Clone, Copy)]
-enum Elementwise {
+enum Kernels {
     /// Compiled for the build's baseline instructions.
     Plain,
     /// Compiled for AVX2 with FMA, found at run time (as `forward_few` does).
@@ -469,42 +469,42 @@ enum Elementwise {
     Avx2,
 }
 
-impl Elementwise {
-    fn detect() -> Elementwise {
+impl Kernels {
+    fn detect() -> Kernels {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-            return Elementwise::Avx2;
+            return Kernels::Avx2;
         }
-        Elementwise::Plain
+        Kernels::Plain
     }
 
     /// LayerNorm over each row of `x` (rows of the norm's length).
     fn layer_norm(self, x: &mut [f32], norm: &Norm, eps: f32) {
         match self {
-            Elementwise::Plain => layer_norm(x, norm, eps),
+            Kernels::Plain => layer_norm(x, norm, eps),
             // SAFETY: `detect` found both features the function is compiled for.
             #[cfg(target_arch = "x86_64")]
-            Elementwise::Avx2 => unsafe { layer_norm_avx2(x, norm, eps) },
+            Kernels::Avx2 => unsafe { layer_norm_avx2(x, norm, eps) },
         }
     }
 
     /// GELU of every value, in place.
     fn gelu(self, values: &mut [f32]) {
         match self {
-            Elementwise::Plain => gelu_all(values),
+            Kernels::Plain => gelu_all(values),
             // SAFETY: as in `layer_norm`.
             #[cfg(target_arch = "x86_64")]
-            Elementwise::Avx2 => unsafe { gelu_all_avx2(values) },
+            Kernels::Avx2 => unsafe { gelu_all_avx2(values) },
         }
     }
 
     /// The softmax of each row of `scores` (rows of `n`), in place.
     fn softmax_rows(self, scores: &mut [f32], n: usize) {
         match self {
-            Elementwise::Plain => softmax_rows(scores, n),
+            Kernels::Plain => softmax_rows(scores, n),
             // SAFETY: as in `layer_norm`.
             #[cfg(target_arch = "x86_64")]
-            Elementwise::Avx2 => unsafe { softmax_rows_avx2(scores, n) },
+            Kernels::Avx2 => unsafe { softmax_rows_avx2(scores, n) },
         }
     }
 }
@@ -862,7 +862,7 @@ mod tests {
             let mut plain = scores.clone();
             softmax_rows(&mut plain, n);
             let mut detected = scores.clone();
-            Elementwise::detect().softmax_rows(&mut detected, n);
+            Kernels::detect().softmax_rows(&mut detected, n);
             assert_eq!(plain, detected, "the paths differ for rows of {n}");
             for (got, want) in plain.iter().zip(&expected) {
                 assert!((got - want).abs() <= 1e-6 * want.max(1e-3), "{got} against {want} for rows of {n}");
@@ -873,7 +873,7 @@ mod tests {
         let mut plain = x.clone();
         layer_norm(&mut plain, &norm, 1e-12);
         let mut detected = x.clone();
-        Elementwise::detect().layer_norm(&mut detected, &norm, 1e-12);
+        Kernels::detect().layer_norm(&mut detected, &norm, 1e-12);
         assert_eq!(plain, detected);
         for (row, got) in x.chunks_exact(40).zip(plain.chunks_exact(40)) {
             let mean = row.iter().map(|&v| f64::from(v)).sum::<f64>() / 40.0;
@@ -886,7 +886,7 @@ mod tests {
         let mut plain: Vec<f32> = (0..50).map(value).collect();
         let mut detected = plain.clone();
         gelu_all(&mut plain);
-        Elementwise::detect().gelu(&mut detected);
+        Kernels::detect().gelu(&mut detected);
         assert_eq!(plain, detected);
     }
 
