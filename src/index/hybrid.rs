@@ -69,6 +69,39 @@ const COMMIT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 pub const SEARCH_INDEX_BUDGET: std::time::Duration = std::time::Duration::from_secs(3);
 /// Passages embedded in one call while a file is indexed: between calls the search's budget is checked.
 const EMBED_BATCH: usize = 32;
+/// How many texts cut short by a search's time `PartialTexts` keeps (the oldest goes first).
+const PARTIAL_TEXTS: usize = 16;
+
+/// The passages embedded so far of texts a search's time ran out in, by
+/// content: how many of the chunker's pieces were taken, and what they
+/// became (a piece the embedder refused for its length is several).
+#[derive(Default)]
+struct PartialTexts(Vec<(Sha, usize, Vec<Embedded>)>);
+
+/// A passage and its vector (none without a vectorizer, or when it failed).
+type Embedded = (Passage, Option<Vec<f32>>);
+
+impl PartialTexts {
+    /// What was embedded of the text `sha` (of `pieces` pieces), taken out; none when nothing was kept.
+    fn take(&mut self, sha: &Sha, pieces: usize) -> (usize, Vec<Embedded>) {
+        match self.0.iter().position(|(kept, taken, _)| kept == sha && *taken <= pieces) {
+            Some(at) => {
+                let (_, taken, embedded) = self.0.remove(at);
+                (taken, embedded)
+            }
+            None => (0, Vec::new()),
+        }
+    }
+
+    fn keep(&mut self, sha: Sha, taken: usize, embedded: Vec<Embedded>) {
+        self.0.retain(|(kept, _, _)| *kept != sha);
+        if self.0.len() >= PARTIAL_TEXTS {
+            self.0.remove(0);
+        }
+        self.0.push((sha, taken, embedded));
+    }
+}
+
 /// Files in flight between the walk and the writer (each may carry its chunks).
 const CHANNEL_BOUND: usize = 32;
 
@@ -350,6 +383,9 @@ pub struct Index {
     reader: Mutex<Option<IndexStore>>,
     /// How long a search indexes new or changed files before it answers (`SEARCH_INDEX_BUDGET`).
     index_budget: std::time::Duration,
+    /// Texts whose embedding a search's time ran out in, by content: the
+    /// passages embedded so far, which the next search goes on from.
+    partial: Mutex<PartialTexts>,
     /// From how many visible passages with vectors their codes are put in lists (`codes::LISTS_FROM`).
     lists_from: usize,
     /// Whole walks made for searches, and kept walks brought up to date from
@@ -1315,6 +1351,7 @@ impl Index {
             path: path.to_path_buf(),
             reader: Mutex::new(None),
             index_budget: SEARCH_INDEX_BUDGET,
+            partial: Mutex::new(PartialTexts::default()),
             lists_from: super::codes::LISTS_FROM,
             walks_made: AtomicUsize::new(0),
             feeds_used: AtomicUsize::new(0),
@@ -1616,14 +1653,21 @@ impl Index {
     /// each refused one is halved until every part is taken; the parts are
     /// stored as passages of their own, so nothing goes without a vector.
     /// With a `deadline`, a text whose passages are not all embedded by then
-    /// gives `None` (checked between calls of `EMBED_BATCH` passages).
-    fn make_chunks(&self, text: &str, deadline: Option<std::time::Instant>) -> Option<Vec<NewChunk>> {
-        let mut pieces = self.chunker.pieces(text).into_iter().peekable();
-        let mut embedded: Vec<(Passage, Option<Vec<f32>>)> = Vec::new();
+    /// gives `None` (checked between calls of `EMBED_BATCH` passages), and
+    /// what was embedded is kept under its content `sha` for the next call
+    /// to go on from: with a slow embedder, a text of more passages than one
+    /// search's time embeds would otherwise be started over by every search
+    /// and never indexed by any.
+    fn make_chunks(&self, text: &str, sha: &Sha, deadline: Option<std::time::Instant>) -> Option<Vec<NewChunk>> {
+        let pieces = self.chunker.pieces(text);
+        let (mut taken, mut embedded) = lock(&self.partial).take(sha, pieces.len());
+        let mut pieces = pieces.into_iter().skip(taken).peekable();
         while pieces.peek().is_some() {
             let batch: Vec<Passage> = pieces.by_ref().take(EMBED_BATCH).collect();
+            taken += batch.len();
             embedded.extend(self.embed_pieces(batch));
             if pieces.peek().is_some() && deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                lock(&self.partial).keep(*sha, taken, embedded);
                 return None;
             }
         }
@@ -1642,7 +1686,7 @@ impl Index {
     }
 
     /// Passages with their vectors (none without a vectorizer, or when it fails).
-    fn embed_pieces(&self, pieces: Vec<Passage>) -> Vec<(Passage, Option<Vec<f32>>)> {
+    fn embed_pieces(&self, pieces: Vec<Passage>) -> Vec<Embedded> {
         let Some(v) = &self.vectorizer else { return pieces.into_iter().map(|p| (p, None)).collect() };
         let texts: Vec<&str> = pieces.iter().map(|p| p.2.as_str()).collect();
         match (v.embed(&texts), self.chunker.tokenizer()) {
@@ -1706,7 +1750,7 @@ impl Index {
                     continue;
                 }
                 let sha = sha256(bytes);
-                self.ensure_blob(&store, &sha, || self.make_chunks(file.text(), None).unwrap_or_default())?;
+                self.ensure_blob(&store, &sha, || self.make_chunks(file.text(), &sha, None).unwrap_or_default())?;
                 let old = self.mirror().files.get(real.as_str()).map(|f| f.blob);
                 // The time is unknown here; the next refresh stats the file again.
                 let (size, mtime) = (bytes.len() as i64, -1);
@@ -1797,7 +1841,7 @@ impl Index {
         }
         let chunks = match known {
             true => None,
-            false => match self.make_chunks(text.text(), deadline) {
+            false => match self.make_chunks(text.text(), &sha, deadline) {
                 Some(chunks) => Some(chunks),
                 None => return pending(size),
             },
@@ -2349,11 +2393,7 @@ fn is_too_long(e: &EmbedError) -> bool {
 /// vectorizer refuses a part for its length: the parts with their vectors, or
 /// the passage whole without one when the vectorizer fails otherwise or a
 /// single character is refused.
-fn fitted(
-    v: &dyn Embedder,
-    tokenizer: &dyn super::chunk::Tokenizer,
-    passage: Passage,
-) -> Vec<(Passage, Option<Vec<f32>>)> {
+fn fitted(v: &dyn Embedder, tokenizer: &dyn super::chunk::Tokenizer, passage: Passage) -> Vec<Embedded> {
     let (first_line, last_line, text) = passage;
     // Offsets and the token count are relative to the passage and not read back.
     let piece = super::chunk::Piece { start: 0, end: text.len(), first_line, last_line, tokens: 0, text };
@@ -3346,6 +3386,68 @@ mod tests {
         let third = index.search_report(&access, &root, "alpha", 5, Rankings::ALL, &|_| {}).unwrap();
         assert_eq!((third.hits.len(), third.pending), (2, 0));
         assert!(third.hits.iter().any(|h| h.text == "the alpha protocol, changed\n"));
+    }
+
+    /// `Topics`, taking `delay` for every call and counting the passages it is given: an embedder slower than a search's time.
+    struct Slow {
+        delay: std::time::Duration,
+        passages: AtomicUsize,
+    }
+
+    impl Embedder for Slow {
+        fn name(&self) -> &str {
+            "slow"
+        }
+        fn dims(&self) -> usize {
+            5
+        }
+        fn max_tokens(&self) -> usize {
+            usize::MAX
+        }
+        fn count_tokens(&self, text: &str) -> usize {
+            words(text).len()
+        }
+        fn token_spans(&self, text: &str) -> Vec<std::ops::Range<usize>> {
+            Topics.token_spans(text)
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            std::thread::sleep(self.delay);
+            // The searches' own query (`upload`) is not a passage.
+            self.passages.fetch_add(texts.iter().filter(|t| **t != "upload").count(), Ordering::Relaxed);
+            Topics.embed(texts)
+        }
+    }
+
+    #[test]
+    fn a_text_longer_than_one_search_can_embed_is_indexed_over_several_searches() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        let long: String = (0..2400).map(|i| format!("fn push_blob_{i}() {{ transfer(); send(); }}\n")).collect();
+        fs.add_file("/w/net.rs", long.clone());
+        let access = access(fs, &[("/w", Level::Ro)]);
+        let root = access.target("/w", Need::Look).unwrap();
+        let chunker = Arc::new(TokenChunker::new(Arc::new(super::super::chunk::HalfBytes)));
+        let pieces = chunker.pieces(&long).len();
+        assert!(pieces > 2 * EMBED_BATCH, "{pieces} pieces: the text must need three calls of the embedder");
+        // Each call of the embedder outlasts a search's time, so every search
+        // that starts the text runs out of time after one call of it.
+        let slow = Arc::new(Slow { delay: std::time::Duration::from_millis(150), passages: AtomicUsize::new(0) });
+        let mut index = Index::open(&dir.path().join("index.db"), Some(slow.clone()), chunker).unwrap();
+        index.set_index_budget(std::time::Duration::from_millis(100));
+        let mut searches = 0;
+        let found = loop {
+            searches += 1;
+            let report = index.search_report(&access, &root, "upload", 5, Rankings::ALL, &|_| {}).unwrap();
+            if report.pending == 0 {
+                break report;
+            }
+            // A search that could not even start the text (time up before it) is no failure, only no progress.
+            assert!(searches < 40, "still {} files left after {searches} searches", report.pending);
+        };
+        assert!(searches >= 3, "indexed in {searches} searches: the searches did not run out of time");
+        assert_eq!(found.hits[0].path.as_str(), "/w/net.rs");
+        // Each search went on from where the one before stopped: every passage was embedded once.
+        assert_eq!(slow.passages.load(Ordering::Relaxed), pieces);
     }
 
     #[test]
