@@ -69,8 +69,10 @@ const COMMIT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 pub const SEARCH_INDEX_BUDGET: std::time::Duration = std::time::Duration::from_secs(3);
 /// Passages embedded in one call while a file is indexed: between calls the search's budget is checked.
 const EMBED_BATCH: usize = 32;
-/// How many texts cut short by a search's time `PartialTexts` keeps (the oldest goes first).
-const PARTIAL_TEXTS: usize = 16;
+/// How many texts cut short by a search's time `PartialTexts` keeps (the oldest goes first):
+/// a search's walk prepares a file or two at once, and a long file's passages with their
+/// vectors may be megabytes.
+const PARTIAL_TEXTS: usize = 4;
 
 /// The passages embedded so far of texts a search's time ran out in, by
 /// content: how many of the chunker's pieces were taken, and what they
