@@ -95,6 +95,7 @@ impl PartialTexts {
         }
     }
 
+    /// Keeps what was embedded of the text `sha` (its first `taken` pieces), letting the oldest kept text go when `PARTIAL_TEXTS` are kept.
     fn keep(&mut self, sha: Sha, taken: usize, embedded: Vec<Embedded>) {
         self.0.retain(|(kept, _, _)| *kept != sha);
         if self.0.len() >= PARTIAL_TEXTS {
