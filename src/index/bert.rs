@@ -464,7 +464,7 @@ fn gemm(
 enum Kernels {
     /// Compiled for the build's baseline instructions.
     Plain,
-    /// Compiled for AVX2 with FMA, found at run time (as `forward_few` does).
+    /// Compiled for AVX2 with FMA, found at run time.
     #[cfg(target_arch = "x86_64")]
     Avx2,
 }

@@ -3153,18 +3153,35 @@ mod tests {
         assert_eq!(index.stored_vectors(&store, &many).unwrap(), one_by_one(&many));
     }
 
-    /// `Topics`, refusing a text of more words than it holds for its length, as an embedder with a small context does.
-    struct Narrow(usize);
+    /// `Topics` with an embedder's limits: refusing a text of more than `max`
+    /// words for its length (as an embedder with a small context does),
+    /// taking `delay` for every call (as one slower than a search's time
+    /// does), and counting the passages it embeds (`QUERY`, the searches'
+    /// own query, is not one).
+    struct Toy {
+        max: usize,
+        delay: std::time::Duration,
+        passages: AtomicUsize,
+    }
 
-    impl Embedder for Narrow {
+    impl Toy {
+        /// The query the tests that count passages search for.
+        const QUERY: &'static str = "upload";
+
+        fn new(max: usize, delay: std::time::Duration) -> Toy {
+            Toy { max, delay, passages: AtomicUsize::new(0) }
+        }
+    }
+
+    impl Embedder for Toy {
         fn name(&self) -> &str {
-            "narrow"
+            "toy"
         }
         fn dims(&self) -> usize {
             5
         }
         fn max_tokens(&self) -> usize {
-            self.0
+            self.max
         }
         fn count_tokens(&self, text: &str) -> usize {
             words(text).len()
@@ -3173,9 +3190,11 @@ mod tests {
             Topics.token_spans(text)
         }
         fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-            if let Some((index, text)) = texts.iter().enumerate().find(|(_, t)| words(t).len() > self.0) {
-                return Err(EmbedError::TooLong { index, tokens: words(text).len(), max: self.0 });
+            if let Some((index, text)) = texts.iter().enumerate().find(|(_, t)| words(t).len() > self.max) {
+                return Err(EmbedError::TooLong { index, tokens: words(text).len(), max: self.max });
             }
+            std::thread::sleep(self.delay);
+            self.passages.fetch_add(texts.iter().filter(|t| **t != Toy::QUERY).count(), Ordering::Relaxed);
             Topics.embed(texts)
         }
     }
@@ -3191,7 +3210,9 @@ mod tests {
         let access = access(fs, &[("/w", Level::Ro)]);
         let root = access.target("/w", Need::Look).unwrap();
         let chunker = Arc::new(TokenChunker::new(Arc::new(super::super::chunk::HalfBytes)));
-        let index = Index::open(&dir.path().join("index.db"), Some(Arc::new(Narrow(12))), chunker).unwrap();
+        let index =
+            Index::open(&dir.path().join("index.db"), Some(Arc::new(Toy::new(12, std::time::Duration::ZERO))), chunker)
+                .unwrap();
         let meaning = Rankings { meaning: true, ..Rankings::NONE };
         let hits = index.search_with(&access, &root, "upload", 50, meaning).unwrap();
         let mut parts: Vec<&Hit> = hits.iter().filter(|h| h.path.as_str() == "/w/net.rs").collect();
@@ -3391,36 +3412,6 @@ mod tests {
         assert!(third.hits.iter().any(|h| h.text == "the alpha protocol, changed\n"));
     }
 
-    /// `Topics`, taking `delay` for every call and counting the passages it is given: an embedder slower than a search's time.
-    struct Slow {
-        delay: std::time::Duration,
-        passages: AtomicUsize,
-    }
-
-    impl Embedder for Slow {
-        fn name(&self) -> &str {
-            "slow"
-        }
-        fn dims(&self) -> usize {
-            5
-        }
-        fn max_tokens(&self) -> usize {
-            usize::MAX
-        }
-        fn count_tokens(&self, text: &str) -> usize {
-            words(text).len()
-        }
-        fn token_spans(&self, text: &str) -> Vec<std::ops::Range<usize>> {
-            Topics.token_spans(text)
-        }
-        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-            std::thread::sleep(self.delay);
-            // The searches' own query (`upload`) is not a passage.
-            self.passages.fetch_add(texts.iter().filter(|t| **t != "upload").count(), Ordering::Relaxed);
-            Topics.embed(texts)
-        }
-    }
-
     #[test]
     fn a_text_longer_than_one_search_can_embed_is_indexed_over_several_searches() {
         let dir = tempfile::tempdir().unwrap();
@@ -3434,13 +3425,13 @@ mod tests {
         assert!(pieces > 2 * EMBED_BATCH, "{pieces} pieces: the text must need three calls of the embedder");
         // Each call of the embedder outlasts a search's time, so every search
         // that starts the text runs out of time after one call of it.
-        let slow = Arc::new(Slow { delay: std::time::Duration::from_millis(150), passages: AtomicUsize::new(0) });
+        let slow = Arc::new(Toy::new(usize::MAX, std::time::Duration::from_millis(150)));
         let mut index = Index::open(&dir.path().join("index.db"), Some(slow.clone()), chunker).unwrap();
         index.set_index_budget(std::time::Duration::from_millis(100));
         let mut searches = 0;
         let found = loop {
             searches += 1;
-            let report = index.search_report(&access, &root, "upload", 5, Rankings::ALL, &|_| {}).unwrap();
+            let report = index.search_report(&access, &root, Toy::QUERY, 5, Rankings::ALL, &|_| {}).unwrap();
             if report.pending == 0 {
                 break report;
             }
