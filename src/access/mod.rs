@@ -234,7 +234,10 @@ impl Target {
     }
 }
 
-/// The checked gateway from path texts to file system operations.
+/// The checked gateway from path texts to file system operations. A clone
+/// is the same view of the same file system (indexing in the background
+/// keeps one of the session it goes on for).
+#[derive(Clone)]
 pub struct Access {
     fs: Arc<dyn Fs>,
     view: View,

@@ -633,15 +633,18 @@ impl Session {
         let memory = Some(&*self.memory);
         let sink = self.progress.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let progress = sink.as_deref().map(|f| f as &dyn Fn(&crate::index::hybrid::Progress));
+        let unindexed = Mutex::new(None);
         let result = catch_unwind(AssertUnwindSafe(|| {
+            let unindexed = &unindexed;
             let mut run = |access: &Access, observed: &mut Observed| {
-                registry::dispatch(&mut Ctx { access, observed, user_dir, index, progress, memory }, tool, args.clone())
+                let mut ctx = Ctx { access, observed, user_dir, index, progress, memory, unindexed };
+                registry::dispatch(&mut ctx, tool, args.clone())
             };
             if let Some(def) = def.filter(|d| d.traits.effect == crate::tools::spec::Effect::ChangesRecords) {
                 // Records, not files: the tool says what it would change (or refuses), the gate decides.
                 let (access, observed) = (&state.access, &mut state.observed);
-                let change =
-                    def.preview(&mut Ctx { access, observed, user_dir, index, progress, memory }, args.clone())?;
+                let mut ctx = Ctx { access, observed, user_dir, index, progress, memory, unindexed };
+                let change = def.preview(&mut ctx, args.clone())?;
                 self.gate.run_records(change.as_ref(), &mut || run(&state.access, &mut state.observed))
             } else if crate::gate::is_gated(tool) {
                 // Waits for the user while holding the session: its calls are ordered anyway.
@@ -663,6 +666,9 @@ impl Session {
         });
         if let Ok(outcome) = &result {
             self.index_changes(&state.access, outcome);
+        }
+        if let Some(root) = unindexed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            self.index.go_on(state.access.clone(), root);
         }
         let mut appendix = match (&result, tool) {
             (Ok(outcome), "read") => nearby_appendix(state, outcome),

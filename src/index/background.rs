@@ -1,10 +1,12 @@
 //! The background indexer: the search index of an engine, opened when first
-//! needed, and a thread that takes in the files changes write, off the
-//! call's path, in batches. Not the index itself (`hybrid.rs`) and not when a
+//! needed, a thread that takes in the files changes write, off the call's
+//! path, in batches, and a thread that goes on indexing what a search had no
+//! time for, between calls. Not the index itself (`hybrid.rs`) and not when a
 //! search waits (the engine calls `settle` for tools that need the index).
 
 use super::hybrid::{Index, TokenChunker};
 use super::EmbedderChoice;
+use crate::access::{Access, Target};
 use crate::paths::VPath;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -20,6 +22,16 @@ pub(crate) struct IndexSlot {
     pending: Arc<(Mutex<usize>, std::sync::Condvar)>,
     /// The embedder the index loads when it is opened.
     embedder: EmbedderChoice,
+    /// What a search left unindexed, for the thread that goes on with it.
+    later: Arc<Mutex<Later>>,
+}
+
+/// The indexing searches left: the latest search's view and root, and
+/// whether a thread is going on with it (it ends when nothing is left).
+#[derive(Default)]
+struct Later {
+    next: Option<(Access, Target)>,
+    running: bool,
 }
 
 /// A file a change wrote, for the indexer.
@@ -38,6 +50,7 @@ impl IndexSlot {
             queue: Mutex::new(None),
             pending: Default::default(),
             embedder,
+            later: Default::default(),
         }
     }
 
@@ -85,6 +98,73 @@ impl IndexSlot {
         }
     }
 
+    /// Goes on indexing, in the background, the new and changed files under
+    /// `root` that a search of the session with `access` had no time for:
+    /// round after round on a thread of its own, each giving way to any
+    /// search, write or tag that wants the index (`Index::index_in_background`),
+    /// until nothing is left. A later call replaces a root not reached yet;
+    /// the thread ends when it has no more work or the engine goes away.
+    pub(crate) fn go_on(&self, access: Access, root: Target) {
+        let Some(index) = self.cell.get().and_then(|slot| slot.clone()) else { return };
+        let mut later = lock(&self.later);
+        later.next = Some((access, root));
+        if later.running {
+            return;
+        }
+        let shared = self.later.clone();
+        let spawned = std::thread::Builder::new().name("ctxfs-index-later".into()).spawn(move || {
+            let (mut rounds, mut files) = (0usize, 0usize);
+            loop {
+                let next = {
+                    let mut later = lock(&shared);
+                    let next = later.next.take();
+                    // Both change under the lock, so a thread started next never sees them undone.
+                    later.running = next.is_some();
+                    index.set_in_background(later.running);
+                    next
+                };
+                let Some((access, root)) = next else { break };
+                let finished = loop {
+                    rounds += 1;
+                    match index.index_in_background(&access, &root) {
+                        Ok(Some(done)) => {
+                            files += done.indexed;
+                            if done.pending == 0 {
+                                break true;
+                            }
+                            // It gave way to a search that may have asked for another root: that one comes first.
+                            if lock(&shared).next.is_some() {
+                                break false;
+                            }
+                        }
+                        Ok(None) => break false,
+                        Err(e) => {
+                            tracing::warn!(error = %e, root = %root.path, "indexing in the background stopped");
+                            break false;
+                        }
+                    }
+                };
+                // A root queued while its indexing was finishing finds nothing left: not worth a line.
+                if finished && files > 0 {
+                    tracing::info!(root = %root.path, files, rounds, "indexed in the background");
+                }
+                if finished {
+                    (rounds, files) = (0, 0);
+                }
+                if index.is_closing() {
+                    let mut later = lock(&shared);
+                    later.running = false;
+                    index.set_in_background(false);
+                    break;
+                }
+            }
+        });
+        match spawned {
+            Ok(_) => later.running = true,
+            Err(e) => tracing::warn!(error = %e, "could not start indexing in the background"),
+        }
+    }
+
     /// Waits until every queued file is indexed (before a search or a tag).
     pub(crate) fn settle(&self) {
         let (count, done) = &*self.pending;
@@ -118,4 +198,17 @@ impl IndexSlot {
         let (vectorizer, tokenizer) = super::models(&self.embedder, &self.data_dir);
         Index::open(&self.path, vectorizer, Arc::new(TokenChunker::new(tokenizer)))
     }
+}
+
+impl Drop for IndexSlot {
+    /// Stops the indexing in the background of an engine that goes away.
+    fn drop(&mut self) {
+        if let Some(Some(index)) = self.cell.get() {
+            index.close();
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -65,10 +65,16 @@ const COMMIT_CHUNKS: usize = 4096;
 /// ... and at least this often, so a slow embedder loses little when the process is killed.
 const COMMIT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 /// How long a search indexes new or changed files before it answers from what is indexed
-/// (the rest is indexed by later searches, or by `ctxfs index`).
+/// (the rest is indexed in the background between calls, by later searches, or by `ctxfs index`).
 pub const SEARCH_INDEX_BUDGET: std::time::Duration = std::time::Duration::from_secs(3);
+/// How long indexing in the background waits before it looks again whether
+/// anyone else still wants the store.
+const GIVE_WAY: std::time::Duration = std::time::Duration::from_millis(20);
 /// Passages embedded in one call while a file is indexed: between calls the search's budget is checked.
 const EMBED_BATCH: usize = 32;
+/// The same for indexing in the background, which a search arriving waits
+/// for until the calls in flight end: shorter calls, a shorter wait.
+const BACKGROUND_BATCH: usize = 8;
 /// How many texts cut short by a search's time `PartialTexts` keeps (the oldest goes first):
 /// a search's walk prepares a file or two at once, and a long file's passages with their
 /// vectors may be megabytes.
@@ -395,6 +401,45 @@ pub struct Index {
     /// the file system's feed instead (for tests and logs).
     walks_made: AtomicUsize,
     feeds_used: AtomicUsize,
+    /// How many callers wait for the store now: indexing in the background
+    /// gives way to them (`Until::Unwanted`).
+    store_wanted: AtomicUsize,
+    /// Set when the engine that owns the index goes away: indexing in the background stops.
+    closing: std::sync::atomic::AtomicBool,
+    /// Whether indexing goes on in the background (`index::background`): a
+    /// search then takes in nothing itself and answers from what is indexed,
+    /// instead of spending its own time on what the background would do anyway.
+    in_background: std::sync::atomic::AtomicBool,
+}
+
+/// When a refresh stops taking in new content. It still walks to the end,
+/// so what it leaves is counted as pending, and an indexed earlier version
+/// of a file stays as it was.
+#[derive(Clone, Copy)]
+enum Until<'a> {
+    /// Not before everything is in (`ctxfs index`).
+    Done,
+    /// At a time (a search's budget).
+    Time(std::time::Instant),
+    /// As soon as another caller wants the store, or the index closes
+    /// (indexing in the background, which gives way to every search and write).
+    Unwanted(&'a Index),
+}
+
+impl Until<'_> {
+    fn after(budget: std::time::Duration) -> Until<'static> {
+        Until::Time(std::time::Instant::now() + budget)
+    }
+
+    fn passed(&self) -> bool {
+        match self {
+            Until::Done => false,
+            Until::Time(at) => std::time::Instant::now() >= *at,
+            Until::Unwanted(index) => {
+                index.store_wanted.load(Ordering::SeqCst) > 0 || index.closing.load(Ordering::SeqCst)
+            }
+        }
+    }
 }
 
 /// Which postings: of passages' words, or of files' paths and tags.
@@ -1358,11 +1403,19 @@ impl Index {
             lists_from: super::codes::LISTS_FROM,
             walks_made: AtomicUsize::new(0),
             feeds_used: AtomicUsize::new(0),
+            store_wanted: AtomicUsize::new(0),
+            closing: std::sync::atomic::AtomicBool::new(false),
+            in_background: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
+    /// The store, for a search, a write, a tag or a build: counted as wanted
+    /// while it waits, so that indexing in the background gives way to it.
     fn store(&self) -> std::sync::MutexGuard<'_, IndexStore> {
-        lock(&self.store)
+        self.store_wanted.fetch_add(1, Ordering::SeqCst);
+        let store = lock(&self.store);
+        self.store_wanted.fetch_sub(1, Ordering::SeqCst);
+        store
     }
 
     fn mirror(&self) -> std::sync::RwLockReadGuard<'_, Mirror> {
@@ -1655,21 +1708,22 @@ impl Index {
     /// a passage for its length, the passages are embedded one at a time and
     /// each refused one is halved until every part is taken; the parts are
     /// stored as passages of their own, so nothing goes without a vector.
-    /// With a `deadline`, a text whose passages are not all embedded by then
+    /// When `until` has passed before a text's passages are all embedded, it
     /// gives `None` (checked between calls of `EMBED_BATCH` passages), and
     /// what was embedded is kept under its content `sha` for the next call
     /// to go on from: with a slow embedder, a text of more passages than one
     /// search's time embeds would otherwise be started over by every search
     /// and never indexed by any.
-    fn make_chunks(&self, text: &str, sha: &Sha, deadline: Option<std::time::Instant>) -> Option<Vec<NewChunk>> {
+    fn make_chunks(&self, text: &str, sha: &Sha, until: Until<'_>) -> Option<Vec<NewChunk>> {
         let pieces = self.chunker.pieces(text);
         let (mut taken, mut embedded) = lock(&self.partial).take(sha, pieces.len());
         let mut pieces = pieces.into_iter().skip(taken).peekable();
+        let per_call = if matches!(until, Until::Unwanted(_)) { BACKGROUND_BATCH } else { EMBED_BATCH };
         while pieces.peek().is_some() {
-            let batch: Vec<Passage> = pieces.by_ref().take(EMBED_BATCH).collect();
+            let batch: Vec<Passage> = pieces.by_ref().take(per_call).collect();
             taken += batch.len();
             embedded.extend(self.embed_pieces(batch));
-            if pieces.peek().is_some() && deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            if pieces.peek().is_some() && until.passed() {
                 lock(&self.partial).keep(*sha, taken, embedded);
                 return None;
             }
@@ -1753,7 +1807,9 @@ impl Index {
                     continue;
                 }
                 let sha = sha256(bytes);
-                self.ensure_blob(&store, &sha, || self.make_chunks(file.text(), &sha, None).unwrap_or_default())?;
+                self.ensure_blob(&store, &sha, || {
+                    self.make_chunks(file.text(), &sha, Until::Done).unwrap_or_default()
+                })?;
                 let old = self.mirror().files.get(real.as_str()).map(|f| f.blob);
                 // The time is unknown here; the next refresh stats the file again.
                 let (size, mtime) = (bytes.len() as i64, -1);
@@ -1783,20 +1839,12 @@ impl Index {
 
     /// What the walk does with one visible file (on the walk's threads):
     /// stat it, and when it is new or changed, read, hash, chunk and embed it.
-    /// Past `deadline`, a new or changed file is left `Pending` (an indexed
+    /// Once `until` has passed, a new or changed file is left `Pending` (an indexed
     /// earlier version stays as it was, and is not taken for gone). An entry
     /// read from another `origin` (`Fs::source`: another session's working
     /// copy of a mount) is neither unchanged nor an earlier version.
-    fn prepare(
-        &self,
-        real: VPath,
-        shown: VPath,
-        file: &Found<'_>,
-        epoch: u32,
-        deadline: Option<std::time::Instant>,
-        origin: u64,
-    ) -> Work {
-        let late = || deadline.is_some_and(|d| std::time::Instant::now() >= d);
+    fn prepare(&self, real: VPath, shown: VPath, file: &Found<'_>, epoch: u32, until: Until<'_>, origin: u64) -> Work {
+        let late = || until.passed();
         let pending = |size: i64| {
             let mirror = self.mirror();
             let stale = mirror.files.get(real.as_str()).map(|entry| {
@@ -1844,7 +1892,7 @@ impl Index {
         }
         let chunks = match known {
             true => None,
-            false => match self.make_chunks(text.text(), &sha, deadline) {
+            false => match self.make_chunks(text.text(), &sha, until) {
                 Some(chunks) => Some(chunks),
                 None => return pending(size),
             },
@@ -1857,14 +1905,16 @@ impl Index {
     /// (`Fs::changes`) and no other process wrote the store, else a new walk.
     /// The list is exactly what a walk would find, so results do not depend
     /// on which it was.
-    /// New or changed files are indexed for at most `SEARCH_INDEX_BUDGET`; the
-    /// ones left are counted in the answer's `Progress` (`pending`), and such a
-    /// walk is not kept, so the next search goes on indexing.
+    /// New or changed files are indexed `until` a search's budget is spent
+    /// or someone else wants the store; the ones left are counted in the
+    /// answer's `Progress` (`pending`), and such a walk is not kept, so the
+    /// next search or round in the background goes on indexing.
     fn visible(
         &self,
         store: &IndexStore,
         access: &Access,
         root: &Target,
+        until: Until<'_>,
         progress: &dyn Fn(&Progress),
     ) -> anyhow::Result<(Arc<Visible>, Progress)> {
         let walks = || lock(&self.walks);
@@ -1891,7 +1941,8 @@ impl Index {
                 Some((at, _, _, seen)) if at == changes => return Ok((seen, Progress::default())),
                 // Only what changed since is looked at, when the file system can say what that is.
                 Some((at, false, made, old)) => {
-                    if let Some(done) = self.refresh_changed(store, access, root, (at, made, old), &key, progress)? {
+                    let kept = (key.as_str(), at, made, old);
+                    if let Some(done) = self.refresh_changed(store, access, root, kept, until, progress)? {
                         self.feeds_used.fetch_add(1, Ordering::Relaxed);
                         return Ok(done);
                     }
@@ -1901,8 +1952,7 @@ impl Index {
         }
         self.walks_made.fetch_add(1, Ordering::Relaxed);
         let met = Met::default();
-        let deadline = std::time::Instant::now() + self.index_budget;
-        let (seen, done) = self.refresh(store, access, root, true, None, &met, Some(deadline), progress)?;
+        let (seen, done) = self.refresh(store, access, root, true, None, &met, until, progress)?;
         let seen = Visible::new(seen, &self.mirror());
         // A walk that found what a kept one found, over a store that has not
         // changed since, keeps its passages laid out and their codes' lists
@@ -1935,8 +1985,8 @@ impl Index {
         Ok((seen, done))
     }
 
-    /// A kept walk's list (`kept`: the count it was made at, when, and the
-    /// list) brought up to date by looking at the paths that changed since
+    /// A kept walk's list (`kept`: its key, the count it was made at, when,
+    /// and the list) brought up to date by looking at the paths that changed since
     /// alone, as the file system's feed names them; `None` when the feed
     /// cannot name them or they may change more than themselves (a
     /// directory, a link, an ignore file, `.git`): then the caller walks.
@@ -1947,11 +1997,11 @@ impl Index {
         store: &IndexStore,
         access: &Access,
         root: &Target,
-        kept: (u64, std::time::Instant, Arc<Visible>),
-        key: &str,
+        kept: (&str, u64, std::time::Instant, Arc<Visible>),
+        until: Until<'_>,
         progress: &dyn Fn(&Progress),
     ) -> anyhow::Result<Option<(Arc<Visible>, Progress)>> {
-        let (at, made, old) = kept;
+        let (key, at, made, old) = kept;
         let blobs_before = self.mirror().blobs_put;
         let fs = access.fs();
         let Some((now, paths)) = fs.changed_since(&root.real, at) else { return Ok(None) };
@@ -1968,8 +2018,7 @@ impl Index {
         let only = Only::new(&root.real, paths);
         let met = Met::default();
         let started = std::time::Instant::now();
-        let deadline = started + self.index_budget;
-        let (fresh, done) = self.refresh(store, access, root, true, Some(&only), &met, Some(deadline), progress)?;
+        let (fresh, done) = self.refresh(store, access, root, true, Some(&only), &met, until, progress)?;
         if met.linked.load(Ordering::Relaxed) {
             return Ok(None);
         }
@@ -2072,7 +2121,7 @@ impl Index {
         collect: bool,
         only: Option<&Only>,
         met: &Met,
-        deadline: Option<std::time::Instant>,
+        until: Until<'_>,
         progress: &dyn Fn(&Progress),
     ) -> anyhow::Result<(Vec<Seen>, Progress)> {
         self.sync_mirror(store, collect)?;
@@ -2110,7 +2159,7 @@ impl Index {
                     }
                     let real = root_real.join_rel(rel);
                     let origin = access.fs().source(&real);
-                    match self.prepare(real, shown.clone(), file, epoch, deadline, origin) {
+                    match self.prepare(real, shown.clone(), file, epoch, until, origin) {
                         Work::Same { shown, size, blob, rowid } => {
                             counts.add(&counts.same, size);
                             if collect {
@@ -2276,11 +2325,52 @@ impl Index {
     pub fn build_with(&self, access: &Access, root: &Target, progress: &dyn Fn(&Progress)) -> anyhow::Result<Progress> {
         let last = Mutex::new(Progress::default());
         let store = self.store();
-        self.refresh(&store, access, root, false, None, &Met::default(), None, &|p| {
+        self.refresh(&store, access, root, false, None, &Met::default(), Until::Done, &|p| {
             progress(p);
             *lock(&last) = p.clone();
         })?;
         Ok(last.into_inner().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// One round of indexing in the background: takes in the new and changed
+    /// files under `root` that `access` sees, as a search would but with no
+    /// time limit, giving way as soon as a search, a write or a tag wants the
+    /// store (it waits while one does before it starts). Answers the round's
+    /// figures, with `pending` above 0 when it gave way, or `None` when the
+    /// index is closing. A round that ends with nothing pending keeps its
+    /// walk, so the next search of the same view answers without one.
+    pub fn index_in_background(&self, access: &Access, root: &Target) -> anyhow::Result<Option<Progress>> {
+        let store = loop {
+            if self.closing.load(Ordering::SeqCst) {
+                return Ok(None);
+            }
+            if self.store_wanted.load(Ordering::SeqCst) == 0 {
+                let store = lock(&self.store);
+                if self.store_wanted.load(Ordering::SeqCst) == 0 {
+                    break store;
+                }
+            }
+            std::thread::sleep(GIVE_WAY);
+        };
+        let (_, done) = self.visible(&store, access, root, Until::Unwanted(self), &|_| {})?;
+        Ok(Some(done))
+    }
+
+    /// Says whether indexing goes on in the background from now on (set by
+    /// the thread that does it, from its start to its end).
+    pub fn set_in_background(&self, on: bool) {
+        self.in_background.store(on, Ordering::SeqCst);
+    }
+
+    /// Whether the index is closing (`close`).
+    pub fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::SeqCst)
+    }
+
+    /// Stops indexing in the background, for good (its engine is going away):
+    /// a round ends after the embedder call it is in.
+    pub fn close(&self) {
+        self.closing.store(true, Ordering::SeqCst);
     }
 
     /// Ranks the visible passages under `root` for `query`, best first, with
@@ -2318,7 +2408,10 @@ impl Index {
         let mut times = Vec::new();
         let mut lap = |what: &'static str| times.push((what, started.elapsed()));
         let store = self.store();
-        let (visible, coverage) = self.visible(&store, access, root, progress)?;
+        // While indexing goes on in the background, a search takes in nothing itself.
+        let budget =
+            if self.in_background.load(Ordering::SeqCst) { std::time::Duration::ZERO } else { self.index_budget };
+        let (visible, coverage) = self.visible(&store, access, root, Until::after(budget), progress)?;
         lap("refresh");
         let want_meaning = rankings.meaning && self.vectorizer.is_some();
         if want_meaning {
@@ -2919,7 +3012,7 @@ mod tests {
         // Brings the list up to date, and checks what it carries over (and then keeps it).
         let check = |index: &Index| {
             let store = index.store();
-            let (visible, _) = index.visible(&store, &access, &root, &|_| {}).unwrap();
+            let (visible, _) = index.visible(&store, &access, &root, Until::Done, &|_| {}).unwrap();
             assert_eq!(index.walk_counts().0, 1, "the list was walked again");
             index.load_vectors(&store).unwrap();
             let mirror = index.mirror();
@@ -2983,7 +3076,7 @@ mod tests {
             fs.note_changed(&path);
         }
         // A list brought up to date with nothing laid out: the next one carries through it.
-        index.visible(&index.store(), &access, &root, &|_| {}).unwrap();
+        index.visible(&index.store(), &access, &root, Until::Done, &|_| {}).unwrap();
         assert!(kept().units.get().is_none());
         fs.add_file("/w/d4/f9.rs", text(2) + "// once more\n");
         fs.note_changed("/w/d4/f9.rs");
@@ -3442,6 +3535,59 @@ mod tests {
         assert_eq!(found.hits[0].path.as_str(), "/w/net.rs");
         // Each search went on from where the one before stopped: every passage was embedded once.
         assert_eq!(slow.passages.load(Ordering::Relaxed), pieces);
+    }
+
+    #[test]
+    fn indexing_in_the_background_gives_way_to_a_search_and_finishes_what_searches_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        let files = 24;
+        for i in 0..files {
+            fs.add_file(&format!("/w/f{i:02}.rs"), format!("fn send_part_{i}() {{ transfer(); }}\n"));
+        }
+        // A watcher that counts no change: a walk with nothing pending may be answered from again.
+        fs.set_changes(Some(0));
+        let access = access(fs, &[("/w", Level::Ro)]);
+        let root = access.target("/w", Need::Look).unwrap();
+        let chunker = Arc::new(TokenChunker::new(Arc::new(super::super::chunk::HalfBytes)));
+        let slow = Arc::new(Toy::new(usize::MAX, std::time::Duration::from_millis(40)));
+        let mut index = Index::open(&dir.path().join("index.db"), Some(slow.clone()), chunker).unwrap();
+        // Searches with no time to index leave every file to the background.
+        index.set_index_budget(std::time::Duration::ZERO);
+        let search =
+            |index: &Index| index.search_report(&access, &root, Toy::QUERY, 5, Rankings::ALL, &|_| {}).unwrap();
+        assert_eq!(search(&index).pending, files);
+        let (round, searched) = std::thread::scope(|scope| {
+            let round = scope.spawn(|| index.index_in_background(&access, &root).unwrap());
+            // A search arrives once the round has embedded something, long before it could end.
+            let waited = std::time::Instant::now();
+            while slow.passages.load(Ordering::Relaxed) == 0 {
+                assert!(waited.elapsed() < std::time::Duration::from_secs(120), "the round never started");
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            let searched = search(&index);
+            (round.join().unwrap(), searched)
+        });
+        let round = round.expect("the index is open");
+        assert!(round.pending > 0, "the round did not give way: {round:?}");
+        // Each file is one passage (`chunks` counts new passages; `indexed` counts
+        // the files read, which in memory, with no times, are all of them).
+        assert!(round.chunks > 0, "{round:?}");
+        // What the round took in was committed before the search read the store.
+        assert_eq!(searched.pending, files - round.chunks, "{round:?}");
+        // Nobody else wants the store now: the next round takes in the rest, and keeps its walk.
+        let rest = index.index_in_background(&access, &root).unwrap().unwrap();
+        assert_eq!((rest.pending, round.chunks + rest.chunks), (0, files), "{rest:?}");
+        let walks = index.walk_counts().0;
+        let last = search(&index);
+        assert_eq!(last.pending, 0);
+        assert_eq!(index.walk_counts().0, walks, "the search walked again");
+        assert!(last.hits.iter().any(|h| h.path.as_str() == "/w/f00.rs"), "{:?}", last.hits);
+        // Nothing was embedded twice, though the first round gave way mid-walk.
+        assert_eq!(slow.passages.load(Ordering::Relaxed), files);
+        // A closed index does no more rounds.
+        index.close();
+        assert!(index.index_in_background(&access, &root).unwrap().is_none());
     }
 
     #[test]

@@ -65,6 +65,9 @@ pub struct Ctx<'a> {
     pub progress: Option<&'a dyn Fn(&crate::index::hybrid::Progress)>,
     /// This project's and the user's memory records, when the engine keeps them.
     pub memory: Option<&'a crate::memory::Memory>,
+    /// Set by a search that had no time to index everything under its root
+    /// (the root), so that the engine goes on indexing it in the background.
+    pub unindexed: &'a std::sync::Mutex<Option<crate::access::Target>>,
 }
 
 /// A change a call would make to records that are not files (memory), found without making it:

@@ -79,10 +79,11 @@ pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
         if found.pending > 0 {
             body.push_str(&format!(
                 "[{} new or changed files ({:.1} MB) are not indexed yet and were not searched; \
-                 indexing goes on with each search (or run `ctxfs index`): search again for the rest.]\n",
+                 indexing goes on in the background (or run `ctxfs index`): search again later for the rest.]\n",
                 found.pending,
                 found.pending_bytes as f64 / 1e6
             ));
+            *ctx.unindexed.lock().unwrap_or_else(|e| e.into_inner()) = Some(root.clone());
         }
         return Ok(Outcome::Text { body, path: Some(root.path) });
     }

@@ -492,3 +492,87 @@ def test_a_first_search_reports_indexing_progress_to_a_client_that_asked(workspa
     assert total == 41 and done == 41, reports
     assert "41 of 41 files" in message, message
     assert [r[0] for r in reports] == sorted(r[0] for r in reports), reports
+
+
+class SlowEmbeddingServer:
+    """An OpenAI-compatible `/v1/embeddings` server in this process that takes `delay` seconds a
+    request (as a large model on a small machine does) and records every text it was sent.
+    Its vectors count a few topic words; what they mean matters less here than when they are asked for."""
+
+    TOPICS = (("upload", "send", "transfer"), ("retry", "again", "backoff"), ("image", "picture", "pixels"))
+
+    def __init__(self, delay):
+        import http.server
+
+        self.delay, self.texts, self.requests = delay, [], 0
+        lock = threading.Lock()
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+                import time
+
+                time.sleep(owner.delay)
+                with lock:
+                    owner.requests += 1
+                    owner.texts.extend(inputs)
+                data = [{"object": "embedding", "index": i, "embedding": owner.vector(t)} for i, t in enumerate(inputs)]
+                answer = json.dumps({"object": "list", "data": data}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def vector(self, text):
+        words = re.findall(r"[a-z]+", text.lower())
+        return [float(sum(w in topic for w in words)) for topic in self.TOPICS] + [0.1]
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_indexing_a_search_had_no_time_for_goes_on_in_the_background(workspace, tmp_path):
+    """A search that runs out of time says so; the rest is indexed between calls, each file once,
+    and the next search answers from the whole tree without embedding anything but its query."""
+    ws, data = workspace
+    files = 30
+    for i in range(files):
+        (ws / "src").mkdir(exist_ok=True)
+        (ws / "src" / f"f{i:02d}.rs").write_text(f"// marker{i:02d}\nfn upload_part_{i}() {{ send(); }}\n")
+    server = SlowEmbeddingServer(delay=0.3)
+    errlog = tmp_path / "stderr.log"
+    args = ["--root", str(ws), "--data", str(data), "--embedder", server.url, "--embedder-model", "slow"]
+
+    async def main():
+        async with connect(args, errlog) as (session, _):
+            first = text_of(await call(session, "search", {"query": "transfer"}))
+            # Thirty calls of 0.3 s do not fit in a search's 3 s.
+            assert "not indexed yet" in first and "in the background" in first, first
+            # Nothing more is asked of the server: the rest is indexed without another call.
+            with anyio.fail_after(TIMEOUT):
+                while "indexed in the background" not in errlog.read_text():
+                    await anyio.sleep(0.1)
+            requests = server.requests
+            second = text_of(await call(session, "search", {"query": "transfer"}))
+            assert "not indexed yet" not in second, second
+            assert server.requests == requests + 1, "the second search embedded more than its query"
+            assert second.count("/src/f") >= 10, second
+
+    try:
+        run(main)
+    finally:
+        server.close()
+    markers = [sum(f"marker{i:02d}" in t for t in server.texts) for i in range(files)]
+    assert markers == [1] * files, f"how often each file was embedded: {markers}"
