@@ -633,17 +633,17 @@ impl Session {
         let memory = Some(&*self.memory);
         let sink = self.progress.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let progress = sink.as_deref().map(|f| f as &dyn Fn(&crate::index::hybrid::Progress));
-        let unindexed = Mutex::new(None);
+        let readying = Mutex::new(None);
         let result = catch_unwind(AssertUnwindSafe(|| {
-            let unindexed = &unindexed;
+            let readying = &readying;
             let mut run = |access: &Access, observed: &mut Observed| {
-                let mut ctx = Ctx { access, observed, user_dir, index, progress, memory, unindexed };
+                let mut ctx = Ctx { access, observed, user_dir, index, progress, memory, readying };
                 registry::dispatch(&mut ctx, tool, args.clone())
             };
             if let Some(def) = def.filter(|d| d.traits.effect == crate::tools::spec::Effect::ChangesRecords) {
                 // Records, not files: the tool says what it would change (or refuses), the gate decides.
                 let (access, observed) = (&state.access, &mut state.observed);
-                let mut ctx = Ctx { access, observed, user_dir, index, progress, memory, unindexed };
+                let mut ctx = Ctx { access, observed, user_dir, index, progress, memory, readying };
                 let change = def.preview(&mut ctx, args.clone())?;
                 self.gate.run_records(change.as_ref(), &mut || run(&state.access, &mut state.observed))
             } else if crate::gate::is_gated(tool) {
@@ -667,8 +667,8 @@ impl Session {
         if let Ok(outcome) = &result {
             self.index_changes(&state.access, outcome);
         }
-        if let Some(root) = unindexed.into_inner().unwrap_or_else(|e| e.into_inner()) {
-            self.index.go_on(state.access.clone(), root);
+        if let Some((root, readying)) = readying.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            self.index.go_on(state.access.clone(), root, readying);
         }
         let mut appendix = match (&result, tool) {
             (Ok(outcome), "read") => nearby_appendix(state, outcome),
@@ -679,6 +679,24 @@ impl Session {
         }
         let facts = result.as_ref().map(facts::facts_of).unwrap_or_default();
         facts::answer(state.hygiene.answer(tool, &args, result, appendix), facts)
+    }
+
+    /// Readies the search index for this session's searches, in the
+    /// background, when an earlier process left one: what changed since is
+    /// indexed, and the start directory is walked once the file system can
+    /// count changes, so that the first search answers without a walk. A
+    /// door with a long-lived session calls this once it is set up (its
+    /// client's roots known); a one-off call does not.
+    pub fn ready_index(&self) {
+        if !self.index.exists() {
+            return;
+        }
+        let state = self.state();
+        if let Ok(root) = state.access.target(".", crate::access::Need::Look) {
+            if root.is_dir() {
+                self.index.go_on(state.access.clone(), root, crate::index::background::Readying::Uncounted);
+            }
+        }
     }
 
     /// Indexes the files a change wrote, with the client as their creator.

@@ -1,8 +1,11 @@
 //! The background indexer: the search index of an engine, opened when first
 //! needed, a thread that takes in the files changes write, off the call's
-//! path, in batches, and a thread that goes on indexing what a search had no
-//! time for, between calls. Not the index itself (`hybrid.rs`) and not when a
-//! search waits (the engine calls `settle` for tools that need the index).
+//! path, in batches, and a thread that readies the index between calls: it
+//! goes on indexing what a search had no time for, and walks for the next
+//! search once the file system can count changes (at a session's start, or
+//! after a search that walked before it could). Not the index itself
+//! (`hybrid.rs`) and not when a search waits (the engine calls `settle` for
+//! tools that need the index).
 
 use super::hybrid::{Index, TokenChunker};
 use super::EmbedderChoice;
@@ -10,6 +13,22 @@ use crate::access::{Access, Target};
 use crate::paths::VPath;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+
+/// How long readying a list for the next search waits for the file system
+/// to count changes (a watcher starting on a large tree) before it walks anyway.
+const COUNT_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// What indexing in the background is asked to do for a root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Readying {
+    /// Take in the new and changed files a search had no time for.
+    Unindexed,
+    /// Walk once the file system can count changes, and make what searches
+    /// need: at a session's start (indexing what changed since the last
+    /// process), or after a search that walked before changes could be
+    /// counted (so the next search would walk again).
+    Uncounted,
+}
 
 /// The search index, opened when first needed (it loads the embedder).
 pub(crate) struct IndexSlot {
@@ -26,11 +45,11 @@ pub(crate) struct IndexSlot {
     later: Arc<Mutex<Later>>,
 }
 
-/// The indexing searches left: the latest search's view and root, and
-/// whether a thread is going on with it (it ends when nothing is left).
+/// The readying asked for: the latest view, root and task, and whether a
+/// thread is going on with it (it ends when nothing is left).
 #[derive(Default)]
 struct Later {
-    next: Option<(Access, Target)>,
+    next: Option<(Access, Target, Readying)>,
     running: bool,
 }
 
@@ -98,32 +117,46 @@ impl IndexSlot {
         }
     }
 
-    /// Goes on indexing, in the background, the new and changed files under
-    /// `root` that a search of the session with `access` had no time for:
-    /// round after round on a thread of its own, each giving way to any
-    /// search, write or tag that wants the index (`Index::index_in_background`),
-    /// until nothing is left. A later call replaces a root not reached yet;
-    /// the thread ends when it has no more work or the engine goes away.
-    pub(crate) fn go_on(&self, access: Access, root: Target) {
-        let Some(index) = self.cell.get().and_then(|slot| slot.clone()) else { return };
+    /// Whether an earlier process left an index (a session's start readies it).
+    pub(crate) fn exists(&self) -> bool {
+        self.path.exists()
+    }
+
+    /// Readies the index in the background for the searches of the session
+    /// with `access` under `root` (`Readying`): round after round on a thread
+    /// of its own, each giving way to any search, write or tag that wants the
+    /// index (`Index::index_in_background`), until nothing is left. The first
+    /// call opens the index there. A later call replaces a task not started
+    /// yet; the thread ends when it has no more work or the engine goes away.
+    pub(crate) fn go_on(self: &Arc<Self>, access: Access, root: Target, readying: Readying) {
         let mut later = lock(&self.later);
-        later.next = Some((access, root));
+        later.next = Some((access, root, readying));
         if later.running {
             return;
         }
         let shared = self.later.clone();
+        let slot = Arc::downgrade(self);
         let spawned = std::thread::Builder::new().name("ctxfs-index-later".into()).spawn(move || {
+            let Some(index) = slot.upgrade().and_then(|slot| slot.get().cloned()) else {
+                lock(&shared).running = false;
+                return;
+            };
             let (mut rounds, mut files) = (0usize, 0usize);
             loop {
                 let next = {
                     let mut later = lock(&shared);
                     let next = later.next.take();
                     // Both change under the lock, so a thread started next never sees them undone.
+                    // Searches leave the files to this thread only when it takes in what a search
+                    // had no time for; while it readies a list, a search takes in a change itself.
                     later.running = next.is_some();
-                    index.set_in_background(later.running);
+                    index.set_in_background(matches!(next, Some((_, _, Readying::Unindexed))));
                     next
                 };
-                let Some((access, root)) = next else { break };
+                let Some((access, root, readying)) = next else { break };
+                if readying == Readying::Uncounted {
+                    wait_for_count(&index, &access, &root);
+                }
                 let finished = loop {
                     rounds += 1;
                     match index.index_in_background(&access, &root) {
@@ -211,4 +244,13 @@ impl Drop for IndexSlot {
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Waits (at most `COUNT_WAIT`) until the file system can count changes
+/// under `root`, so that the walk that follows is kept for the next search.
+fn wait_for_count(index: &Index, access: &Access, root: &Target) {
+    let waited = std::time::Instant::now();
+    while access.fs().changes(&root.real).is_none() && waited.elapsed() < COUNT_WAIT && !index.is_closing() {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }

@@ -145,6 +145,9 @@ pub struct Searched {
     /// New or changed visible files left unindexed because the search's time to index ran out, and their bytes.
     pub pending: usize,
     pub pending_bytes: u64,
+    /// The next search would walk again: the file system could not count
+    /// changes yet when this one walked (`Progress::uncounted`).
+    pub uncounted: bool,
 }
 
 /// How far a refresh or build has come.
@@ -176,6 +179,9 @@ pub struct Progress {
     /// New or changed files a search left unindexed (its time ran out), and their bytes.
     pub pending: usize,
     pub pending_bytes: u64,
+    /// The file system could not count changes when the walk began (its
+    /// watcher was still starting), so the next search walks again.
+    pub uncounted: bool,
 }
 
 impl Progress {
@@ -406,9 +412,10 @@ pub struct Index {
     store_wanted: AtomicUsize,
     /// Set when the engine that owns the index goes away: indexing in the background stops.
     closing: std::sync::atomic::AtomicBool,
-    /// Whether indexing goes on in the background (`index::background`): a
-    /// search then takes in nothing itself and answers from what is indexed,
-    /// instead of spending its own time on what the background would do anyway.
+    /// Whether indexing in the background takes in what a search had no time
+    /// for (`index::background::Readying::Unindexed`): a search then takes in
+    /// nothing itself and answers from what is indexed, instead of spending
+    /// its own time on what the background does anyway.
     in_background: std::sync::atomic::AtomicBool,
 }
 
@@ -1952,7 +1959,8 @@ impl Index {
         }
         self.walks_made.fetch_add(1, Ordering::Relaxed);
         let met = Met::default();
-        let (seen, done) = self.refresh(store, access, root, true, None, &met, until, progress)?;
+        let (seen, mut done) = self.refresh(store, access, root, true, None, &met, until, progress)?;
+        done.uncounted = changes.is_none() && !in_git;
         let seen = Visible::new(seen, &self.mirror());
         // A walk that found what a kept one found, over a store that has not
         // changed since, keeps its passages laid out and their codes' lists
@@ -2338,7 +2346,8 @@ impl Index {
     /// store (it waits while one does before it starts). Answers the round's
     /// figures, with `pending` above 0 when it gave way, or `None` when the
     /// index is closing. A round that ends with nothing pending keeps its
-    /// walk, so the next search of the same view answers without one.
+    /// walk, so the next search of the same view answers without one, and
+    /// makes what that search needs before it ranks (`ready_for_searches`).
     pub fn index_in_background(&self, access: &Access, root: &Target) -> anyhow::Result<Option<Progress>> {
         let store = loop {
             if self.closing.load(Ordering::SeqCst) {
@@ -2352,7 +2361,10 @@ impl Index {
             }
             std::thread::sleep(GIVE_WAY);
         };
-        let (_, done) = self.visible(&store, access, root, Until::Unwanted(self), &|_| {})?;
+        let (visible, done) = self.visible(&store, access, root, Until::Unwanted(self), &|_| {})?;
+        if done.pending == 0 {
+            self.ready_for_searches(&store, &visible)?;
+        }
         Ok(Some(done))
     }
 
@@ -2360,6 +2372,35 @@ impl Index {
     /// the thread that does it, from its start to its end).
     pub fn set_in_background(&self, on: bool) {
         self.in_background.store(on, Ordering::SeqCst);
+    }
+
+    /// A list's passages laid out (made once, carried over from the list
+    /// it was brought up to date from when it can be).
+    fn units_of<'v>(&self, mirror: &Mirror, visible: &'v Visible) -> &'v Units {
+        visible.units.get_or_init(|| match lock(&visible.units_from).take() {
+            Some(before) => units_carried(mirror, visible, self.lists_from, before),
+            None => Units::build(mirror, &visible.seen),
+        })
+    }
+
+    /// A list's passages' codes (made once, carried over as its units are).
+    fn codes_in<'v>(&self, mirror: &Mirror, visible: &'v Visible, units: &Units) -> &'v Codes {
+        visible.codes.get_or_init(|| {
+            let before = lock(&visible.codes_from).take();
+            codes_of(mirror, &visible.seen, units, self.lists_from, before)
+        })
+    }
+
+    /// Makes now what every search of this list needs before it ranks: the
+    /// stored vectors in memory, the passages laid out and their codes.
+    fn ready_for_searches(&self, store: &IndexStore, visible: &Visible) -> anyhow::Result<()> {
+        self.load_vectors(store)?;
+        let mirror = self.mirror();
+        let units = self.units_of(&mirror, visible);
+        if self.vectorizer.is_some() && mirror.dims > 0 && units.len() > 0 {
+            self.codes_in(&mirror, visible, units);
+        }
+        Ok(())
     }
 
     /// Whether the index is closing (`close`).
@@ -2420,10 +2461,7 @@ impl Index {
         }
         let mirror = self.mirror();
         let seen = &visible.seen;
-        let units = visible.units.get_or_init(|| match lock(&visible.units_from).take() {
-            Some(before) => units_carried(&mirror, &visible, self.lists_from, before),
-            None => Units::build(&mirror, seen),
-        });
+        let units = self.units_of(&mirror, &visible);
         lap("units");
         let vector = |ids: &[i64]| self.stored_vectors(&store, ids);
         let meaning = if want_meaning && units.len() > 0 {
@@ -2432,15 +2470,7 @@ impl Index {
                 .as_ref()
                 .and_then(|v| v.embed_query(query).ok())
                 .filter(|q| dims > 0 && q.len() == dims)
-                .map(|q| Meaning {
-                    query: q,
-                    dims,
-                    codes: visible.codes.get_or_init(|| {
-                        let before = lock(&visible.codes_from).take();
-                        codes_of(&mirror, seen, units, self.lists_from, before)
-                    }),
-                    vector: &vector,
-                })
+                .map(|q| Meaning { query: q, dims, codes: self.codes_in(&mirror, &visible, units), vector: &vector })
         } else {
             None
         };
@@ -2476,7 +2506,8 @@ impl Index {
         })?;
         lap("fused");
         tracing::debug!(files = seen.len(), units = units.len(), terms = terms.len(), ?times, "search");
-        Ok(Searched { hits, pending: coverage.pending, pending_bytes: coverage.pending_bytes })
+        let (pending, pending_bytes, uncounted) = (coverage.pending, coverage.pending_bytes, coverage.uncounted);
+        Ok(Searched { hits, pending, pending_bytes, uncounted })
     }
 }
 
@@ -3588,6 +3619,39 @@ mod tests {
         // A closed index does no more rounds.
         index.close();
         assert!(index.index_in_background(&access, &root).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_walk_made_before_changes_could_be_counted_is_made_again_in_the_background_for_the_next_search() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        for i in 0..6 {
+            fs.add_file(&format!("/w/f{i}.rs"), format!("fn upload_part_{i}() {{ send(); }}\n"));
+        }
+        // The watcher is still starting: the file system cannot count changes yet.
+        fs.set_changes(None);
+        let access = access(fs.clone(), &[("/w", Level::Ro)]);
+        let root = access.target("/w", Need::Look).unwrap();
+        let index = index_with(dir.path(), true);
+        let search = || index.search_report(&access, &root, "upload", 5, Rankings::ALL, &|_| {}).unwrap();
+        let first = search();
+        assert!(first.uncounted && first.pending == 0, "{first:?}");
+        assert_eq!(index.walk_counts().0, 1);
+        // Once changes can be counted, a round in the background walks and readies the list.
+        fs.set_changes(Some(0));
+        let round = index.index_in_background(&access, &root).unwrap().unwrap();
+        assert!(!round.uncounted && round.pending == 0, "{round:?}");
+        assert_eq!(index.walk_counts().0, 2);
+        {
+            let walks = lock(&index.walks);
+            let kept = &walks[0].seen;
+            assert!(kept.units.get().is_some() && kept.codes.get().is_some(), "the list was not readied");
+        }
+        // The next search answers from that list, without a walk, and as the first did.
+        let second = search();
+        assert_eq!(index.walk_counts().0, 2, "the second search walked again");
+        assert!(!second.uncounted);
+        assert_eq!(second.hits, first.hits);
     }
 
     #[test]

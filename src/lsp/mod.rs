@@ -297,6 +297,7 @@ impl Backend {
                     handle: tokio::runtime::Handle::current(),
                     session: session.id().to_string(),
                 }));
+                session.ready_index();
                 let worker = Worker::start(session, &self.threads)
                     .map_err(|e| server_error(format!("cannot start the session: {e}")))?;
                 self.sessions

@@ -166,6 +166,9 @@ pub trait HostSession: Send + Sync + 'static {
     }
     /// Something outside the MCP connection changed what the model holds.
     fn context(&self, _event: &ContextEvent) {}
+    /// Readies the search index in the background for the session's first
+    /// search (`Session::ready_index`), once the session is set up.
+    fn ready_index(&self) {}
     /// The whole text before and after the change result `id` made to `path`.
     fn change_texts(&self, _id: &str, _path: &str) -> Option<crate::hygiene::Texts> {
         None
@@ -235,6 +238,9 @@ impl HostSession for Session {
     }
     fn may_wait(&self, tool: &str, args: &serde_json::Value) -> bool {
         Session::call_may_wait(self, tool, args)
+    }
+    fn ready_index(&self) {
+        Session::ready_index(self)
     }
     fn context(&self, event: &ContextEvent) {
         match event {
@@ -496,6 +502,11 @@ impl<H: Host> ServerHandler for McpServer<H> {
             ticket.turn().await;
         }
         self.refresh_roots(&context.peer).await;
+        // The session is set up (narrowed to the client's roots, if any): the index can be readied for it.
+        let session = self.state().session.clone();
+        if let Some(Ok(session)) = session {
+            session.ready_index();
+        }
         drop(ticket);
     }
 

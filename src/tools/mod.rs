@@ -65,9 +65,9 @@ pub struct Ctx<'a> {
     pub progress: Option<&'a dyn Fn(&crate::index::hybrid::Progress)>,
     /// This project's and the user's memory records, when the engine keeps them.
     pub memory: Option<&'a crate::memory::Memory>,
-    /// Set by a search that had no time to index everything under its root
-    /// (the root), so that the engine goes on indexing it in the background.
-    pub unindexed: &'a std::sync::Mutex<Option<crate::access::Target>>,
+    /// Set by a search that leaves work for the index to do in the background
+    /// (its root, and what: files it had no time for, or a walk to make again).
+    pub readying: &'a std::sync::Mutex<Option<(crate::access::Target, crate::index::background::Readying)>>,
 }
 
 /// A change a call would make to records that are not files (memory), found without making it:

@@ -17,6 +17,7 @@ use super::params::SearchParams;
 use super::spec::{Action, Effect, Tool, Traits};
 use super::{Ctx, Outcome, ToolResult};
 use crate::access::{Need, ToolError};
+use crate::index::background::Readying;
 use crate::index::chunk::HalfBytes;
 use crate::index::hybrid::{Chunker, TokenChunker};
 use crate::index::rank::{self, Bag};
@@ -83,7 +84,14 @@ pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
                 found.pending,
                 found.pending_bytes as f64 / 1e6
             ));
-            *ctx.unindexed.lock().unwrap_or_else(|e| e.into_inner()) = Some(root.clone());
+        }
+        let readying = match (found.pending, found.uncounted) {
+            (1.., _) => Some(Readying::Unindexed),
+            (0, true) => Some(Readying::Uncounted),
+            (0, false) => None,
+        };
+        if let Some(readying) = readying {
+            *ctx.readying.lock().unwrap_or_else(|e| e.into_inner()) = Some((root.clone(), readying));
         }
         return Ok(Outcome::Text { body, path: Some(root.path) });
     }

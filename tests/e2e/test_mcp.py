@@ -576,3 +576,42 @@ def test_indexing_a_search_had_no_time_for_goes_on_in_the_background(workspace, 
         server.close()
     markers = [sum(f"marker{i:02d}" in t for t in server.texts) for i in range(files)]
     assert markers == [1] * files, f"how often each file was embedded: {markers}"
+
+
+def test_a_session_start_indexes_what_changed_since_the_last_process(workspace, tmp_path):
+    """An index an earlier process left is readied when a session starts: a file changed in between
+    is embedded before any call, and the first search finds the change without embedding anything but its query."""
+    ws, data = workspace
+    (ws / "src").mkdir()
+    for i in range(5):
+        (ws / "src" / f"f{i}.rs").write_text(f"// marker{i}\nfn upload_part_{i}() {{ send(); }}\n")
+    server = SlowEmbeddingServer(delay=0)
+    args = ["--root", str(ws), "--data", str(data), "--embedder", server.url, "--embedder-model", "slow"]
+
+    async def first_process():
+        async with connect(args, tmp_path / "first.log") as (session, _):
+            answer = text_of(await call(session, "search", {"query": "transfer"}))
+            assert "not indexed yet" not in answer, answer
+
+    async def second_process():
+        async with connect(args, tmp_path / "second.log") as (session, _):
+            # No call yet: the changed file is indexed in the background all the same.
+            with anyio.fail_after(TIMEOUT):
+                while not any("marker9" in t for t in server.texts):
+                    await anyio.sleep(0.1)
+            with anyio.fail_after(TIMEOUT):
+                while "indexed in the background" not in (tmp_path / "second.log").read_text():
+                    await anyio.sleep(0.1)
+            requests = server.requests
+            answer = text_of(await call(session, "search", {"query": "transfer"}))
+            assert "marker9" in answer and "not indexed yet" not in answer, answer
+            assert server.requests == requests + 1, "the first search embedded more than its query"
+
+    try:
+        run(first_process)
+        assert not any("marker9" in t for t in server.texts)
+        (ws / "src" / "f4.rs").write_text("// marker9\nfn upload_part_9() { send(); transfer(); }\n")
+        run(second_process)
+    finally:
+        server.close()
+    assert sum("marker9" in t for t in server.texts) == 1, "the changed file was embedded more than once"
