@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Indexing between calls, as a user's MCP session sees it: two ctxfs binaries, alternated in one run.
+
+Two scenarios, each a fresh `ctxfs mcp` process driven over stdio (newline-delimited JSON-RPC):
+
+* `left`: a fresh data directory, one search, then one every `--period` seconds (an agent reading
+  between searches) until a search says no file is left unindexed, or `--most` searches. Meant for a
+  slow embedder (`--embedder minilm`) over a tree it cannot index in a search's 3 s. Reported per
+  binary: each search's time and the files it said were left, and when the tree was whole.
+* `start`: an index an earlier process left (`--data`, built beforehand with `ctxfs index`), the
+  session initialised, `--wait` seconds of nothing, then three different questions. Reported: each
+  search's time and the process's resident memory before the first search and after the third.
+
+Usage: python3 bench/background_index.py left --a OLD --b NEW --root TREE [--embedder minilm] [--period 30] [--most 200]
+       python3 bench/background_index.py start --a OLD --b NEW --root TREE --data DIR [--wait 20] [--trials 2]
+Every process runs in its own process group and is ended with it. Stdlib Python 3 only.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import log  # noqa: E402
+
+QUESTIONS = [
+    "how does the scheduler wake a parked worker thread",
+    "parse a toml table into a map",
+    "retry a failed http request with backoff",
+]
+LEFT = re.compile(r"\[(\d+) new or changed files")
+
+
+class Server:
+    """`ctxfs mcp` over stdio, initialised; its log goes to `log_path`."""
+
+    def __init__(self, binary, args, log_path):
+        self.log = open(log_path, "w")
+        env = {**os.environ, "CTXFS_LOG": "info"}
+        self.p = subprocess.Popen([binary, "mcp", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=self.log, text=True, bufsize=1, start_new_session=True, env=env)
+        self.next_id = 1
+        self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                    "clientInfo": {"name": "background_index", "version": "0"}})
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, message):
+        self.p.stdin.write(json.dumps(message) + "\n")
+        self.p.stdin.flush()
+
+    def request(self, method, params):
+        self.next_id += 1
+        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        while True:
+            line = self.p.stdout.readline()
+            if not line:
+                sys.exit(f"ctxfs mcp ended: see {self.log.name}")
+            message = json.loads(line)
+            if message.get("id") == self.next_id:
+                return message
+
+    def search(self, query, limit=5):
+        """The answer's text and how long it took."""
+        started = time.perf_counter()
+        answer = self.request("tools/call", {"name": "search", "arguments": {"query": query, "limit": limit}})
+        return answer["result"]["content"][0]["text"], time.perf_counter() - started
+
+    def rss_mb(self):
+        for line in open(f"/proc/{self.p.pid}/status"):
+            if line.startswith("VmRSS"):
+                return int(line.split()[1]) // 1024
+        return 0
+
+    def close(self):
+        try:
+            os.killpg(self.p.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        self.p.wait()
+        self.log.close()
+
+
+def left(binary, args, work):
+    data = Path(tempfile.mkdtemp(dir=work, prefix="data-"))
+    server = Server(binary, ["--root", args.root, "--data", str(data), "--embedder", args.embedder],
+                    data.with_suffix(".log"))
+    started, rows = time.perf_counter(), []
+    try:
+        for _ in range(args.most):
+            text, took = server.search(QUESTIONS[0], limit=3)
+            match = LEFT.search(text)
+            rows.append((round(time.perf_counter() - started - took, 1), round(took, 2), int(match.group(1)) if match else 0))
+            if not match:
+                break
+            time.sleep(args.period)
+    finally:
+        server.close()
+        shutil.rmtree(data, ignore_errors=True)
+    whole = round(rows[-1][0] + rows[-1][1], 1) if rows[-1][2] == 0 else None
+    return {"searches (s after start, s taken, files left)": rows, "whole after s": whole}
+
+
+def start(binary, args, work):
+    server = Server(binary, ["--root", args.root, "--data", args.data], Path(work) / f"{Path(binary).name}.log")
+    try:
+        time.sleep(args.wait)
+        before = server.rss_mb()
+        times = [round(server.search(q)[1], 3) for q in QUESTIONS]
+        return {"searches s": times, "rss MB before": before, "rss MB after": server.rss_mb()}
+    finally:
+        server.close()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("scenario", choices=["left", "start"])
+    parser.add_argument("--a", required=True)
+    parser.add_argument("--b", required=True)
+    parser.add_argument("--root", required=True)
+    parser.add_argument("--data", help="start: the data directory holding the index")
+    parser.add_argument("--embedder", default="minilm")
+    parser.add_argument("--period", type=float, default=30)
+    parser.add_argument("--most", type=int, default=200)
+    parser.add_argument("--wait", type=float, default=20)
+    parser.add_argument("--trials", type=int, default=1)
+    args = parser.parse_args()
+    if args.scenario == "start" and not args.data:
+        sys.exit("start needs --data, a data directory an earlier `ctxfs index` filled")
+    work = tempfile.mkdtemp(prefix="ctxfs-background-")
+    run = left if args.scenario == "left" else start
+    for trial in range(args.trials):
+        pair = [("a", args.a), ("b", args.b)]
+        for name, binary in pair if trial % 2 == 0 else pair[::-1]:
+            result = run(binary, args, work)
+            log(f"trial {trial + 1}, {name} ({binary}): {json.dumps(result)}")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
