@@ -942,3 +942,47 @@ def test_the_server_lives_through_a_client_that_leaves(workspace):
     raw.write(b"Content-Length: 100\r\n\r\n{\"half")
     raw.proc.stdin.close()
     assert raw.proc.wait(timeout=TIMEOUT) == 0
+
+
+def test_a_new_session_indexes_what_changed_since_the_last_process(workspace):
+    """An index an earlier editor process left is readied when a session opens: a file changed in
+    between is in the index before any call, and the first search finds the change."""
+    import hashlib
+    import sqlite3
+
+    ws, data = workspace
+    (ws / "code").mkdir()
+    for i in range(5):
+        (ws / "code" / f"f{i}.rs").write_text(f"// marker{i}\nfn upload_part_{i}() {{ send(); }}\n")
+    changed = b"// markernine\nfn upload_part_9() { send(); transfer(); }\n"
+
+    def indexed_sha():
+        """The content hash the index holds for code/f4.rs (None before there is one)."""
+        for db in data.rglob("index.db"):
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+                row = conn.execute("SELECT hex(blob) FROM files WHERE path LIKE '%/code/f4.rs'").fetchone()
+                return row and row[0].lower()
+        return None
+
+    async def first_process():
+        async with editor([ws], data) as ed:
+            s = (await ed.open_session())["session"]
+            await ed.ok(s, "search", {"query": "upload part"})
+
+    async def second_process():
+        async with editor([ws], data) as ed:
+            await ed.open_session()
+            # No call yet: the changed file is indexed in the background all the same.
+            for _ in range(TIMEOUT * 10):
+                if indexed_sha() == hashlib.sha256(changed).hexdigest():
+                    break
+                await asyncio.sleep(0.1)
+            assert indexed_sha() == hashlib.sha256(changed).hexdigest(), "the change was not indexed before a call"
+            s = (await ed.open_session())["session"]
+            answer = await ed.ok(s, "search", {"query": "markernine"})
+            assert "markernine" in answer["text"] and "not indexed yet" not in answer["text"], answer["text"]
+
+    run(first_process())
+    assert indexed_sha() == hashlib.sha256((ws / "code" / "f4.rs").read_bytes()).hexdigest()
+    (ws / "code" / "f4.rs").write_bytes(changed)
+    run(second_process())
