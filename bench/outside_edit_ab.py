@@ -5,7 +5,8 @@ Each trial starts a `ctxfs replay` process of A, then of B (the order flips ever
 that gets busier or quieter favours neither) over the same tree and index. A process asks `--warm`
 queries that are not timed (the first loads the index; the file watcher is built meanwhile), waits for
 the watcher, asks once more, then `--edits` times: appends a comment line to one `.rs` file from outside
-(the next of the trial's files, the same files and lines for A and B), waits 0.3 s for the watcher, and times one
+(the next of the trial's files, the same files and lines for A and B), waits `--pause` seconds (default 0.3:
+the watcher's delay; longer, as an agent's next search comes after a user's save), and times one
 search (fused, limit 10; four questions in turn).
 
 Reported per binary: p50 and p95 over all its searches, each trial's median, memory after the trial,
@@ -14,7 +15,7 @@ Each process starts from the same tree (the edited files are put back after it) 
 edits, so the answers must be the same unless the change was meant to change them.
 
 Usage: python3 bench/outside_edit_ab.py --a OLD --b NEW --root TREE --data DIR [--data-b DIR] [--trials 4]
-       [--edits 8] [--warm 2] [--json FILE]
+       [--edits 8] [--warm 2] [--pause 0.3] [--json FILE]
 Note: it appends lines to files under TREE (a copy made for benchmarks, such as search_speed.py's).
 Stdlib Python 3 only.
 """
@@ -33,7 +34,7 @@ from search_speed import Replay, pct  # noqa: E402
 QUESTIONS = ["parse a duration from a string", "retry a failed request", "escape html entities", "read a config file"]
 
 
-def trial(binary, root, data, files, warm):
+def trial(binary, root, data, files, warm, pause):
     r = Replay(binary, root, data, "")
     for n in range(warm):
         r.call("search", {"query": f"warm up the index {n}", "limit": 10})
@@ -45,7 +46,7 @@ def trial(binary, root, data, files, warm):
         for n, path in enumerate(files):
             with open(path, "a") as f:
                 f.write(f"\n// edited for a benchmark, {n}\n")
-            time.sleep(0.3)
+            time.sleep(pause)
             took, answer = r.call("search", {"query": QUESTIONS[n % len(QUESTIONS)], "limit": 10})
             if answer["is_error"]:
                 sys.exit(answer["text"])
@@ -70,6 +71,7 @@ def main():
     ap.add_argument("--trials", type=int, default=4)
     ap.add_argument("--edits", type=int, default=8)
     ap.add_argument("--warm", type=int, default=2)
+    ap.add_argument("--pause", type=float, default=0.3, help="seconds between an edit and the search after it")
     ap.add_argument("--json")
     args = ap.parse_args()
     candidates = sorted(Path(args.root).rglob("lib.rs"))
@@ -82,7 +84,7 @@ def main():
         got = {}
         for side in ("a", "b") if t % 2 == 0 else ("b", "a"):
             data = args.data_b if side == "b" and args.data_b else args.data
-            times, answers, rss = trial(getattr(args, side), args.root, data, files, args.warm)
+            times, answers, rss = trial(getattr(args, side), args.root, data, files, args.warm, args.pause)
             got[side] = answers
             figures[side]["times"].extend(times)
             figures[side]["trial_p50"].append(statistics.median(times))

@@ -197,3 +197,45 @@ fn a_walk_through_a_link_out_of_its_root_is_never_reused() {
     let answer = search("omega protocol");
     assert!(answer.contains("the omega protocol lives elsewhere"), "{answer}");
 }
+
+/// Once a session has searched, the index follows the tree's changes from
+/// outside between calls: an edit is indexed with no call at all, and the
+/// next search finds it.
+#[test]
+fn outside_changes_are_indexed_between_calls() {
+    let ws = tempfile::tempdir().unwrap();
+    if !watchable(ws.path()) {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("notes.md"), "the alpha protocol is described here\n").unwrap();
+    let engine = device_engine(ws.path(), data.path());
+    let session = engine.open_session(SessionOptions::default()).unwrap();
+    let root = engine.fs().boundary().clone();
+    let answer = session.call("search", json!({"query": "alpha protocol"})).text;
+    assert!(answer.contains("the alpha protocol"), "{answer}");
+    eventually("the watcher covers the tree", || engine.fs().changes(&root).is_some());
+    let indexed = |text: &str| {
+        let db = rusqlite::Connection::open(data.path().join("index.db")).unwrap();
+        let sha: Vec<u8> = db
+            .query_row("SELECT blob FROM files WHERE path LIKE '%/notes.md'", [], |row| row.get(0))
+            .unwrap_or_default();
+        sha == ctxfs::hash::sha256(text.as_bytes()).to_vec()
+    };
+    assert!(indexed("the alpha protocol is described here\n"));
+    // Edited from outside, with no call after it.
+    let edited = "the omega protocol replaced it\n";
+    std::fs::write(ws.path().join("notes.md"), edited).unwrap();
+    eventually_within("the edit is indexed between calls", 60, || indexed(edited));
+    let answer = session.call("search", json!({"query": "omega protocol"})).text;
+    assert!(answer.contains("the omega protocol replaced it"), "{answer}");
+}
+
+/// `eventually` with a bound of its own, in seconds.
+fn eventually_within(what: &str, seconds: u64, f: impl Fn() -> bool) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    while !f() {
+        assert!(std::time::Instant::now() < until, "never happened: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -28,6 +28,10 @@ pub enum Readying {
     /// process), or after a search that walked before changes could be
     /// counted (so the next search would walk again).
     Uncounted,
+    /// Take in what changed from outside since the last round (the file
+    /// system's count moved), so that the next search finds its list up to
+    /// date and ready: what the thread does when nothing else is asked.
+    Changed,
 }
 
 /// The search index, opened when first needed (it loads the embedder).
@@ -125,9 +129,11 @@ impl IndexSlot {
     /// Readies the index in the background for the searches of the session
     /// with `access` under `root` (`Readying`): round after round on a thread
     /// of its own, each giving way to any search, write or tag that wants the
-    /// index (`Index::index_in_background`), until nothing is left. The first
-    /// call opens the index there. A later call replaces a task not started
-    /// yet; the thread ends when it has no more work or the engine goes away.
+    /// index (`Index::index_in_background`), until nothing is left; then it
+    /// follows that root's changes (`Readying::Changed`) until asked again.
+    /// The first call opens the index there. A later call replaces a task not
+    /// started yet; the thread ends when the engine goes away, or when the
+    /// file system cannot count changes.
     pub(crate) fn go_on(self: &Arc<Self>, access: Access, root: Target, readying: Readying) {
         let mut later = lock(&self.later);
         later.next = Some((access, root, readying));
@@ -137,59 +143,9 @@ impl IndexSlot {
         let shared = self.later.clone();
         let slot = Arc::downgrade(self);
         let spawned = std::thread::Builder::new().name("ctxfs-index-later".into()).spawn(move || {
-            let Some(index) = slot.upgrade().and_then(|slot| slot.get().cloned()) else {
-                lock(&shared).running = false;
-                return;
-            };
-            let (mut rounds, mut files) = (0usize, 0usize);
-            loop {
-                let next = {
-                    let mut later = lock(&shared);
-                    let next = later.next.take();
-                    // Both change under the lock, so a thread started next never sees them undone.
-                    // Searches leave the files to this thread only when it takes in what a search
-                    // had no time for; while it readies a list, a search takes in a change itself.
-                    later.running = next.is_some();
-                    index.set_in_background(matches!(next, Some((_, _, Readying::Unindexed))));
-                    next
-                };
-                let Some((access, root, readying)) = next else { break };
-                if readying == Readying::Uncounted {
-                    wait_for_count(&index, &access, &root);
-                }
-                let finished = loop {
-                    rounds += 1;
-                    match index.index_in_background(&access, &root) {
-                        Ok(Some(done)) => {
-                            files += done.indexed;
-                            if done.pending == 0 {
-                                break true;
-                            }
-                            // It gave way to a search that may have asked for another root: that one comes first.
-                            if lock(&shared).next.is_some() {
-                                break false;
-                            }
-                        }
-                        Ok(None) => break false,
-                        Err(e) => {
-                            tracing::warn!(error = %e, root = %root.path, "indexing in the background stopped");
-                            break false;
-                        }
-                    }
-                };
-                // A root queued while its indexing was finishing finds nothing left: not worth a line.
-                if finished && files > 0 {
-                    tracing::info!(root = %root.path, files, rounds, "indexed in the background");
-                }
-                if finished {
-                    (rounds, files) = (0, 0);
-                }
-                if index.is_closing() {
-                    let mut later = lock(&shared);
-                    later.running = false;
-                    index.set_in_background(false);
-                    break;
-                }
+            match slot.upgrade().and_then(|slot| slot.get().cloned()) {
+                Some(index) => ready_in_background(&index, &shared),
+                None => lock(&shared).running = false,
             }
         });
         match spawned {
@@ -244,6 +200,136 @@ impl Drop for IndexSlot {
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The thread that readies the index: takes each task asked for (the
+/// latest replaces one not started), runs its rounds until nothing is left
+/// or a search asks for another root, then follows the last root's changes.
+fn ready_in_background(index: &Index, shared: &Mutex<Later>) {
+    let (mut rounds, mut files) = (0usize, 0usize);
+    let mut last: Option<(Access, Target, Option<u64>)> = None;
+    loop {
+        let asked = {
+            let mut later = lock(shared);
+            let next = later.next.take();
+            // Searches leave files to this thread only while it takes in what a search had
+            // no time for; otherwise a search takes in a change itself, as it always does.
+            index.set_in_background(matches!(next, Some((_, _, Readying::Unindexed))));
+            next
+        };
+        let (access, root, readying) = match asked {
+            Some(task) => task,
+            None => match idle(index, shared, &last) {
+                Idle::Changed => match last.take() {
+                    Some((access, root, _)) => (access, root, Readying::Changed),
+                    None => continue,
+                },
+                // Asked while it followed: the task is taken at the top.
+                Idle::Asked => continue,
+                Idle::Done => {
+                    let mut later = lock(shared);
+                    if later.next.is_some() && !index.is_closing() {
+                        continue;
+                    }
+                    later.running = false;
+                    index.set_in_background(false);
+                    return;
+                }
+            },
+        };
+        if readying == Readying::Uncounted {
+            wait_for_count(index, &access, &root);
+        }
+        // The count the round brings the list up to date with: a change during the round moves
+        // it again, and the thread then follows with another round.
+        let count = access.fs().changes(&root.real);
+        let finished = loop {
+            rounds += 1;
+            match index.index_in_background(&access, &root) {
+                Ok(Some(done)) => {
+                    files += done.indexed;
+                    if done.pending == 0 {
+                        break true;
+                    }
+                    // It gave way to a search that may have asked for another root: that one comes first.
+                    if lock(shared).next.is_some() {
+                        break false;
+                    }
+                }
+                Ok(None) => break false,
+                Err(e) => {
+                    tracing::warn!(error = %e, root = %root.path, "indexing in the background stopped");
+                    break false;
+                }
+            }
+        };
+        // A root queued while its indexing was finishing finds nothing left: not worth a line.
+        if finished && files > 0 {
+            let why =
+                if readying == Readying::Changed { "outside changes indexed" } else { "indexed in the background" };
+            tracing::info!(root = %root.path, files, rounds, "{why}");
+        }
+        if finished {
+            (rounds, files) = (0, 0);
+        }
+        if index.is_closing() {
+            let mut later = lock(shared);
+            later.running = false;
+            index.set_in_background(false);
+            return;
+        }
+        last = Some((access, root, count));
+    }
+}
+
+/// How often, with nothing asked, the thread looks whether the followed root changed.
+const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+/// How long it lets a burst of saves settle before a round takes them in.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// What the thread found with nothing asked of it.
+enum Idle {
+    /// The followed root changed.
+    Changed,
+    /// A task was asked for.
+    Asked,
+    /// Nothing to follow (no root yet, or no count of changes), or the index closes.
+    Done,
+}
+
+/// With nothing asked, follows the last root (and the count of changes its
+/// list is up to date with) until it changes or a task is asked.
+fn idle(index: &Index, shared: &Mutex<Later>, last: &Option<(Access, Target, Option<u64>)>) -> Idle {
+    match last {
+        Some((access, root, Some(count))) if !index.is_closing() => {
+            if follow(index, shared, access, root, *count) {
+                Idle::Changed
+            } else if index.is_closing() {
+                Idle::Done
+            } else {
+                Idle::Asked
+            }
+        }
+        _ => Idle::Done,
+    }
+}
+
+/// Waits until the file system's count of changes under `root` moves from
+/// `count` (true), or a task is asked or the index closes (false).
+fn follow(index: &Index, shared: &Mutex<Later>, access: &Access, root: &Target, count: u64) -> bool {
+    loop {
+        if index.is_closing() || lock(shared).next.is_some() {
+            return false;
+        }
+        match access.fs().changes(&root.real) {
+            Some(now) if now == count => std::thread::sleep(FOLLOW_EVERY),
+            // Moved, or the count is lost for now (a rebuild of the watches): a round finds out what changed.
+            _ => {
+                std::thread::sleep(SETTLE);
+                return true;
+            }
+        }
+    }
 }
 
 /// Waits (at most `COUNT_WAIT`) until the file system can count changes

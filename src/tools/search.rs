@@ -85,14 +85,14 @@ pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
                 found.pending_bytes as f64 / 1e6
             ));
         }
+        // What the index does in the background for the next search (and, with nothing left, it
+        // follows this root's outside changes).
         let readying = match (found.pending, found.uncounted) {
-            (1.., _) => Some(Readying::Unindexed),
-            (0, true) => Some(Readying::Uncounted),
-            (0, false) => None,
+            (1.., _) => Readying::Unindexed,
+            (0, true) => Readying::Uncounted,
+            (0, false) => Readying::Changed,
         };
-        if let Some(readying) = readying {
-            *ctx.readying.lock().unwrap_or_else(|e| e.into_inner()) = Some((root.clone(), readying));
-        }
+        *ctx.readying.lock().unwrap_or_else(|e| e.into_inner()) = Some((root.clone(), readying));
         return Ok(Outcome::Text { body, path: Some(root.path) });
     }
     let found: Mutex<Vec<Passage>> = Mutex::new(Vec::new());
