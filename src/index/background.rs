@@ -1,9 +1,10 @@
 //! The background indexer: the search index of an engine, opened when first
 //! needed, a thread that takes in the files changes write, off the call's
 //! path, in batches, and a thread that readies the index between calls: it
-//! goes on indexing what a search had no time for, and walks for the next
-//! search once the file system can count changes (at a session's start, or
-//! after a search that walked before it could). Not the index itself
+//! goes on indexing what a search had no time for, walks for the next search
+//! once the file system can count changes (at a session's start, or after a
+//! search that walked before it could), and then follows the searched root's
+//! changes from outside. Not the index itself
 //! (`hybrid.rs`) and not when a search waits (the engine calls `settle` for
 //! tools that need the index).
 
@@ -45,12 +46,12 @@ pub(crate) struct IndexSlot {
     pending: Arc<(Mutex<usize>, std::sync::Condvar)>,
     /// The embedder the index loads when it is opened.
     embedder: EmbedderChoice,
-    /// What a search left unindexed, for the thread that goes on with it.
+    /// What the readying thread is asked to do next, and whether it runs.
     later: Arc<Mutex<Later>>,
 }
 
-/// The readying asked for: the latest view, root and task, and whether a
-/// thread is going on with it (it ends when nothing is left).
+/// The readying asked for: the latest view, root and task, and whether the
+/// thread runs (it ends when the engine goes away or it has nothing to follow).
 #[derive(Default)]
 struct Later {
     next: Option<(Access, Target, Readying)>,
