@@ -2147,10 +2147,16 @@ impl Index {
         let mut state = Progress::default();
         let mut walk_result = Ok(());
         // A search waits for the files the change feed names: their commit
-        // leaves the postings' merges to a whole walk, a build or the written
-        // files' indexer (`Merges::Overdue`). A whole walk merges as it goes,
-        // so a first index never gathers large levels.
-        let writing = store.writing_with(if only.is_some() { Merges::Overdue } else { Merges::All })?;
+        // leaves the postings' merges to a whole walk, a build, the written
+        // files' indexer or a round in the background (`Merges::Overdue`). A
+        // whole walk merges as it goes, so a first index never gathers large
+        // levels; a round in the background makes the merges waiting before
+        // its list is kept, so no search waits for them.
+        let merges = match (only, until) {
+            (Some(_), Until::Done | Until::Time(_)) => Merges::Overdue,
+            (None, _) | (Some(_), Until::Unwanted(_)) => Merges::All,
+        };
+        let writing = store.writing_with(merges)?;
         let written = std::thread::scope(|scope| -> anyhow::Result<()> {
             let walker = scope.spawn(|| {
                 let sender = sender;
@@ -3652,6 +3658,42 @@ mod tests {
         assert_eq!(index.walk_counts().0, 2, "the second search walked again");
         assert!(!second.uncounted);
         assert_eq!(second.hits, first.hits);
+    }
+
+    #[test]
+    fn merges_searches_leave_waiting_are_made_by_a_round_in_the_background() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        fs.add_file("/w/a.md", "alpha beta\n");
+        fs.add_file("/w/b.md", "gamma delta\n");
+        fs.set_changes(Some(0));
+        let access = access(fs.clone(), &[("/w", Level::Ro)]);
+        let root = access.target("/w", Need::Look).unwrap();
+        let index = index_with(dir.path(), true);
+        let search = |query: &str| index.search(&access, &root, query, 5).unwrap();
+        let level0 = || -> i64 {
+            let store = index.store();
+            store.db().query_row("SELECT count(*) FROM postings_segments WHERE level = 0", [], |r| r.get(0)).unwrap()
+        };
+        search("alpha");
+        // Outside edits, each taken in by the next search from the change feed: one segment each, merges waiting.
+        for n in 0..super::super::postings::FANOUT + 2 {
+            let text = format!("alpha edit {n}\n");
+            fs.add_file("/w/a.md", text);
+            fs.note_changed("/w/a.md");
+            assert!(search(&format!("edit {n}")).iter().any(|h| h.text.contains(&format!("edit {n}"))));
+        }
+        assert!(level0() >= super::super::postings::FANOUT as i64, "no merge was left waiting");
+        // One more edit, taken in by a round in the background: the merges are made there.
+        fs.add_file("/w/b.md", "gamma epsilon\n");
+        fs.note_changed("/w/b.md");
+        let round = index.index_in_background(&access, &root).unwrap().unwrap();
+        assert_eq!(round.pending, 0);
+        assert!(level0() < super::super::postings::FANOUT as i64, "the round left {} segments at level 0", level0());
+        // The round's list is kept after its merges: the next search neither walks nor misses the edit.
+        let walks = index.walk_counts();
+        assert!(search("epsilon").iter().any(|h| h.path.as_str() == "/w/b.md"));
+        assert_eq!(index.walk_counts(), walks);
     }
 
     #[test]

@@ -112,7 +112,8 @@ pub enum Merges {
     /// merge of level 0 (177 chunks in 8 segments) cost it 50-90 ms (each
     /// term's list read, merged and written again). What is left is merged by
     /// the next commit that makes every merge (a build, the written files'
-    /// indexer, off any call's path) and costs a read a few more segments meanwhile.
+    /// indexer, a round in the background, all off any call's path) and costs
+    /// a read a few more segments meanwhile.
     Overdue,
 }
 
