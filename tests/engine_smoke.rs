@@ -131,20 +131,10 @@ fn eventually(what: &str, f: impl Fn() -> bool) {
 /// next search once the watcher has counted it.
 #[test]
 fn search_finds_outside_changes_once_the_watcher_counted_them() {
-    let ws = tempfile::tempdir().unwrap();
-    if !watchable(ws.path()) {
-        return;
-    }
-    let data = tempfile::tempdir().unwrap();
-    std::fs::write(ws.path().join("notes.md"), "the alpha protocol is described here\n").unwrap();
-    let engine = device_engine(ws.path(), data.path());
+    let Some((engine, ws, _data)) = searched_notes() else { return };
     let session = engine.open_session(SessionOptions::default()).unwrap();
-    // Searches here are rooted at the start directory, the boundary.
     let root = engine.fs().boundary().clone();
     let search = |query: &str| session.call("search", json!({"query": query})).text;
-    let answer = search("alpha protocol");
-    assert!(answer.contains("the alpha protocol"), "{answer}");
-    eventually("the watcher covers the tree", || engine.fs().changes(&root).is_some());
     let answer = search("alpha protocol");
     assert!(answer.contains("the alpha protocol") || answer.contains("Same result as"), "{answer}");
 
@@ -203,18 +193,8 @@ fn a_walk_through_a_link_out_of_its_root_is_never_reused() {
 /// next search finds it.
 #[test]
 fn outside_changes_are_indexed_between_calls() {
-    let ws = tempfile::tempdir().unwrap();
-    if !watchable(ws.path()) {
-        return;
-    }
-    let data = tempfile::tempdir().unwrap();
-    std::fs::write(ws.path().join("notes.md"), "the alpha protocol is described here\n").unwrap();
-    let engine = device_engine(ws.path(), data.path());
+    let Some((engine, ws, data)) = searched_notes() else { return };
     let session = engine.open_session(SessionOptions::default()).unwrap();
-    let root = engine.fs().boundary().clone();
-    let answer = session.call("search", json!({"query": "alpha protocol"})).text;
-    assert!(answer.contains("the alpha protocol"), "{answer}");
-    eventually("the watcher covers the tree", || engine.fs().changes(&root).is_some());
     let indexed = |text: &str| {
         let db = rusqlite::Connection::open(data.path().join("index.db")).unwrap();
         let sha: Vec<u8> = db
@@ -226,16 +206,26 @@ fn outside_changes_are_indexed_between_calls() {
     // Edited from outside, with no call after it.
     let edited = "the omega protocol replaced it\n";
     std::fs::write(ws.path().join("notes.md"), edited).unwrap();
-    eventually_within("the edit is indexed between calls", 60, || indexed(edited));
+    eventually("the edit is indexed between calls", || indexed(edited));
     let answer = session.call("search", json!({"query": "omega protocol"})).text;
     assert!(answer.contains("the omega protocol replaced it"), "{answer}");
 }
 
-/// `eventually` with a bound of its own, in seconds.
-fn eventually_within(what: &str, seconds: u64, f: impl Fn() -> bool) {
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
-    while !f() {
-        assert!(std::time::Instant::now() < until, "never happened: {what}");
-        std::thread::sleep(std::time::Duration::from_millis(20));
+/// A watched tree with one note, an engine over it whose session searched
+/// it once, and the watcher covering it (`None`, said, where nothing can be
+/// watched). Searches are rooted at the start directory, the boundary.
+fn searched_notes() -> Option<(Engine, tempfile::TempDir, tempfile::TempDir)> {
+    let ws = tempfile::tempdir().unwrap();
+    if !watchable(ws.path()) {
+        return None;
     }
+    let data = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("notes.md"), "the alpha protocol is described here\n").unwrap();
+    let engine = device_engine(ws.path(), data.path());
+    let session = engine.open_session(SessionOptions::default()).unwrap();
+    let answer = session.call("search", json!({"query": "alpha protocol"})).text;
+    assert!(answer.contains("the alpha protocol"), "{answer}");
+    let root = engine.fs().boundary().clone();
+    eventually("the watcher covers the tree", || engine.fs().changes(&root).is_some());
+    Some((engine, ws, data))
 }
