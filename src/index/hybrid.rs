@@ -2374,8 +2374,9 @@ impl Index {
         Ok(Some(done))
     }
 
-    /// Says whether indexing goes on in the background from now on (set by
-    /// the thread that does it, from its start to its end).
+    /// Says whether indexing in the background now takes in what a search
+    /// had no time for (set by the thread that readies the index, as it
+    /// takes each task; see `in_background`).
     pub fn set_in_background(&self, on: bool) {
         self.in_background.store(on, Ordering::SeqCst);
     }
