@@ -78,6 +78,14 @@ impl IndexSlot {
         }
     }
 
+    /// A slot holding an index opened already (tests choose its embedder).
+    #[cfg(test)]
+    pub(crate) fn opened(data_dir: &Path, index: Index) -> Arc<IndexSlot> {
+        let slot = IndexSlot::new(data_dir, data_dir.join("index.db"), EmbedderChoice::None);
+        slot.cell.set(Some(Arc::new(index))).ok().expect("a new slot is empty");
+        Arc::new(slot)
+    }
+
     /// The index if it is open already; never opens it (memory search ranks by meaning only
     /// with an embedder a search has loaded, and never waits for one to load).
     pub(crate) fn loaded(&self) -> Option<&Index> {
@@ -138,6 +146,14 @@ impl IndexSlot {
     pub(crate) fn go_on(self: &Arc<Self>, access: Access, root: Target, readying: Readying) {
         let mut later = lock(&self.later);
         later.next = Some((access, root, readying));
+        // The searches after one that left files answer at once from what is indexed, even while
+        // the thread is still in a round of another task (a session's start): it takes this task
+        // as soon as that round gives way to them.
+        if readying == Readying::Unindexed {
+            if let Some(index) = self.loaded() {
+                index.set_in_background(true);
+            }
+        }
         if later.running {
             return;
         }
@@ -238,8 +254,10 @@ fn ready_in_background(index: &Index, shared: &Mutex<Later>) {
                 }
             },
         };
-        if readying == Readying::Uncounted {
-            wait_for_count(index, &access, &root);
+        // A task asked while the thread waits comes first (a search that left files must not
+        // wait for a watcher that is still starting).
+        if readying == Readying::Uncounted && !wait_for_count(index, shared, &access, &root) {
+            continue;
         }
         // The count the round brings the list up to date with: a change during the round moves
         // it again, and the thread then follows with another round.
@@ -335,9 +353,15 @@ fn follow(index: &Index, shared: &Mutex<Later>, access: &Access, root: &Target, 
 
 /// Waits (at most `COUNT_WAIT`) until the file system can count changes
 /// under `root`, so that the walk that follows is kept for the next search.
-fn wait_for_count(index: &Index, access: &Access, root: &Target) {
+/// False when another task was asked meanwhile (it comes first; a search
+/// that walks before changes can be counted asks for this again).
+fn wait_for_count(index: &Index, shared: &Mutex<Later>, access: &Access, root: &Target) -> bool {
     let waited = std::time::Instant::now();
     while access.fs().changes(&root.real).is_none() && waited.elapsed() < COUNT_WAIT && !index.is_closing() {
+        if lock(shared).next.is_some() {
+            return false;
+        }
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
+    true
 }

@@ -2375,8 +2375,8 @@ impl Index {
     }
 
     /// Says whether indexing in the background now takes in what a search
-    /// had no time for (set by the thread that readies the index, as it
-    /// takes each task; see `in_background`).
+    /// had no time for (set when a search asks for that, and by the thread
+    /// that readies the index as it takes each task; see `in_background`).
     pub fn set_in_background(&self, on: bool) {
         self.in_background.store(on, Ordering::SeqCst);
     }
@@ -2408,6 +2408,12 @@ impl Index {
             self.codes_in(&mirror, visible, units);
         }
         Ok(())
+    }
+
+    /// Whether a search now leaves what is not indexed to the background (`set_in_background`).
+    #[cfg(test)]
+    pub(crate) fn takes_in_background(&self) -> bool {
+        self.in_background.load(Ordering::SeqCst)
     }
 
     /// Whether the index is closing (`close`).
@@ -3659,6 +3665,45 @@ mod tests {
         assert_eq!(index.walk_counts().0, 2, "the second search walked again");
         assert!(!second.uncounted);
         assert_eq!(second.hits, first.hits);
+    }
+
+    #[test]
+    fn a_search_that_leaves_files_while_a_session_start_waits_for_the_watcher_hands_them_over_at_once() {
+        use super::super::background::{IndexSlot, Readying};
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        let files = 24;
+        for i in 0..files {
+            fs.add_file(&format!("/w/f{i:02}.rs"), format!("fn send_part_{i}() {{ transfer(); }}\n"));
+        }
+        // The watcher is still starting: a session's start waits for it before it walks.
+        fs.set_changes(None);
+        let access = access(fs, &[("/w", Level::Ro)]);
+        let root = access.target("/w", Need::Look).unwrap();
+        let chunker = Arc::new(TokenChunker::new(Arc::new(super::super::chunk::HalfBytes)));
+        let slow = Arc::new(Toy::new(usize::MAX, std::time::Duration::from_millis(20)));
+        let mut index = Index::open(&dir.path().join("index.db"), Some(slow.clone()), chunker).unwrap();
+        // Searches with no time to index leave every file to the background.
+        index.set_index_budget(std::time::Duration::ZERO);
+        let slot = IndexSlot::opened(dir.path(), index);
+        let index = slot.loaded().unwrap();
+        slot.go_on(access.clone(), root.clone(), Readying::Uncounted);
+        let search = || index.search_report(&access, &root, Toy::QUERY, 5, Rankings::ALL, &|_| {}).unwrap();
+        assert_eq!(search().pending, files);
+        // The search hands what it left over before it answers: the next one takes in nothing itself,
+        // though the thread is still busy with the session's start.
+        slot.go_on(access.clone(), root.clone(), Readying::Unindexed);
+        assert!(index.takes_in_background(), "the next search would index itself");
+        // The thread leaves its wait for the watcher (which still cannot count) for the files left.
+        let waited = std::time::Instant::now();
+        while search().pending > 0 {
+            assert!(
+                waited.elapsed() < std::time::Duration::from_secs(30),
+                "the files left were not indexed while the thread waited for the watcher"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert_eq!(slow.passages.load(Ordering::Relaxed), files, "a passage was embedded twice");
     }
 
     #[test]

@@ -41,7 +41,8 @@ def workspace(tmp_path):
 async def connect(args, errlog_path, **session_kwargs):
     """Spawns `ctxfs mcp ARGS` and yields (session, initialize result)."""
     # These tests are about tools, not the gate (tests/e2e/test_gate.py): no prompts.
-    params = StdioServerParameters(command=str(BIN), args=["mcp", "--mode", "trust", *args], env={"CTXFS_LOG": "info"})
+    env = {"CTXFS_LOG": os.environ.get("CTXFS_LOG", "info")}
+    params = StdioServerParameters(command=str(BIN), args=["mcp", "--mode", "trust", *args], env=env)
     with open(errlog_path, "w") as errlog:
         async with stdio_client(params, errlog=errlog) as streams:
             read, write = streams[0], streams[1]
