@@ -7,11 +7,15 @@ Two scenarios, each a fresh `ctxfs mcp` process driven over stdio (newline-delim
   between searches) until a search says no file is left unindexed, or `--most` searches. Meant for a
   slow embedder (`--embedder minilm`) over a tree it cannot index in a search's 3 s. Reported per
   binary: each search's time and the files it said were left, and when the tree was whole.
+* `resume`: as `left`, but a first process is killed (`kill -9`) `--first` seconds after its first
+  search, while it indexes in the background; the report is the second process's searches, over the
+  index the first left (a session's start readying it and searches arriving meanwhile).
 * `start`: an index an earlier process left (`--data`, built beforehand with `ctxfs index`), the
   session initialised, `--wait` seconds of nothing, then three different questions. Reported: each
   search's time and the process's resident memory before the first search and after the third.
 
 Usage: python3 bench/background_index.py left --a OLD --b NEW --root TREE [--embedder minilm] [--period 30] [--most 200]
+       python3 bench/background_index.py resume --a OLD --b NEW --root TREE [--first 6] [--period 3] [--trials 3]
        python3 bench/background_index.py start --a OLD --b NEW --root TREE --data DIR [--wait 20] [--trials 2]
 Every process runs in its own process group and is ended with it. Stdlib Python 3 only.
 """
@@ -90,6 +94,13 @@ class Server:
 
 def left(binary, args, work):
     data = Path(tempfile.mkdtemp(dir=work, prefix="data-"))
+    if args.scenario == "resume":
+        first = Server(binary, ["--root", args.root, "--data", str(data), "--embedder", args.embedder],
+                       data.with_suffix(".first.log"))
+        first.search(QUESTIONS[0], limit=3)
+        time.sleep(args.first)
+        os.killpg(first.p.pid, signal.SIGKILL)
+        first.close()
     server = Server(binary, ["--root", args.root, "--data", str(data), "--embedder", args.embedder],
                     data.with_suffix(".log"))
     started, rows = time.perf_counter(), []
@@ -121,7 +132,7 @@ def start(binary, args, work):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("scenario", choices=["left", "start"])
+    parser.add_argument("scenario", choices=["left", "resume", "start"])
     parser.add_argument("--a", required=True)
     parser.add_argument("--b", required=True)
     parser.add_argument("--root", required=True)
@@ -130,12 +141,13 @@ def main():
     parser.add_argument("--period", type=float, default=30)
     parser.add_argument("--most", type=int, default=200)
     parser.add_argument("--wait", type=float, default=20)
+    parser.add_argument("--first", type=float, default=6, help="resume: seconds the first process runs after its search")
     parser.add_argument("--trials", type=int, default=1)
     args = parser.parse_args()
     if args.scenario == "start" and not args.data:
         sys.exit("start needs --data, a data directory an earlier `ctxfs index` filled")
     work = tempfile.mkdtemp(prefix="ctxfs-background-")
-    run = left if args.scenario == "left" else start
+    run = start if args.scenario == "start" else left
     for trial in range(args.trials):
         pair = [("a", args.a), ("b", args.b)]
         for name, binary in pair if trial % 2 == 0 else pair[::-1]:
