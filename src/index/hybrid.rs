@@ -3581,23 +3581,35 @@ mod tests {
         assert_eq!(slow.passages.load(Ordering::Relaxed), pieces);
     }
 
-    #[test]
-    fn indexing_in_the_background_gives_way_to_a_search_and_finishes_what_searches_left() {
+    /// `files` one-passage files under /w, a file system whose count of changes is `changes`, and an
+    /// index whose embedder takes `delay` a call and whose searches have no time to index (they
+    /// leave every file to the background).
+    fn tree_for_the_background(
+        files: usize,
+        changes: Option<u64>,
+        delay: std::time::Duration,
+    ) -> (tempfile::TempDir, Access, Target, Arc<Toy>, Index) {
         let dir = tempfile::tempdir().unwrap();
         let fs = Arc::new(MemFs::new(VPath::root()));
-        let files = 24;
         for i in 0..files {
             fs.add_file(&format!("/w/f{i:02}.rs"), format!("fn send_part_{i}() {{ transfer(); }}\n"));
         }
-        // A watcher that counts no change: a walk with nothing pending may be answered from again.
-        fs.set_changes(Some(0));
+        fs.set_changes(changes);
         let access = access(fs, &[("/w", Level::Ro)]);
         let root = access.target("/w", Need::Look).unwrap();
         let chunker = Arc::new(TokenChunker::new(Arc::new(super::super::chunk::HalfBytes)));
-        let slow = Arc::new(Toy::new(usize::MAX, std::time::Duration::from_millis(40)));
+        let slow = Arc::new(Toy::new(usize::MAX, delay));
         let mut index = Index::open(&dir.path().join("index.db"), Some(slow.clone()), chunker).unwrap();
-        // Searches with no time to index leave every file to the background.
         index.set_index_budget(std::time::Duration::ZERO);
+        (dir, access, root, slow, index)
+    }
+
+    #[test]
+    fn indexing_in_the_background_gives_way_to_a_search_and_finishes_what_searches_left() {
+        let files = 24;
+        // A watcher that counts no change: a walk with nothing pending may be answered from again.
+        let (_dir, access, root, slow, index) =
+            tree_for_the_background(files, Some(0), std::time::Duration::from_millis(40));
         let search =
             |index: &Index| index.search_report(&access, &root, Toy::QUERY, 5, Rankings::ALL, &|_| {}).unwrap();
         assert_eq!(search(&index).pending, files);
@@ -3670,21 +3682,10 @@ mod tests {
     #[test]
     fn a_search_that_leaves_files_while_a_session_start_waits_for_the_watcher_hands_them_over_at_once() {
         use super::super::background::{IndexSlot, Readying};
-        let dir = tempfile::tempdir().unwrap();
-        let fs = Arc::new(MemFs::new(VPath::root()));
         let files = 24;
-        for i in 0..files {
-            fs.add_file(&format!("/w/f{i:02}.rs"), format!("fn send_part_{i}() {{ transfer(); }}\n"));
-        }
         // The watcher is still starting: a session's start waits for it before it walks.
-        fs.set_changes(None);
-        let access = access(fs, &[("/w", Level::Ro)]);
-        let root = access.target("/w", Need::Look).unwrap();
-        let chunker = Arc::new(TokenChunker::new(Arc::new(super::super::chunk::HalfBytes)));
-        let slow = Arc::new(Toy::new(usize::MAX, std::time::Duration::from_millis(20)));
-        let mut index = Index::open(&dir.path().join("index.db"), Some(slow.clone()), chunker).unwrap();
-        // Searches with no time to index leave every file to the background.
-        index.set_index_budget(std::time::Duration::ZERO);
+        let (dir, access, root, slow, index) =
+            tree_for_the_background(files, None, std::time::Duration::from_millis(20));
         let slot = IndexSlot::opened(dir.path(), index);
         let index = slot.loaded().unwrap();
         slot.go_on(access.clone(), root.clone(), Readying::Uncounted);
