@@ -82,7 +82,7 @@ impl IndexSlot {
     #[cfg(test)]
     pub(crate) fn opened(data_dir: &Path, index: Index) -> Arc<IndexSlot> {
         let slot = IndexSlot::new(data_dir, data_dir.join("index.db"), EmbedderChoice::None);
-        slot.cell.set(Some(Arc::new(index))).ok().expect("a new slot is empty");
+        assert!(slot.cell.set(Some(Arc::new(index))).is_ok(), "a new slot is empty");
         Arc::new(slot)
     }
 
@@ -248,9 +248,7 @@ fn ready_in_background(index: &Index, shared: &Mutex<Later>) {
                     if later.next.is_some() && !index.is_closing() {
                         continue;
                     }
-                    later.running = false;
-                    index.set_in_background(false);
-                    return;
+                    return stop(index, &mut later);
                 }
             },
         };
@@ -292,17 +290,27 @@ fn ready_in_background(index: &Index, shared: &Mutex<Later>) {
             (rounds, files) = (0, 0);
         }
         if index.is_closing() {
-            let mut later = lock(shared);
-            later.running = false;
-            index.set_in_background(false);
-            return;
+            return stop(index, &mut lock(shared));
         }
         last = Some((access, root, count));
     }
 }
 
-/// How often, with nothing asked, the thread looks whether the followed root changed.
-const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+/// The thread ends (under the lock of what is asked, so that a task asked
+/// after this starts a new thread): searches take in changes themselves again.
+fn stop(index: &Index, later: &mut Later) {
+    later.running = false;
+    index.set_in_background(false);
+}
+
+/// Whether the thread should leave what it waits for: a task was asked, or the index closes.
+fn interrupted(index: &Index, shared: &Mutex<Later>) -> bool {
+    index.is_closing() || lock(shared).next.is_some()
+}
+
+/// How often a waiting thread looks again: whether the followed root
+/// changed, or whether the file system can count changes yet.
+const LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 /// How long it lets a burst of saves settle before a round takes them in.
 const SETTLE: std::time::Duration = std::time::Duration::from_millis(100);
 
@@ -337,11 +345,11 @@ fn idle(index: &Index, shared: &Mutex<Later>, last: &Option<(Access, Target, Opt
 /// `count` (true), or a task is asked or the index closes (false).
 fn follow(index: &Index, shared: &Mutex<Later>, access: &Access, root: &Target, count: u64) -> bool {
     loop {
-        if index.is_closing() || lock(shared).next.is_some() {
+        if interrupted(index, shared) {
             return false;
         }
         match access.fs().changes(&root.real) {
-            Some(now) if now == count => std::thread::sleep(FOLLOW_EVERY),
+            Some(now) if now == count => std::thread::sleep(LOOK_EVERY),
             // Moved, or the count is lost for now (a rebuild of the watches): a round finds out what changed.
             _ => {
                 std::thread::sleep(SETTLE);
@@ -354,14 +362,15 @@ fn follow(index: &Index, shared: &Mutex<Later>, access: &Access, root: &Target, 
 /// Waits (at most `COUNT_WAIT`) until the file system can count changes
 /// under `root`, so that the walk that follows is kept for the next search.
 /// False when another task was asked meanwhile (it comes first; a search
-/// that walks before changes can be counted asks for this again).
+/// that walks before changes can be counted asks for this again) or the
+/// index closes.
 fn wait_for_count(index: &Index, shared: &Mutex<Later>, access: &Access, root: &Target) -> bool {
     let waited = std::time::Instant::now();
-    while access.fs().changes(&root.real).is_none() && waited.elapsed() < COUNT_WAIT && !index.is_closing() {
-        if lock(shared).next.is_some() {
+    while access.fs().changes(&root.real).is_none() && waited.elapsed() < COUNT_WAIT {
+        if interrupted(index, shared) {
             return false;
         }
-        std::thread::sleep(std::time::Duration::from_millis(100));
+        std::thread::sleep(LOOK_EVERY);
     }
     true
 }
