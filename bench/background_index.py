@@ -22,18 +22,15 @@ Every process runs in its own process group and is ended with it. Stdlib Python 
 
 import argparse
 import json
-import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import log  # noqa: E402
+from common import Mcp, log  # noqa: E402
 
 QUESTIONS = [
     "how does the scheduler wake a parked worker thread",
@@ -43,91 +40,59 @@ QUESTIONS = [
 LEFT = re.compile(r"\[(\d+) new or changed files")
 
 
-class Server:
-    """`ctxfs mcp` over stdio, initialised; its log goes to `log_path`."""
+def server(binary, root, data, log_path, *extra):
+    """A `ctxfs mcp` over `root` with its index in `data`, logging at info to `log_path`."""
+    return Mcp(binary, root, data, *extra, env={"CTXFS_LOG": "info"}, stderr=log_path)
 
-    def __init__(self, binary, args, log_path):
-        self.log = open(log_path, "w")
-        env = {**os.environ, "CTXFS_LOG": "info"}
-        self.p = subprocess.Popen([binary, "mcp", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=self.log, text=True, bufsize=1, start_new_session=True, env=env)
-        self.next_id = 1
-        self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                    "clientInfo": {"name": "background_index", "version": "0"}})
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
-    def send(self, message):
-        self.p.stdin.write(json.dumps(message) + "\n")
-        self.p.stdin.flush()
+def search(server, query, limit=5):
+    """The answer's text and how long it took."""
+    started = time.perf_counter()
+    text, _ = server.call("search", {"query": query, "limit": limit})
+    return text, time.perf_counter() - started
 
-    def request(self, method, params):
-        self.next_id += 1
-        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
-        while True:
-            line = self.p.stdout.readline()
-            if not line:
-                sys.exit(f"ctxfs mcp ended: see {self.log.name}")
-            message = json.loads(line)
-            if message.get("id") == self.next_id:
-                return message
 
-    def search(self, query, limit=5):
-        """The answer's text and how long it took."""
-        started = time.perf_counter()
-        answer = self.request("tools/call", {"name": "search", "arguments": {"query": query, "limit": limit}})
-        return answer["result"]["content"][0]["text"], time.perf_counter() - started
-
-    def rss_mb(self):
-        for line in open(f"/proc/{self.p.pid}/status"):
-            if line.startswith("VmRSS"):
-                return int(line.split()[1]) // 1024
-        return 0
-
-    def close(self):
-        try:
-            os.killpg(self.p.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        self.p.wait()
-        self.log.close()
+def rss_mb(server):
+    for line in open(f"/proc/{server.proc.pid}/status"):
+        if line.startswith("VmRSS"):
+            return int(line.split()[1]) // 1024
+    return 0
 
 
 def left(binary, args, work):
     data = Path(tempfile.mkdtemp(dir=work, prefix="data-"))
+    extra = ("--embedder", args.embedder)
     if args.scenario == "resume":
-        first = Server(binary, ["--root", args.root, "--data", str(data), "--embedder", args.embedder],
-                       data.with_suffix(".first.log"))
-        first.search(QUESTIONS[0], limit=3)
+        first = server(binary, args.root, data, data.with_suffix(".first.log"), *extra)
+        search(first, QUESTIONS[0], limit=3)
         time.sleep(args.first)
-        os.killpg(first.p.pid, signal.SIGKILL)
-        first.close()
-    server = Server(binary, ["--root", args.root, "--data", str(data), "--embedder", args.embedder],
-                    data.with_suffix(".log"))
+        first.kill()
+    session = server(binary, args.root, data, data.with_suffix(".log"), *extra)
     started, rows = time.perf_counter(), []
     try:
         for _ in range(args.most):
-            text, took = server.search(QUESTIONS[0], limit=3)
+            text, took = search(session, QUESTIONS[0], limit=3)
             match = LEFT.search(text)
             rows.append((round(time.perf_counter() - started - took, 1), round(took, 2), int(match.group(1)) if match else 0))
             if not match:
                 break
             time.sleep(args.period)
     finally:
-        server.close()
+        session.kill()
         shutil.rmtree(data, ignore_errors=True)
     whole = round(rows[-1][0] + rows[-1][1], 1) if rows[-1][2] == 0 else None
     return {"searches (s after start, s taken, files left)": rows, "whole after s": whole}
 
 
 def start(binary, args, work):
-    server = Server(binary, ["--root", args.root, "--data", args.data], Path(work) / f"{Path(binary).name}.log")
+    session = server(binary, args.root, args.data, Path(work) / f"{Path(binary).name}.log")
     try:
         time.sleep(args.wait)
-        before = server.rss_mb()
-        times = [round(server.search(q)[1], 3) for q in QUESTIONS]
-        return {"searches s": times, "rss MB before": before, "rss MB after": server.rss_mb()}
+        before = rss_mb(session)
+        times = [round(search(session, q)[1], 3) for q in QUESTIONS]
+        return {"searches s": times, "rss MB before": before, "rss MB after": rss_mb(session)}
     finally:
-        server.close()
+        session.kill()
 
 
 def main():

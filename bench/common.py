@@ -6,12 +6,17 @@ ends it with `fail_if`: a message on stderr and exit status 1, after the
 figures, so a broken run is never quoted as a result.
 """
 
+import json
+import queue
 import re
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -215,3 +220,76 @@ def words(text):
         if current:
             out.append(current)
     return out
+
+
+class Proc:
+    """A ctxfs process in its own process group, its stdout lines collected by a thread; its
+    stderr (the log) goes to the file `stderr` names, or nowhere."""
+
+    def __init__(self, binary: str, args: list[str], env=None, lines=True, stderr=None):
+        self.log = open(stderr, "w") if stderr else None
+        self.proc = subprocess.Popen([binary, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.log or subprocess.DEVNULL, start_new_session=True,
+                                     env={**os.environ, **(env or {})})
+        self.lines: queue.Queue = queue.Queue()
+        if lines:
+            threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def write(self, data: bytes):
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def kill(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        if self.log:
+            self.log.close()
+
+
+class Mcp(Proc):
+    """`ctxfs mcp` over stdio (newline-delimited JSON-RPC), initialised."""
+
+    def __init__(self, binary, ws, data, *extra, env=None, stderr=None):
+        args = ["mcp", "--mode", "trust", "--root", str(ws), "--data", str(data), *extra]
+        super().__init__(binary, args, env, stderr=stderr)
+        self.answers: dict = {}
+        self.next_id = 100
+        self.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "campaign", "version": "0"}}})
+        self.answer(1)
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, message):
+        self.write(json.dumps(message).encode() + b"\n")
+
+    def answer(self, id_, timeout=60):
+        deadline = time.time() + timeout
+        while id_ not in self.answers:
+            line = self.lines.get(timeout=max(0.01, deadline - time.time()))
+            if line is None:
+                raise EOFError("the server closed stdout")
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if "id" in message and "method" not in message:
+                self.answers[message["id"]] = message
+        return self.answers.pop(id_)
+
+    def start_call(self, tool, args) -> int:
+        self.next_id += 1
+        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call",
+                   "params": {"name": tool, "arguments": args}})
+        return self.next_id
+
+    def call(self, tool, args):
+        result = self.answer(self.start_call(tool, args))["result"]
+        return result["content"][0]["text"], result.get("isError", False)
