@@ -19,7 +19,7 @@ import pytest
 from lsprotocol import types
 from pytest_lsp.client import client_capabilities, make_test_lsp_client
 
-from conftest import BIN, REPO, TIMEOUT
+from conftest import BIN, REPO, TIMEOUT, JsonServer
 
 
 @pytest.fixture
@@ -760,38 +760,22 @@ class FakeEmbedder:
     `/tokenize` with whitespace words as tokens) that records what it is asked."""
 
     def __init__(self):
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-        asked = self.asked = []
+        self.asked = []
+        self.http = JsonServer(self.answer)
+        self.url = self.http.base
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                asked.append((self.path, body))
-                content = body.get("content", "")
-                if self.path == "/tokenize":
-                    answer = {"tokens": [{"id": i, "piece": " " + w} for i, w in enumerate(content.split())]}
-                else:
-                    answer = {"embedding": [len(content.split()), content.count("e"), 1.0]}
-                data = json.dumps(answer).encode()
-                self.send_response(200 if self.path in ("/tokenize", "/embedding") else 404)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def answer(self, path, body):
+        self.asked.append((path, body))
+        content = body.get("content", "")
+        if path == "/tokenize":
+            return 200, {"tokens": [{"id": i, "piece": " " + w} for i, w in enumerate(content.split())]}
+        return (200 if path == "/embedding" else 404), {"embedding": [len(content.split()), content.count("e"), 1.0]}
 
     def embedded(self) -> list[str]:
         return [body.get("content") for path, body in self.asked if path == "/embedding"]
 
     def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.close()
 
 
 def test_the_embedder_in_initialization_options_wins_over_the_flag(workspace):

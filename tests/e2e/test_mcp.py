@@ -12,6 +12,7 @@ import queue
 import re
 import subprocess
 import threading
+import time
 from contextlib import asynccontextmanager
 
 import anyio
@@ -20,7 +21,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp import types
 from mcp.client.stdio import stdio_client
 
-from conftest import BIN, REPO, TIMEOUT
+from conftest import BIN, REPO, TIMEOUT, JsonServer
 
 # The tools as the generated schemas list them (one per tool of src/tools/spec.rs).
 TOOLS = {p.stem for p in (REPO / "schemas" / "tools").glob("*.json")}
@@ -503,45 +504,26 @@ class SlowEmbeddingServer:
     TOPICS = (("upload", "send", "transfer"), ("retry", "again", "backoff"), ("image", "picture", "pixels"))
 
     def __init__(self, delay):
-        import http.server
-
         self.delay, self.texts, self.requests = delay, [], 0
-        lock = threading.Lock()
-        owner = self
+        self.lock = threading.Lock()
+        self.http = JsonServer(self.answer)
+        self.url = f"{self.http.base}/v1"
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
-                import time
-
-                time.sleep(owner.delay)
-                with lock:
-                    owner.requests += 1
-                    owner.texts.extend(inputs)
-                data = [{"object": "embedding", "index": i, "embedding": owner.vector(t)} for i, t in enumerate(inputs)]
-                answer = json.dumps({"object": "list", "data": data}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+    def answer(self, path, body):
+        inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        time.sleep(self.delay)
+        with self.lock:
+            self.requests += 1
+            self.texts.extend(inputs)
+        data = [{"object": "embedding", "index": i, "embedding": self.vector(t)} for i, t in enumerate(inputs)]
+        return 200, {"object": "list", "data": data}
 
     def vector(self, text):
         words = re.findall(r"[a-z]+", text.lower())
         return [float(sum(w in topic for w in words)) for topic in self.TOPICS] + [0.1]
 
     def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.close()
 
 
 def test_indexing_a_search_had_no_time_for_goes_on_in_the_background(workspace, tmp_path):
