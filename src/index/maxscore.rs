@@ -100,10 +100,10 @@ pub(super) struct Passages<'a> {
 
 /// The passage and file rankings by words, and how much work they took.
 pub(super) struct Ranked {
-    /// The best units, best first (ties by the unit order), at most `depth`.
-    pub passages: Vec<u32>,
-    /// The files whose best unit scores best, best first (ties by the file order), at most `depth`.
-    pub files: Vec<u32>,
+    /// The best units, best first (ties by the unit order), at most `depth`, each with its score.
+    pub passages: Vec<(u32, f64)>,
+    /// The files whose best unit scores best, best first (ties by the file order), at most `depth`, each with that score.
+    pub files: Vec<(u32, f64)>,
     /// How many chunks the windows held, and how many of them reached the
     /// threshold at the time (the rest could not rank).
     pub visited: usize,
@@ -503,7 +503,7 @@ mod tests {
                     let best = rank::best_per_file_of(&pairs, &file, files);
                     assert_eq!(
                         got.files,
-                        rank::top(&best, depth, &file_order),
+                        rank::top_scored(&best, depth, &file_order),
                         "{query:?} {depth} {seed_from} {window}"
                     );
                     let hit_chunks =

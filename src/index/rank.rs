@@ -8,7 +8,10 @@
 //!
 //! Fusion (`fuse_flat`, the default): passages are fused by reciprocal rank
 //! of the passage rankings (words, meaning) and of the file rankings
-//! (whole-file BM25, path and tags), a file ranking voting for the file's
+//! (whole-file BM25, path and tags), each hit also adding its score as a
+//! share of its ranking's best (`Weights::by_score`), so a ranking whose
+//! first hit stands far above the rest speaks louder than one whose hits are
+//! all alike; a file ranking votes for the file's
 //! opening passage, which is what says what a file is (a module's doc
 //! comment, its imports, its first definitions); for a query naming
 //! identifiers, the caller has it vote for the file's best passage instead
@@ -29,10 +32,15 @@ pub(crate) const BM25_B: f64 = 0.75;
 /// The weights of the fusion and its constant (see the module header).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Weights {
-    /// Reciprocal rank fusion's constant. Lower than the customary 60, so a
-    /// hit near the top of one ranking counts for more than one in the middle
-    /// of several.
+    /// Reciprocal rank fusion's constant.
     pub k: f64,
+    /// How much a hit's score counts beside its rank: each ranking adds
+    /// `by_score * weight / (k + 1)` times the hit's score divided by the
+    /// ranking's best (a score at or below zero adds nothing). Ranks alone
+    /// say nothing of how far apart the scores are; with this, a hit close to
+    /// its ranking's best gains up to `by_score` times what the top rank's
+    /// reciprocal does, and one far below gains little.
+    pub by_score: f64,
     /// Passages by words and by meaning.
     pub words: f64,
     pub meaning: f64,
@@ -50,7 +58,8 @@ pub(crate) struct Weights {
 impl Weights {
     /// Chosen on the tuning halves of bench/search_heldout.py's question sets (bench/README.md).
     pub const DEFAULT: Weights = Weights {
-        k: 30.0,
+        k: 60.0,
+        by_score: 3.0,
         words: 1.0,
         meaning: 1.0,
         file_words: 1.0,
@@ -68,6 +77,7 @@ impl Weights {
             let value: f64 = value.trim().parse().map_err(|_| format!("{pair:?}: not a number"))?;
             let slot = match name.trim() {
                 "k" => &mut w.k,
+                "by_score" => &mut w.by_score,
                 "words" => &mut w.words,
                 "meaning" => &mut w.meaning,
                 "file_words" => &mut w.file_words,
@@ -197,23 +207,32 @@ pub(crate) fn bm25_scores(bags: &[&Bag], query: &[String]) -> Vec<f64> {
 /// comparison, where collecting every positive score and selecting among
 /// them cost a words ranking of common words most of its time.
 pub(crate) fn top(scores: &[f64], depth: usize, order: &dyn Fn(u32, u32) -> Ordering) -> Vec<u32> {
+    top_scored(scores, depth, order).into_iter().map(|(i, _)| i).collect()
+}
+
+/// `top`, each index with its score.
+pub(crate) fn top_scored(scores: &[f64], depth: usize, order: &dyn Fn(u32, u32) -> Ordering) -> Vec<(u32, f64)> {
     top_of((0..scores.len() as u32).map(|i| (i, scores[i as usize])), depth, order)
 }
 
-/// `top` when only `candidates` (each once) may score above zero: the same
-/// answer, without a pass over every index (a ranking of a million
+/// `top_scored` when only `candidates` (each once) may score above zero: the
+/// same answer, without a pass over every index (a ranking of a million
 /// passages where a few thousand scored).
 pub(crate) fn top_among(
     candidates: &[u32],
     scores: &[f64],
     depth: usize,
     order: &dyn Fn(u32, u32) -> Ordering,
-) -> Vec<u32> {
+) -> Vec<(u32, f64)> {
     top_of(candidates.iter().map(|i| (*i, scores[*i as usize])), depth, order)
 }
 
-/// `top` of indices given with their scores (each index once).
-pub(crate) fn top_of_scored(scored: &[(u32, f64)], depth: usize, order: &dyn Fn(u32, u32) -> Ordering) -> Vec<u32> {
+/// `top_scored` of indices given with their scores (each index once).
+pub(crate) fn top_of_scored(
+    scored: &[(u32, f64)],
+    depth: usize,
+    order: &dyn Fn(u32, u32) -> Ordering,
+) -> Vec<(u32, f64)> {
     top_of(scored.iter().copied(), depth, order)
 }
 
@@ -221,7 +240,7 @@ fn top_of(
     scored: impl ExactSizeIterator<Item = (u32, f64)>,
     depth: usize,
     order: &dyn Fn(u32, u32) -> Ordering,
-) -> Vec<u32> {
+) -> Vec<(u32, f64)> {
     if depth == 0 {
         return Vec::new();
     }
@@ -238,7 +257,7 @@ fn top_of(
             kept.push(entry);
         }
     }
-    kept.into_sorted_vec().into_iter().map(|r| r.index).collect()
+    kept.into_sorted_vec().into_iter().map(|r| (r.index, r.score)).collect()
 }
 
 /// An index with its score, ordered best first: higher score, then `order`.
@@ -360,12 +379,37 @@ pub(crate) fn best_per_file_of(scored: &[(u32, f64)], unit_file: &[u32], files: 
     best
 }
 
+/// One ranking to fuse: its weight, and its indices best first, each with
+/// its score (higher is better; scores are compared only within a ranking).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Ranking {
+    pub weight: f64,
+    pub ranked: Vec<(u32, f64)>,
+}
+
+impl Ranking {
+    pub(crate) fn new(weight: f64, ranked: Vec<(u32, f64)>) -> Ranking {
+        Ranking { weight, ranked }
+    }
+}
+
 /// Reciprocal rank fusion of weighted rankings of indices, with the constant `k`.
-pub(crate) fn rrf(rankings: &[(f64, Vec<u32>)], k: f64) -> HashMap<u32, f64> {
+pub(crate) fn rrf(rankings: &[Ranking], k: f64) -> HashMap<u32, f64> {
+    fused_scores(rankings, k, 0.0)
+}
+
+/// Reciprocal rank fusion, each hit also adding `by_score` shares of its
+/// score relative to its ranking's best (see `Weights::by_score`).
+pub(crate) fn fused_scores(rankings: &[Ranking], k: f64, by_score: f64) -> HashMap<u32, f64> {
     let mut fused: HashMap<u32, f64> = HashMap::new();
-    for (weight, ranking) in rankings {
-        for (rank, i) in ranking.iter().enumerate() {
-            *fused.entry(*i).or_default() += weight / (k + rank as f64 + 1.0);
+    for Ranking { weight, ranked } in rankings {
+        let best = ranked.first().map_or(0.0, |(_, score)| *score);
+        for (rank, (i, score)) in ranked.iter().enumerate() {
+            let mut gain = weight / (k + rank as f64 + 1.0);
+            if by_score > 0.0 && best > 0.0 {
+                gain += by_score * weight / (k + 1.0) * (score / best).clamp(0.0, 1.0);
+            }
+            *fused.entry(*i).or_default() += gain;
         }
     }
     fused
@@ -388,12 +432,7 @@ pub(crate) struct Layout<'a> {
 }
 
 /// The first `limit` units, best passages of the best files first (see the module header).
-pub(crate) fn fuse_file_first(
-    passages: &[(f64, Vec<u32>)],
-    files: &[(f64, Vec<u32>)],
-    layout: &Layout<'_>,
-    limit: usize,
-) -> Vec<u32> {
+pub(crate) fn fuse_file_first(passages: &[Ranking], files: &[Ranking], layout: &Layout<'_>, limit: usize) -> Vec<u32> {
     let passage_score = rrf(passages, layout.k);
     let file_score = rrf(files, layout.k);
     let mut ranked_files: Vec<(u32, f64)> = file_score.iter().map(|(f, s)| (*f, *s)).collect();
@@ -446,8 +485,8 @@ pub(crate) fn fuse_file_first(
 /// `layout.fallback`); at most `per_file` passages of a file come before
 /// every other voted-for passage has had its place (0: no cap).
 pub(crate) fn fuse_blend(
-    passages: &[(f64, Vec<u32>)],
-    files: &[(f64, Vec<u32>)],
+    passages: &[Ranking],
+    files: &[Ranking],
     layout: &Layout<'_>,
     per_file: usize,
     limit: usize,
@@ -467,8 +506,8 @@ pub(crate) fn fuse_blend(
         }
     }
     let mut score = passage_score.clone();
-    for (weight, ranking) in files {
-        for (rank, file) in ranking.iter().enumerate() {
+    for Ranking { weight, ranked } in files {
+        for (rank, (file, _)) in ranked.iter().enumerate() {
             let unit = best.get(file).copied().unwrap_or_else(|| (layout.fallback)(*file));
             *score.entry(unit).or_default() += weight / (layout.k + rank as f64 + 1.0);
         }
@@ -496,14 +535,15 @@ pub(crate) fn fuse_blend(
     out
 }
 
-/// The first `limit` units by plain reciprocal rank fusion of passage rankings (ties by `order`).
+/// The first `limit` units by `fused_scores` of passage rankings (ties by `order`).
 pub(crate) fn fuse_flat(
-    rankings: &[(f64, Vec<u32>)],
+    rankings: &[Ranking],
     k: f64,
+    by_score: f64,
     order: &dyn Fn(u32, u32) -> Ordering,
     limit: usize,
 ) -> Vec<u32> {
-    let mut ordered: Vec<(u32, f64)> = rrf(rankings, k).into_iter().collect();
+    let mut ordered: Vec<(u32, f64)> = fused_scores(rankings, k, by_score).into_iter().collect();
     ordered.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| order(a.0, b.0)));
     ordered.into_iter().take(limit).map(|(u, _)| u).collect()
 }
@@ -542,7 +582,8 @@ mod tests {
             proptest::prop_assert_eq!(top(&scores, depth, &order), expected.clone());
             // Among candidates in any order (here reversed), with every scored index among them: the same.
             let candidates: Vec<u32> = (0..scores.len() as u32).rev().filter(|i| picks[*i as usize] != 0).collect();
-            proptest::prop_assert_eq!(top_among(&candidates, &scores, depth, &order), expected);
+            let among: Vec<u32> = top_among(&candidates, &scores, depth, &order).into_iter().map(|(i, _)| i).collect();
+            proptest::prop_assert_eq!(among, expected);
             // Files of three units each: the best per file is the same counted either way.
             let unit_file: Vec<u32> = (0..scores.len() as u32).map(|u| u / 3).collect();
             let files = scores.len().div_ceil(3);
@@ -597,24 +638,54 @@ mod tests {
             k: 30.0,
         };
         // Passages: 1 then 2 (file 0), then 4 (file 1). Files: 1 first, then 0, then 2 (no passage ranked).
-        let passages = [(1.0, vec![1, 2, 4])];
-        let files = [(1.0, vec![1, 0, 2])];
+        let passages = [ranking(&[1, 2, 4])];
+        let files = [ranking(&[1, 0, 2])];
         assert_eq!(fuse_file_first(&passages, &files, &layout, 10), vec![4, 1, 5, 2]);
         assert_eq!(fuse_file_first(&passages, &files, &layout, 2), vec![4, 1]);
         // A file only passages reach comes after the ranked ones.
-        assert_eq!(fuse_file_first(&passages, &[(1.0, vec![2])], &layout, 10), vec![5, 1, 4, 2]);
-        assert_eq!(fuse_flat(&passages, 30.0, &by_index, 2), vec![1, 2]);
+        assert_eq!(fuse_file_first(&passages, &[ranking(&[2])], &layout, 10), vec![5, 1, 4, 2]);
+        assert_eq!(fuse_flat(&passages, 30.0, 0.0, &by_index, 2), vec![1, 2]);
         // Blended: a file's vote goes to its best passage; at most one passage a file before the others.
-        let blended = fuse_blend(&[(1.0, vec![1, 2, 4])], &[(1.0, vec![2, 1])], &layout, 1, 10);
+        let blended = fuse_blend(&[ranking(&[1, 2, 4])], &[ranking(&[2, 1])], &layout, 1, 10);
         assert_eq!(blended, vec![4, 1, 5, 2]);
-        assert_eq!(fuse_blend(&[(1.0, vec![1, 2, 4])], &[], &layout, 0, 10), vec![1, 2, 4]);
+        assert_eq!(fuse_blend(&[ranking(&[1, 2, 4])], &[], &layout, 0, 10), vec![1, 2, 4]);
+    }
+
+    /// A ranking of `ids` whose scores fall by one from 100.
+    fn ranking(ids: &[u32]) -> Ranking {
+        Ranking::new(1.0, ids.iter().enumerate().map(|(rank, i)| (*i, 100.0 - rank as f64)).collect())
+    }
+
+    #[test]
+    fn a_hit_far_ahead_in_its_ranking_outweighs_a_rank_that_is_only_a_rank() {
+        // Each ranking puts a different unit first; by ranks alone, a tie
+        // settled by order (unit 1 first). Ranking A's first hit stands far
+        // above its second, B's first barely above its second.
+        let a = Ranking::new(1.0, vec![(2, 9.0), (1, 1.0)]);
+        let b = Ranking::new(1.0, vec![(1, 5.0), (2, 4.9)]);
+        let by_index = |x: u32, y: u32| x.cmp(&y);
+        let rankings = [a, b];
+        assert_eq!(fuse_flat(&rankings, 60.0, 0.0, &by_index, 2), vec![1, 2]);
+        assert_eq!(fuse_flat(&rankings, 60.0, 3.0, &by_index, 2), vec![2, 1]);
+        // Only shares of a ranking's best count: every score scaled leaves the fusion as it was.
+        let scaled: Vec<Ranking> = rankings
+            .iter()
+            .map(|r| Ranking::new(r.weight, r.ranked.iter().map(|(i, s)| (*i, s * 1000.0)).collect()))
+            .collect();
+        assert_eq!(fused_scores(&scaled, 60.0, 3.0), fused_scores(&rankings, 60.0, 3.0));
+        // A score at or below zero adds nothing beyond its rank; nor does any score of a ranking whose best is not positive.
+        let low = [Ranking::new(1.0, vec![(7, 2.0), (8, -1.0)]), Ranking::new(1.0, vec![(9, -0.5)])];
+        let fused = fused_scores(&low, 60.0, 3.0);
+        assert_eq!(fused[&8], 1.0 / 62.0);
+        assert_eq!(fused[&9], 1.0 / 61.0);
+        assert_eq!(fused[&7], 1.0 / 61.0 + 3.0 / 61.0);
     }
 
     #[test]
     fn weights_parse_over_the_defaults() {
         assert_eq!(Weights::parse("").unwrap(), Weights::DEFAULT);
-        let w = Weights::parse("files=2, k=60").unwrap();
-        assert_eq!((w.files, w.k, w.words), (2.0, 60.0, Weights::DEFAULT.words));
+        let w = Weights::parse("files=2, k=30, by_score=0").unwrap();
+        assert_eq!((w.files, w.k, w.by_score, w.words), (2.0, 30.0, 0.0, Weights::DEFAULT.words));
         assert!(Weights::parse("vibes=1").is_err() && Weights::parse("files").is_err());
     }
 

@@ -319,17 +319,19 @@ pub(super) fn rank(
             let mut flat = passage_rankings.clone();
             // A file's best passage, found once though both file rankings may name the file.
             let mut best_of: HashMap<u32, u32> = HashMap::new();
-            for (weight, files) in &own_file_rankings {
-                let voted: Vec<u32> = match votes {
-                    FileVotes::Opening => files.iter().map(|f| starts[*f as usize]).collect(),
-                    // One passage a file, so a file's vote is its rank's.
-                    FileVotes::BestPassage => {
-                        files.iter().map(|f| *best_of.entry(*f).or_insert_with(|| fallback(*f))).collect()
-                    }
+            for files in &own_file_rankings {
+                // One passage a file, so a file's vote is its rank's and its score's.
+                let voted: Vec<(u32, f64)> = match votes {
+                    FileVotes::Opening => files.ranked.iter().map(|(f, score)| (starts[*f as usize], *score)).collect(),
+                    FileVotes::BestPassage => files
+                        .ranked
+                        .iter()
+                        .map(|(f, score)| (*best_of.entry(*f).or_insert_with(|| fallback(*f)), *score))
+                        .collect(),
                 };
-                flat.push((*weight, voted));
+                flat.push(rank::Ranking::new(files.weight, voted));
             }
-            rank::fuse_flat(&flat, weights.k, &order, limit)
+            rank::fuse_flat(&flat, weights.k, weights.by_score, &order, limit)
         }
     };
     Ok(chosen)
@@ -350,9 +352,9 @@ pub(super) type PostingsOf<'a> = dyn Fn(Postings, &str) -> anyhow::Result<Postin
 /// their file), and its score for any unit.
 #[derive(Default)]
 struct Evidence {
-    passage_rankings: Vec<(f64, Vec<u32>)>,
-    file_rankings: Vec<(f64, Vec<u32>)>,
-    own_file_rankings: Vec<(f64, Vec<u32>)>,
+    passage_rankings: Vec<rank::Ranking>,
+    file_rankings: Vec<rank::Ranking>,
+    own_file_rankings: Vec<rank::Ranking>,
     scores: UnitScores,
 }
 
@@ -462,11 +464,11 @@ fn word_rankings(
             // With when the pass and the ranking were done: bench/README.md splits the words' side by them.
             let (visited, scored, ranked_at) = (ranked.visited, ranked.scored, started.elapsed());
             tracing::debug!(postings, visited, scored, ?passed, ?ranked_at, "words: passages scored whole");
-            out.passage_rankings.push((weights.words, ranked.passages));
-            out.file_rankings.push((weights.file_words, ranked.files));
+            out.passage_rankings.push(rank::Ranking::new(weights.words, ranked.passages));
+            out.file_rankings.push(rank::Ranking::new(weights.file_words, ranked.files));
         }
         if whole_files {
-            let ranking = (weights.files, rank::top(&file_scores, RANK_DEPTH, file_order));
+            let ranking = rank::Ranking::new(weights.files, rank::top_scored(&file_scores, RANK_DEPTH, file_order));
             out.own_file_rankings.push(ranking.clone());
             out.file_rankings.push(ranking);
         }
@@ -489,7 +491,7 @@ fn word_rankings(
                 }
             }
         }
-        let ranking = (weights.paths, rank::top(&scores, RANK_DEPTH, file_order));
+        let ranking = rank::Ranking::new(weights.paths, rank::top_scored(&scores, RANK_DEPTH, file_order));
         out.own_file_rankings.push(ranking.clone());
         out.file_rankings.push(ranking);
     }
@@ -549,8 +551,8 @@ fn meaning_ranking(
     let best = rank::best_per_file_of(&scored, &units.file, files);
     lap("meaning");
     Ok(Evidence {
-        passage_rankings: vec![(weights.meaning, rank::top_of_scored(&scored, RANK_DEPTH, order))],
-        file_rankings: vec![(weights.file_meaning, rank::top(&best, RANK_DEPTH, file_order))],
+        passage_rankings: vec![rank::Ranking::new(weights.meaning, rank::top_of_scored(&scored, RANK_DEPTH, order))],
+        file_rankings: vec![rank::Ranking::new(weights.file_meaning, rank::top_scored(&best, RANK_DEPTH, file_order))],
         own_file_rankings: Vec::new(),
         scores: UnitScores::Among(scored),
     })

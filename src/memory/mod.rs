@@ -14,7 +14,7 @@
 //! (the gate), where the database lives (the engine says).
 
 use crate::index::embed::Embedder;
-use crate::index::rank::{bm25_scores, rrf, top, Bag, Weights};
+use crate::index::rank::{bm25_scores, fused_scores, top_scored, Bag, Ranking, Weights};
 use anyhow::Context;
 use rusqlite::OptionalExtension;
 use std::path::{Path, PathBuf};
@@ -417,22 +417,24 @@ fn rank(records: Vec<Record>, query: &str, limit: usize, vectorizer: Option<&dyn
     let bags: Vec<Bag> = records.iter().map(|r| Bag::of(&r.text)).collect();
     let scores = bm25_scores(&bags.iter().collect::<Vec<_>>(), &terms);
     let by_id = |a: usize, b: usize| records[a].id.cmp(&records[b].id);
-    let mut rankings = vec![(1.0, top(&scores, records.len(), &|a, b| by_id(a as usize, b as usize)))];
+    let mut rankings =
+        vec![Ranking::new(1.0, top_scored(&scores, records.len(), &|a, b| by_id(a as usize, b as usize)))];
     if let Some(meaning) = vectorizer.and_then(|v| by_meaning(&records, query, v)) {
-        rankings.push((1.0, meaning.into_iter().map(|i| i as u32).collect()));
+        rankings.push(Ranking::new(1.0, meaning.into_iter().map(|(i, score)| (i as u32, f64::from(score))).collect()));
     }
-    // Fused as the index fuses its rankings, with its constant.
+    // Fused as the index fuses its rankings, with its constants.
+    let Weights { k, by_score, .. } = Weights::DEFAULT;
     let mut fused: Vec<(usize, f64)> =
-        rrf(&rankings, Weights::DEFAULT.k).into_iter().map(|(i, score)| (i as usize, score)).collect();
+        fused_scores(&rankings, k, by_score).into_iter().map(|(i, score)| (i as usize, score)).collect();
     fused.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| by_id(a.0, b.0)));
     let mut records: Vec<Option<Record>> = records.into_iter().map(Some).collect();
     fused.into_iter().take(limit).filter_map(|(i, _)| records[i].take()).collect()
 }
 
-/// The records' indices by closeness of meaning to the query, closest first; `None` when the
+/// The records' indices by closeness of meaning to the query, closest first, each with its cosine; `None` when the
 /// vectorizer fails (the words' ranking stands alone then). Records too far from the query (a
 /// cosine of at most 0.2) are left out, so a query that matches nothing finds nothing.
-fn by_meaning(records: &[Record], query: &str, vectorizer: &dyn Embedder) -> Option<Vec<usize>> {
+fn by_meaning(records: &[Record], query: &str, vectorizer: &dyn Embedder) -> Option<Vec<(usize, f32)>> {
     if records.is_empty() {
         return Some(Vec::new());
     }
@@ -450,7 +452,7 @@ fn by_meaning(records: &[Record], query: &str, vectorizer: &dyn Embedder) -> Opt
         .filter(|(_, s)| *s > 0.2)
         .collect();
     scored.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| records[a.0].id.cmp(&records[b.0].id)));
-    Some(scored.into_iter().map(|(i, _)| i).collect())
+    Some(scored)
 }
 
 /// A record's text as one list item: its first line after `- m12: `, later lines indented.
