@@ -222,15 +222,38 @@ def words(text):
     return out
 
 
+def spawn(args, **popen_args) -> subprocess.Popen:
+    """`subprocess.Popen` in a process group of its own, so that `end` ends the process and anything it started."""
+    return subprocess.Popen(args, start_new_session=True, **popen_args)
+
+
+def end(p: subprocess.Popen, timeout: float = 30) -> None:
+    """Ends a process `spawn` started: its input closed (ctxfs's doors and `replay` stop at the end of
+    their input), at most `timeout` seconds to stop, then its whole group killed by its id."""
+    try:
+        if p.stdin:
+            p.stdin.close()
+    except OSError:
+        pass
+    try:
+        p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    p.wait()
+
+
 class Proc:
     """A ctxfs process in its own process group, its stdout lines collected by a thread; its
     stderr (the log) goes to the file `stderr` names, or nowhere."""
 
     def __init__(self, binary: str, args: list[str], env=None, lines=True, stderr=None):
         self.log = open(stderr, "w") if stderr else None
-        self.proc = subprocess.Popen([binary, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.log or subprocess.DEVNULL, start_new_session=True,
-                                     env={**os.environ, **(env or {})})
+        self.proc = spawn([binary, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=self.log or subprocess.DEVNULL, env={**os.environ, **(env or {})})
         self.lines: queue.Queue = queue.Queue()
         if lines:
             threading.Thread(target=self._pump, daemon=True).start()

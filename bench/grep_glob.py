@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (OtherLoad, build, ensure_ripgrep, example_binary, fail_if, log, machine, revision, median,  # noqa: E402
+from common import (OtherLoad, build, end, spawn, ensure_ripgrep, example_binary, fail_if, log, machine, revision, median,  # noqa: E402
                     table, wait_quiet)
 
 RG_BASE = ["--no-config", "--no-require-git", "--no-ignore-parent", "--no-ignore-global"]
@@ -89,8 +89,8 @@ def ctxfs_full_text(ctxfs, tree, data, tool, args):
     """The full (uncapped) text of one call: the call, then `recall` of its whole result,
     window by window, in one `ctxfs replay` session driven step by step."""
     config = os.path.join(data, "config")
-    p = subprocess.Popen([ctxfs, "replay", "--root", tree, "--data", data, "--config", config, "-"],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    p = spawn([ctxfs, "replay", "--root", tree, "--data", data, "--config", config, "-"],
+              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def step(call, call_args):
         p.stdin.write(json.dumps({"call": call, "args": call_args}) + "\n")
@@ -115,8 +115,7 @@ def ctxfs_full_text(ctxfs, tree, data, tool, args):
                 break
             offset = last + 1
     finally:
-        p.stdin.close()
-        p.wait()
+        end(p)
     # Older stores kept the result's own `[#0001]` line in the text.
     if lines and re.fullmatch(r"\[#[0-9a-f]+\]", lines[0]):
         lines = lines[1:]

@@ -50,6 +50,8 @@ from concurrent.futures import ProcessPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from common import end, spawn  # noqa: E402
 DEFAULT_TRACES = "/work/shared/data/agent-traces/traces"
 
 # The spec's numbers (context.md, loop.json).
@@ -278,7 +280,7 @@ def full_output(r):
 class Ctxfs:
     def __init__(self, binary, root, data):
         self.err = open(os.path.join(data, "..", "stderr.txt"), "w")
-        self.proc = subprocess.Popen(
+        self.proc = spawn(
             [binary, "replay", "--root", root, "--data", data, "-"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
             text=True, encoding="utf-8", errors="surrogateescape", bufsize=1)
@@ -321,11 +323,7 @@ class Ctxfs:
         return self.send({"call": tool, "args": args})
 
     def close(self):
-        try:
-            self.proc.stdin.close()
-            self.proc.wait(timeout=30)
-        except Exception:
-            self.proc.kill()
+        end(self.proc)
         self.err.close()
 
 

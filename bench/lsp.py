@@ -30,14 +30,16 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+from common import end, spawn  # noqa: E402
 
 
 class Lsp:
     """A `ctxfs lsp` process, driven synchronously over its pipes."""
 
     def __init__(self, binary: Path, ws: Path, data: Path):
-        self.proc = subprocess.Popen([str(binary), "lsp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL)
+        self.proc = spawn([str(binary), "lsp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL)
         self.next_id = 0
         self.request("initialize", {"processId": None, "capabilities": {},
                                     "workspaceFolders": [{"uri": ws.as_uri(), "name": "ws"}],
@@ -79,15 +81,15 @@ class Lsp:
     def close(self):
         self.request("shutdown")
         self.notify("exit", None)
-        self.proc.wait(timeout=30)
+        end(self.proc)
 
 
 class Mcp:
     """A `ctxfs mcp` process, one JSON message per line."""
 
     def __init__(self, binary: Path, ws: Path, data: Path):
-        self.proc = subprocess.Popen([str(binary), "mcp", "--root", str(ws), "--data", str(data)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.proc = spawn([str(binary), "mcp", "--root", str(ws), "--data", str(data)],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self.next_id = 0
         self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
                                     "clientInfo": {"name": "bench", "version": "0"}})
@@ -105,8 +107,7 @@ class Mcp:
                 return answer["result"]
 
     def close(self):
-        self.proc.stdin.close()
-        self.proc.wait(timeout=30)
+        end(self.proc)
 
 
 def ms(seconds: float) -> str:

@@ -48,7 +48,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (PEER_PACKAGE, PEER_VERSION, OtherLoad, build, ensure_peer, fail_if, log, machine, revision,  # noqa: E402
+from common import (PEER_PACKAGE, PEER_VERSION, OtherLoad, build, end, spawn, ensure_peer, fail_if, log, machine, revision,  # noqa: E402
                     median, percentile, table, wait_quiet)
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
@@ -88,7 +88,7 @@ class Server:
     def __init__(self, name, cmd):
         self.name = name
         self.err = tempfile.TemporaryFile()
-        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err)
+        self.p = spawn(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err)
         self.next_id = 1
 
     def send(self, obj):
@@ -184,15 +184,7 @@ class Server:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def close(self):
-        try:
-            self.p.stdin.close()
-        except BrokenPipeError:
-            pass
-        try:
-            self.p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait()
+        end(self.p, timeout=15)
 
 
 def text_of(msg):

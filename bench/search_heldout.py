@@ -54,6 +54,7 @@ except ImportError:
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import BENCH, build, log, words  # noqa: E402
+from search_quality import Replay  # noqa: E402
 
 REGISTRY = Path.home() / ".cargo" / "registry" / "src"
 SETS = BENCH / "search_queries" / "heldout"
@@ -131,22 +132,6 @@ def fts5_files(root, queries):
 
 # ---------------------------------------------------------------------------
 # ctxfs
-
-
-class Replay:
-    def __init__(self, binary, root, data, env, embedder):
-        self.p = subprocess.Popen([binary, "replay", "--root", str(root), "--data", str(data), "--host", "fresh",
-                                   "--embedder", embedder, "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  text=True, bufsize=1, env=env)
-
-    def step(self, obj):
-        self.p.stdin.write(json.dumps(obj) + "\n")
-        self.p.stdin.flush()
-        return json.loads(self.p.stdout.readline())
-
-    def close(self):
-        self.p.stdin.close()
-        self.p.wait()
 
 
 def ctxfs_files(binary, root, data, mode, queries, embedder, limit, weights=""):

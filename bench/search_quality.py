@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import BENCH, build, ensure_ripgrep, log, words  # noqa: E402
+from common import BENCH, build, end, ensure_ripgrep, log, spawn, words  # noqa: E402
 
 REGISTRY = Path.home() / ".cargo" / "registry" / "src"
 DEFAULT_CRATE = "clap_builder-4.6.7"
@@ -169,9 +169,9 @@ RECALL = re.compile(r"^\[#\w+ recall #\w+ lines (\d+)-(\d+) of (\d+)\]")
 
 class Replay:
     def __init__(self, binary, root, data, env, embedder):
-        self.p = subprocess.Popen([binary, "replay", "--root", root, "--data", data, "--host", "fresh",
-                                   "--embedder", embedder, "-"],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1, env=env)
+        self.p = spawn([binary, "replay", "--root", str(root), "--data", str(data), "--host", "fresh",
+                        "--embedder", embedder, "-"],
+                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1, env=env)
 
     def step(self, obj):
         self.p.stdin.write(json.dumps(obj) + "\n")
@@ -199,8 +199,7 @@ class Replay:
             offset = last + 1
 
     def close(self):
-        self.p.stdin.close()
-        self.p.wait()
+        end(self.p)
 
 
 def search_all(binary, root, data, mode, queries, embedder):

@@ -50,7 +50,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import build, ensure_ripgrep, log  # noqa: E402
+from common import build, end, ensure_ripgrep, log, spawn  # noqa: E402
 
 REGISTRY = Path.home() / ".cargo" / "registry" / "src"
 QUERIES = [
@@ -82,8 +82,8 @@ def run_measured(cmd, env=None, sample=False):
     """Runs cmd under /usr/bin/time; answers (stdout, stderr, wall s, cpu s, peak RSS kB, RSS samples [(s, kB)])."""
     timing = Path(f"/tmp/ctxfs-speed-time-{os.getpid()}.txt")
     start = time.perf_counter()
-    p = subprocess.Popen(["/usr/bin/time", "-o", str(timing), "-f", "%e %U %S %M"] + cmd,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    p = spawn(["/usr/bin/time", "-o", str(timing), "-f", "%e %U %S %M"] + cmd,
+              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     samples = []
     if sample:
         def poll():
@@ -167,8 +167,8 @@ class Replay:
             env["CTXFS_NO_WATCH"] = "1"
         self.err_path = Path(data) / f"replay-{rankings.replace('+', '_')}{'-walk' if walk_always else ''}.log"
         self.err = open(self.err_path, "w")
-        self.p = subprocess.Popen([binary, "replay", "--root", str(root), "--data", str(data), "--host", "fresh", "-"],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True, bufsize=1, env=env)
+        self.p = spawn([binary, "replay", "--root", str(root), "--data", str(data), "--host", "fresh", "-"],
+                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True, bufsize=1, env=env)
 
     def call(self, tool, args):
         self.p.stdin.write(json.dumps({"event": "new_request", "carries_earlier": False}) + "\n")
@@ -184,8 +184,7 @@ class Replay:
         return (rss_kb(self.p.pid) or 0) / 1024, (rss_kb(self.p.pid, "VmHWM") or 0) / 1024
 
     def close(self):
-        self.p.stdin.close()
-        self.p.wait()
+        end(self.p)
         self.err.close()
 
     def stages(self, skip=1):
@@ -315,8 +314,8 @@ def resume_after_kill(binary, root, data, after_s, embedder="static"):
     """`ctxfs index` killed with SIGKILL after `after_s` seconds, then run again: how much the first run kept."""
     import signal
     shutil.rmtree(data, ignore_errors=True)
-    p = subprocess.Popen([binary, "index", "--root", str(root), "--data", str(data), "--embedder", embedder],
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+    p = spawn([binary, "index", "--root", str(root), "--data", str(data), "--embedder", embedder],
+              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     time.sleep(after_s)
     os.killpg(p.pid, signal.SIGKILL)
     p.wait()
