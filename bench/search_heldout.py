@@ -3,8 +3,8 @@
 
 The question sets (bench/search_queries/heldout/<crate>.json) were written by hand before any
 tuning, over crates nobody here wrote (tokio, rusqlite, tokenizers from ~/.cargo/registry/src; a
-fourth, tower, and a fifth, ureq, each written later, before any run over it, to check levers afresh
-once the older sets' tuning halves had been used for many choices): `para` questions say what code does in other words,
+fourth, tower, a fifth, ureq, and a sixth, tokio-util, each written later, before any run over it, to
+check levers afresh once the older sets' tuning halves had been used for many choices): `para` questions say what code does in other words,
 `words` questions use its identifiers. Each set is split into a `tune` half (which tuning may look
 at) and a `held` half (reported, never tuned on). The corpus is the crate's `src/` as published,
 doc comments kept.
