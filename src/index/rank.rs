@@ -394,13 +394,13 @@ impl Ranking {
 }
 
 /// Reciprocal rank fusion of weighted rankings of indices, with the constant `k`.
-pub(crate) fn rrf(rankings: &[Ranking], k: f64) -> HashMap<u32, f64> {
+fn rrf(rankings: &[Ranking], k: f64) -> HashMap<u32, f64> {
     fused_scores(rankings, k, 0.0)
 }
 
 /// Reciprocal rank fusion, each hit also adding `by_score` shares of its
 /// score relative to its ranking's best (see `Weights::by_score`).
-pub(crate) fn fused_scores(rankings: &[Ranking], k: f64, by_score: f64) -> HashMap<u32, f64> {
+fn fused_scores(rankings: &[Ranking], k: f64, by_score: f64) -> HashMap<u32, f64> {
     let mut fused: HashMap<u32, f64> = HashMap::new();
     for Ranking { weight, ranked } in rankings {
         let best = ranked.first().map_or(0.0, |(_, score)| *score);

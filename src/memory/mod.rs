@@ -14,7 +14,7 @@
 //! (the gate), where the database lives (the engine says).
 
 use crate::index::embed::Embedder;
-use crate::index::rank::{bm25_scores, fused_scores, top_scored, Bag, Ranking, Weights};
+use crate::index::rank::{bm25_scores, fuse_flat, top_scored, Bag, Ranking, Weights};
 use anyhow::Context;
 use rusqlite::OptionalExtension;
 use std::path::{Path, PathBuf};
@@ -422,13 +422,11 @@ fn rank(records: Vec<Record>, query: &str, limit: usize, vectorizer: Option<&dyn
     if let Some(meaning) = vectorizer.and_then(|v| by_meaning(&records, query, v)) {
         rankings.push(Ranking::new(1.0, meaning.into_iter().map(|(i, score)| (i as u32, f64::from(score))).collect()));
     }
-    // Fused as the index fuses its rankings, with its constants.
+    // Fused as the index fuses its rankings, with its constants; ties by id.
     let Weights { k, by_score, .. } = Weights::DEFAULT;
-    let mut fused: Vec<(usize, f64)> =
-        fused_scores(&rankings, k, by_score).into_iter().map(|(i, score)| (i as usize, score)).collect();
-    fused.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| by_id(a.0, b.0)));
+    let chosen = fuse_flat(&rankings, k, by_score, &|a, b| by_id(a as usize, b as usize), limit);
     let mut records: Vec<Option<Record>> = records.into_iter().map(Some).collect();
-    fused.into_iter().take(limit).filter_map(|(i, _)| records[i].take()).collect()
+    chosen.into_iter().filter_map(|i| records[i as usize].take()).collect()
 }
 
 /// The records' indices by closeness of meaning to the query, closest first, each with its cosine; `None` when the
