@@ -503,7 +503,8 @@ def main():
     table = finish_table(raw, vocab)
     _, skip = frequency_ranks(vocab)
     sources = [line.strip() for line in Path(args.train_sources).read_text().splitlines() if line.strip()]
-    log(f"training the table on the doc comments of {len(sources)} crates (scripts/train_table.py)")
+    log(f"training the table on the doc comments of the {len(sources)} crates named, less the question sets' own"
+        " (scripts/train_table.py)")
     trained, training = train_table.train(table, tok.encode, set(skip), sources, log)
     table = trained.astype(np.float16)
 

@@ -137,6 +137,13 @@ def row_sums(ids, values):
     return sorted_ids[firsts], np.add.reduceat(values[order], firsts, axis=0)
 
 
+def softmax_rows(x):
+    """Each row's softmax (shifted by its maximum, so large logits do not overflow)."""
+    e = np.exp(x - x.max(1, keepdims=True))
+    e /= e.sum(1, keepdims=True)
+    return e
+
+
 def train(table, encode, skip, source_dirs, log, epochs=EPOCHS):
     """Returns the table trained on the sources' pairs (float32), and a summary for the README.
 
@@ -173,10 +180,7 @@ def train(table, encode, skip, source_dirs, log, epochs=EPOCHS):
         nc = np.maximum(np.linalg.norm(vc, axis=1, keepdims=True), 1e-9)
         uq, uc = vq / nq, vc / nc
         logits = uq @ uc.T / TEMPERATURE
-        p_rows = np.exp(logits - logits.max(1, keepdims=True))
-        p_rows /= p_rows.sum(1, keepdims=True)
-        p_cols = np.exp(logits.T - logits.T.max(1, keepdims=True))
-        p_cols /= p_cols.sum(1, keepdims=True)
+        p_rows, p_cols = softmax_rows(logits), softmax_rows(logits.T)
         loss = float(-np.log(np.diag(p_rows) + 1e-12).mean())
         d_logits = ((p_rows - eye) + (p_cols - eye).T) / (2 * BATCH * TEMPERATURE)
         d_uq, d_uc = d_logits @ uc, d_logits.T @ uq
