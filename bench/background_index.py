@@ -10,12 +10,18 @@ Two scenarios, each a fresh `ctxfs mcp` process driven over stdio (newline-delim
 * `resume`: as `left`, but a first process is killed (`kill -9`) `--first` seconds after its first
   search, while it indexes in the background; the report is the second process's searches, over the
   index the first left (a session's start readying it and searches arriving meanwhile).
+* `found`: a fresh data directory, one search, `--period` seconds of nothing (an agent reading),
+  then every question of a held-out set (`--set`, bench/search_queries/heldout/) asked with `limit`
+  10: what a user finds while a slow embedder is still indexing. Reported: the files the first
+  search and the last said were left, and recall@10 / MRR@10 by kind of question (the set's `words`
+  questions name identifiers, its `para` ones paraphrase).
 * `start`: an index an earlier process left (`--data`, built beforehand with `ctxfs index`), the
   session initialised, `--wait` seconds of nothing, then three different questions. Reported: each
   search's time and the process's resident memory before the first search and after the third.
 
 Usage: python3 bench/background_index.py left --a OLD --b NEW --root TREE [--embedder minilm] [--period 30] [--most 200]
        python3 bench/background_index.py resume --a OLD --b NEW --root TREE [--first 6] [--period 3] [--trials 3]
+       python3 bench/background_index.py found --a OLD --b NEW --root TREE --set SET.json [--period 10]
        python3 bench/background_index.py start --a OLD --b NEW --root TREE --data DIR [--wait 20] [--trials 2]
 Every process runs in its own process group and is ended with it. Stdlib Python 3 only.
 """
@@ -38,6 +44,7 @@ QUESTIONS = [
     "retry a failed http request with backoff",
 ]
 LEFT = re.compile(r"\[(\d+) new or changed files")
+PASSAGE = re.compile(r"^(/[^\n]*):(\d+)-(\d+)$", re.M)
 
 
 def server(binary, root, data, log_path, *extra):
@@ -84,6 +91,44 @@ def left(binary, args, work):
     return {"searches (s after start, s taken, files left)": rows, "whole after s": whole}
 
 
+def files_of(text, root):
+    """The answer's files, in order, each once, relative to the tree (as a question set names them)."""
+    files = []
+    for m in PASSAGE.finditer(text):
+        path = m.group(1)
+        rel = path[len(root) + 1:] if path.startswith(root + "/") else path.lstrip("/")
+        if rel not in files:
+            files.append(rel)
+    return files
+
+
+def found(binary, args, work):
+    data = Path(tempfile.mkdtemp(dir=work, prefix="data-"))
+    questions = json.loads(Path(args.set).read_text())["questions"]
+    root = str(Path(args.root).resolve())
+    session = server(binary, args.root, data, data.with_suffix(".log"), "--embedder", args.embedder)
+    try:
+        text, _ = search(session, QUESTIONS[0], limit=3)
+        first = LEFT.search(text)
+        time.sleep(args.period)
+        by_kind, last_left, asked = {}, None, time.perf_counter()
+        for q in questions:
+            text, _ = search(session, q["query"], limit=10)
+            match = LEFT.search(text)
+            last_left = int(match.group(1)) if match else 0
+            files = files_of(text, root)
+            rank = next((i for i, f in enumerate(files, 1) if f in q["files"]), None)
+            by_kind.setdefault(q["kind"], []).append(rank)
+    finally:
+        session.kill()
+        shutil.rmtree(data, ignore_errors=True)
+    figures = {kind: {"R@10": round(sum(r is not None and r <= 10 for r in ranks) / len(ranks), 3),
+                      "MRR@10": round(sum(1 / r for r in ranks if r and r <= 10) / len(ranks), 3), "questions": len(ranks)}
+               for kind, ranks in sorted(by_kind.items())}
+    return {"left after the first search": int(first.group(1)) if first else 0,
+            "left at the last question": last_left, "questions took s": round(time.perf_counter() - asked, 1), **figures}
+
+
 def start(binary, args, work):
     session = server(binary, args.root, args.data, Path(work) / f"{Path(binary).name}.log")
     try:
@@ -97,11 +142,12 @@ def start(binary, args, work):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("scenario", choices=["left", "resume", "start"])
+    parser.add_argument("scenario", choices=["left", "resume", "found", "start"])
     parser.add_argument("--a", required=True)
     parser.add_argument("--b", required=True)
     parser.add_argument("--root", required=True)
     parser.add_argument("--data", help="start: the data directory holding the index")
+    parser.add_argument("--set", help="found: a held-out question set (bench/search_queries/heldout/*.json)")
     parser.add_argument("--embedder", default="minilm")
     parser.add_argument("--period", type=float, default=30)
     parser.add_argument("--most", type=int, default=200)
@@ -112,7 +158,9 @@ def main():
     if args.scenario == "start" and not args.data:
         sys.exit("start needs --data, a data directory an earlier `ctxfs index` filled")
     work = tempfile.mkdtemp(prefix="ctxfs-background-")
-    run = start if args.scenario == "start" else left
+    if args.scenario == "found" and not args.set:
+        sys.exit("found needs --set, a question set over the tree --root names")
+    run = {"start": start, "found": found}.get(args.scenario, left)
     for trial in range(args.trials):
         pair = [("a", args.a), ("b", args.b)]
         for name, binary in pair if trial % 2 == 0 else pair[::-1]:

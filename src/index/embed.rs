@@ -37,6 +37,15 @@ pub trait Embedder: Send + Sync {
     fn token_spans(&self, text: &str) -> Vec<Range<usize>>;
     /// One vector per text, in order.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// Whether embedding costs about what cutting a text into passages and
+    /// words does (a table lookup), so that taking a file's words in first
+    /// and its vectors later would only do the work twice. A model run
+    /// whole, or a server, is not: the index takes in every new file's words
+    /// before it embeds any (`Index::index_in_background`). Not cheap unless
+    /// an embedder says so.
+    fn is_cheap(&self) -> bool {
+        false
+    }
     /// The vector of a search query: the query as it is, or, when the
     /// embedder refuses it for its length, its first tokens (`embed_head`),
     /// rather than no meaning ranking at all.

@@ -38,7 +38,10 @@
 //! the store is written from one, committed at least every second, so an
 //! interrupted build resumes where it stopped. A search indexes for at most
 //! `SEARCH_INDEX_BUDGET` and answers from what is indexed, saying how many
-//! files are left.
+//! files are left. With a vectorizer that is not cheap (a model run whole, a
+//! server), a round in the background first stores every new file's
+//! passages and words without vectors (`Take::Words`), so searches find each
+//! file by its words within seconds, and then embeds them, file by file.
 
 use super::codes::{sign_code, sign_code_of_i8, Codes};
 use super::embed::{EmbedError, Embedder};
@@ -216,6 +219,9 @@ struct MemChunk {
 struct BlobEntry {
     /// Made with the current vectorizer (else it is made again when seen).
     current: bool,
+    /// Its passages and words only, stored ahead of its vectors (`Take::Words`):
+    /// searched by words, made again with vectors by the next round that embeds.
+    words_only: bool,
     chunks: Vec<MemChunk>,
     /// `code_words` words of sign bits per chunk, or empty when the blob has
     /// no vectors (or they are not loaded).
@@ -268,6 +274,17 @@ impl Mirror {
         self.blobs.get(sha).is_some_and(|b| b.current)
     }
 
+    /// Whether the blob is stored with its words and without vectors, waiting for them (`Take::Words`).
+    fn is_words_only(&self, sha: &Sha) -> bool {
+        self.blobs.get(sha).is_some_and(|b| b.words_only)
+    }
+
+    /// Whether searches may show the blob: made with the current vectorizer,
+    /// or its words stored ahead of its vectors.
+    fn is_searchable(&self, sha: &Sha) -> bool {
+        self.blobs.get(sha).is_some_and(|b| b.current || b.words_only)
+    }
+
     fn code_words(&self) -> usize {
         self.dims.div_ceil(64)
     }
@@ -287,8 +304,9 @@ impl Mirror {
     }
 
     /// Records a blob just stored; its chunks and codes are kept when the others' are.
-    fn put_blob(&mut self, sha: Sha, current: bool, ids: &[i64], chunks: &[NewChunk]) {
-        let mut entry = BlobEntry { current, ..BlobEntry::default() };
+    fn put_blob(&mut self, sha: Sha, take: Take, ids: &[i64], chunks: &[NewChunk]) {
+        let (current, words_only) = (take == Take::Everything, take == Take::Words);
+        let mut entry = BlobEntry { current, words_only, ..BlobEntry::default() };
         if self.chunks {
             entry.chunks = ids
                 .iter()
@@ -334,6 +352,8 @@ struct WalkCounts {
     bytes: AtomicU64,
     pending: AtomicUsize,
     pending_bytes: AtomicU64,
+    /// Whether a file was left pending whose content has no words stored yet (`Index::words_owed`).
+    words_owed: AtomicBool,
     walked: AtomicBool,
 }
 
@@ -370,6 +390,18 @@ pub(super) struct Seen {
 }
 
 /// What the walk hands the writer about one visible file.
+/// What a refresh takes in of a new or changed file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Take {
+    /// Its passages, words and vectors: the file is indexed.
+    Everything,
+    /// Its passages and words alone, for a slow vectorizer (`Embedder::is_cheap`):
+    /// searches find the file by its words at once, and a later round that
+    /// embeds makes it again with vectors. Such a file is still counted as
+    /// pending, so no walk that found it is kept.
+    Words,
+}
+
 enum Work {
     /// Unchanged since it was indexed.
     Same { shown: VPath, size: i64, blob: Sha, rowid: i64 },
@@ -379,7 +411,8 @@ enum Work {
     Skip { size: i64, why: SkipWhy },
     /// New or changed, left for later: the search's time to index ran out.
     /// A changed file's indexed version (`stale`) is still searched meanwhile.
-    Pending { size: i64, stale: Option<Seen> },
+    /// `words_owed`: its content's words are not stored either (`Take::Words` would store them).
+    Pending { size: i64, stale: Option<Seen>, words_owed: bool },
 }
 
 pub struct Index {
@@ -412,6 +445,15 @@ pub struct Index {
     store_wanted: AtomicUsize,
     /// Set when the engine that owns the index goes away: indexing in the background stops.
     closing: std::sync::atomic::AtomicBool,
+    /// Whether indexing in the background takes in new files' words before
+    /// it embeds any (`Take::Words`): with a vectorizer that is not cheap.
+    words_first: bool,
+    /// Whether a round may find files whose words are not in yet: set when
+    /// the index opens and whenever a refresh leaves a file pending whose
+    /// content has no words stored; a round of words that went to the end
+    /// clears it (so a search that only found files still waiting for their
+    /// vectors does not cost the next round a walk for words).
+    words_owed: std::sync::atomic::AtomicBool,
     /// Whether indexing in the background takes in what a search had no time
     /// for (`index::background::Readying::Unindexed`): a search then takes in
     /// nothing itself and answers from what is indexed, instead of spending
@@ -1396,6 +1438,7 @@ impl Index {
         chunker: Arc<dyn Chunker>,
     ) -> anyhow::Result<Index> {
         super::store::warm_in_background(path);
+        let words_first = vectorizer.as_ref().is_some_and(|v| !v.is_cheap());
         Ok(Index {
             store: Mutex::new(IndexStore::open(path)?),
             vectorizer,
@@ -1412,6 +1455,8 @@ impl Index {
             feeds_used: AtomicUsize::new(0),
             store_wanted: AtomicUsize::new(0),
             closing: std::sync::atomic::AtomicBool::new(false),
+            words_first,
+            words_owed: std::sync::atomic::AtomicBool::new(true),
             in_background: std::sync::atomic::AtomicBool::new(false),
         })
     }
@@ -1618,9 +1663,11 @@ impl Index {
             let current = self.current();
             store.all_blobs(|sha, embedder| {
                 if let Ok(sha) = <Sha>::try_from(sha.as_slice()) {
-                    mirror
-                        .blobs
-                        .insert(sha, BlobEntry { current: embedder.as_deref() == current, ..BlobEntry::default() });
+                    // With a vectorizer, a blob stored without one is one whose vectors are still to come.
+                    let words_only = embedder.is_none() && current.is_some();
+                    let entry =
+                        BlobEntry { current: embedder.as_deref() == current, words_only, ..BlobEntry::default() };
+                    mirror.blobs.insert(sha, entry);
                 }
             })?;
             mirror.version = Some(version);
@@ -1765,20 +1812,51 @@ impl Index {
     }
 
     /// Stores a blob's chunks unless it is already indexed with the current
-    /// vectorizer; answers how many chunks it made.
+    /// vectorizer (or, taking words alone, stored with its words); answers
+    /// how many chunks it made. A blob of words alone is stored without a
+    /// vectorizer's name, so that it is made again when vectors can be.
     fn ensure_blob(
         &self,
         store: &IndexStore,
         sha: &Sha,
+        take: Take,
         chunks: impl FnOnce() -> Vec<NewChunk>,
     ) -> anyhow::Result<usize> {
-        if self.mirror().is_current(sha) {
+        if self.is_taken(sha, take) {
             return Ok(0);
         }
         let chunks = chunks();
-        let ids = store.put_blob(sha, self.current(), &chunks)?;
-        self.mirror_mut().put_blob(*sha, true, &ids, &chunks);
+        let embedder = match take {
+            Take::Everything => self.current(),
+            Take::Words => None,
+        };
+        let ids = store.put_blob(sha, embedder, &chunks)?;
+        self.mirror_mut().put_blob(*sha, take, &ids, &chunks);
         Ok(chunks.len())
+    }
+
+    /// Whether the blob holds what `take` would store of it.
+    fn is_taken(&self, sha: &Sha, take: Take) -> bool {
+        let mirror = self.mirror();
+        match take {
+            Take::Everything => mirror.is_current(sha),
+            Take::Words => mirror.is_searchable(sha),
+        }
+    }
+
+    /// A text's passages and their words, without vectors (`Take::Words`).
+    fn word_chunks(&self, text: &str) -> Vec<NewChunk> {
+        self.chunker
+            .pieces(text)
+            .into_iter()
+            .map(|(first_line, last_line, text)| NewChunk {
+                first_line,
+                last_line,
+                words: terms(&text),
+                vector: None,
+                text,
+            })
+            .collect()
     }
 
     /// Drops a blob from the store and the mirror when no file holds it any more.
@@ -1814,7 +1892,7 @@ impl Index {
                     continue;
                 }
                 let sha = sha256(bytes);
-                self.ensure_blob(&store, &sha, || {
+                self.ensure_blob(&store, &sha, Take::Everything, || {
                     self.make_chunks(file.text(), &sha, Until::Done).unwrap_or_default()
                 })?;
                 let old = self.mirror().files.get(real.as_str()).map(|f| f.blob);
@@ -1850,28 +1928,43 @@ impl Index {
     /// earlier version stays as it was, and is not taken for gone). An entry
     /// read from another `origin` (`Fs::source`: another session's working
     /// copy of a mount) is neither unchanged nor an earlier version.
-    fn prepare(&self, real: VPath, shown: VPath, file: &Found<'_>, epoch: u32, until: Until<'_>, origin: u64) -> Work {
+    #[allow(clippy::too_many_arguments)]
+    fn prepare(
+        &self,
+        real: VPath,
+        shown: VPath,
+        file: &Found<'_>,
+        epoch: u32,
+        until: Until<'_>,
+        take: Take,
+        origin: u64,
+    ) -> Work {
         let late = || until.passed();
-        let pending = |size: i64| {
+        let pending = |size: i64, words_owed: bool| {
             let mirror = self.mirror();
             let stale = mirror.files.get(real.as_str()).map(|entry| {
                 entry.mark.store(epoch, Ordering::Relaxed);
                 Seen { shown: Arc::new(shown.clone()), blob: entry.blob, rowid: entry.rowid }
             });
             let own = mirror.read_from(real.as_str(), origin);
-            Work::Pending { size, stale: stale.filter(|s| own && mirror.is_current(&s.blob)) }
+            Work::Pending { size, stale: stale.filter(|s| own && mirror.is_searchable(&s.blob)), words_owed }
         };
         let unchanged = |size: i64, mtime: i64| -> Option<Work> {
             let mirror = self.mirror();
             let entry = mirror.files.get(real.as_str())?;
-            if entry.size == size
-                && entry.mtime == mtime
-                && mtime >= 0
-                && mirror.is_current(&entry.blob)
-                && mirror.read_from(real.as_str(), origin)
-            {
+            if entry.size != size || entry.mtime != mtime || mtime < 0 || !mirror.read_from(real.as_str(), origin) {
+                return None;
+            }
+            let (blob, rowid) = (entry.blob, entry.rowid);
+            if mirror.is_current(&blob) {
                 entry.mark.store(epoch, Ordering::Relaxed);
-                return Some(Work::Same { shown: shown.clone(), size, blob: entry.blob, rowid: entry.rowid });
+                return Some(Work::Same { shown: shown.clone(), size, blob, rowid });
+            }
+            // Its words are in and its vectors are not: still pending, and searched meanwhile.
+            if take == Take::Words && mirror.is_words_only(&blob) {
+                entry.mark.store(epoch, Ordering::Relaxed);
+                let stale = Some(Seen { shown: Arc::new(shown.clone()), blob, rowid });
+                return Some(Work::Pending { size, stale, words_owed: false });
             }
             None
         };
@@ -1892,16 +1985,18 @@ impl Index {
         };
         let Ok(text) = TextFile::decode(&bytes) else { return Work::Skip { size, why: SkipWhy::Binary } };
         let sha = sha256(&bytes);
-        let known = self.mirror().is_current(&sha);
+        let known = self.is_taken(&sha, take);
+        let words_owed = || !self.mirror().is_searchable(&sha);
         // Reading and hashing are cheap; chunking and embedding new content is what waits when time is up.
         if !known && late() {
-            return pending(size);
+            return pending(size, words_owed());
         }
-        let chunks = match known {
-            true => None,
-            false => match self.make_chunks(text.text(), &sha, until) {
+        let chunks = match (known, take) {
+            (true, _) => None,
+            (false, Take::Words) => Some(self.word_chunks(text.text())),
+            (false, Take::Everything) => match self.make_chunks(text.text(), &sha, until) {
                 Some(chunks) => Some(chunks),
-                None => return pending(size),
+                None => return pending(size, words_owed()),
             },
         };
         Work::Read { real, shown, size, mtime, sha, chunks, origin }
@@ -1959,7 +2054,8 @@ impl Index {
         }
         self.walks_made.fetch_add(1, Ordering::Relaxed);
         let met = Met::default();
-        let (seen, mut done) = self.refresh(store, access, root, true, None, &met, until, progress)?;
+        let (seen, mut done) =
+            self.refresh(store, access, root, true, None, &met, until, Take::Everything, progress)?;
         done.uncounted = changes.is_none() && !in_git;
         let seen = Visible::new(seen, &self.mirror());
         // A walk that found what a kept one found, over a store that has not
@@ -2026,7 +2122,8 @@ impl Index {
         let only = Only::new(&root.real, paths);
         let met = Met::default();
         let started = std::time::Instant::now();
-        let (fresh, done) = self.refresh(store, access, root, true, Some(&only), &met, until, progress)?;
+        let (fresh, done) =
+            self.refresh(store, access, root, true, Some(&only), &met, until, Take::Everything, progress)?;
         if met.linked.load(Ordering::Relaxed) {
             return Ok(None);
         }
@@ -2130,6 +2227,7 @@ impl Index {
         only: Option<&Only>,
         met: &Met,
         until: Until<'_>,
+        take: Take,
         progress: &dyn Fn(&Progress),
     ) -> anyhow::Result<(Vec<Seen>, Progress)> {
         self.sync_mirror(store, collect)?;
@@ -2173,7 +2271,7 @@ impl Index {
                     }
                     let real = root_real.join_rel(rel);
                     let origin = access.fs().source(&real);
-                    match self.prepare(real, shown.clone(), file, epoch, until, origin) {
+                    match self.prepare(real, shown.clone(), file, epoch, until, take, origin) {
                         Work::Same { shown, size, blob, rowid } => {
                             counts.add(&counts.same, size);
                             if collect {
@@ -2189,7 +2287,10 @@ impl Index {
                             };
                             counter.fetch_add(1, Ordering::Relaxed);
                         }
-                        Work::Pending { size, stale } => {
+                        Work::Pending { size, stale, words_owed } => {
+                            if words_owed {
+                                counts.words_owed.store(true, Ordering::Relaxed);
+                            }
                             counts.pending.fetch_add(1, Ordering::Relaxed);
                             counts.pending_bytes.fetch_add(size.max(0) as u64, Ordering::Relaxed);
                             if let (Some(stale), true) = (stale, collect) {
@@ -2227,9 +2328,9 @@ impl Index {
                     };
                     let Work::Read { real, shown, size, mtime, sha, chunks, origin } = work else { continue };
                     let made = match chunks {
-                        Some(chunks) => self.ensure_blob(store, &sha, || chunks)?,
+                        Some(chunks) => self.ensure_blob(store, &sha, take, || chunks)?,
                         // Known when the walk looked, and nothing drops blobs before the walk ends.
-                        None if self.mirror().is_current(&sha) => 0,
+                        None if self.is_taken(&sha, take) => 0,
                         None => continue,
                     };
                     let old = self.mirror().files.get(real.as_str()).map(|f| (f.rowid, f.blob, f.size, f.mtime));
@@ -2257,8 +2358,14 @@ impl Index {
                     if let Some((_, blob, _, _)) = old.filter(|o| o.1 != sha) {
                         pending_orphans.push(blob);
                     }
-                    state.indexed += 1;
-                    state.bytes_indexed += size.max(0) as u64;
+                    if self.mirror().is_current(&sha) {
+                        state.indexed += 1;
+                        state.bytes_indexed += size.max(0) as u64;
+                    } else {
+                        // Its words alone (`Take::Words`): searched, and still to be embedded.
+                        counts.pending.fetch_add(1, Ordering::Relaxed);
+                        counts.pending_bytes.fetch_add(size.max(0) as u64, Ordering::Relaxed);
+                    }
                     state.chunks += made;
                     chunks_since += made;
                     if collect {
@@ -2324,6 +2431,9 @@ impl Index {
         walk_result.map_err(|e| anyhow::anyhow!("{e}"))?;
         counts.fill(&mut state);
         progress(&state);
+        if take == Take::Everything && counts.words_owed.load(Ordering::Relaxed) {
+            self.words_owed.store(true, Ordering::SeqCst);
+        }
         Ok((seen, state))
     }
 
@@ -2339,7 +2449,7 @@ impl Index {
     pub fn build_with(&self, access: &Access, root: &Target, progress: &dyn Fn(&Progress)) -> anyhow::Result<Progress> {
         let last = Mutex::new(Progress::default());
         let store = self.store();
-        self.refresh(&store, access, root, false, None, &Met::default(), Until::Done, &|p| {
+        self.refresh(&store, access, root, false, None, &Met::default(), Until::Done, Take::Everything, &|p| {
             progress(p);
             *lock(&last) = p.clone();
         })?;
@@ -2367,6 +2477,18 @@ impl Index {
             }
             std::thread::sleep(GIVE_WAY);
         };
+        // With a slow vectorizer every new file's words go in first (a whole
+        // walk, which gives way as the round does), so that a search finds
+        // every file by its words long before the last is embedded.
+        if self.words_first && self.words_owed.swap(false, Ordering::SeqCst) {
+            let until = Until::Unwanted(self);
+            let met = Met::default();
+            let (_, words) = self.refresh(&store, access, root, false, None, &met, until, Take::Words, &|_| {})?;
+            if until.passed() {
+                self.words_owed.store(true, Ordering::SeqCst);
+                return Ok(Some(words));
+            }
+        }
         let (visible, done) = self.visible(&store, access, root, Until::Unwanted(self), &|_| {})?;
         if done.pending == 0 {
             self.ready_for_searches(&store, &visible)?;
@@ -3579,6 +3701,67 @@ mod tests {
         assert_eq!(found.hits[0].path.as_str(), "/w/net.rs");
         // Each search went on from where the one before stopped: every passage was embedded once.
         assert_eq!(slow.passages.load(Ordering::Relaxed), pieces);
+    }
+
+    /// With a slow vectorizer a round in the background stores every new
+    /// file's words before it embeds any: a search that interrupts the
+    /// embedding finds every file by its words, though most have no vector
+    /// yet, and a restart keeps them so. Each passage is still embedded once.
+    #[test]
+    fn a_slow_vectorizers_round_takes_in_every_files_words_before_it_embeds_any() {
+        let files = 24;
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        // Each file holds the searches' own word (`Toy::QUERY`, which the toy does not count as a passage).
+        for i in 0..files {
+            fs.add_file(&format!("/w/f{i:02}.rs"), format!("fn {}_part_{i}() {{ transfer(); }}\n", Toy::QUERY));
+        }
+        fs.set_changes(Some(0));
+        let access = access(fs, &[("/w", Level::Ro)]);
+        let root = access.target("/w", Need::Look).unwrap();
+        let open = || {
+            let chunker = Arc::new(TokenChunker::new(Arc::new(super::super::chunk::HalfBytes)));
+            let slow = Arc::new(Toy::new(usize::MAX, std::time::Duration::from_millis(40)));
+            let mut index = Index::open(&dir.path().join("index.db"), Some(slow.clone()), chunker).unwrap();
+            index.set_index_budget(std::time::Duration::ZERO);
+            (slow, index)
+        };
+        let (slow, index) = open();
+        let search =
+            |index: &Index| index.search_report(&access, &root, Toy::QUERY, 2 * files, Rankings::ALL, &|_| {}).unwrap();
+        let paths = |report: &Searched| -> HashSet<String> { report.hits.iter().map(|h| h.path.to_string()).collect() };
+        // The search itself has no time to index: nothing is found yet.
+        let first = search(&index);
+        assert_eq!((first.hits.len(), first.pending), (0, files), "{first:?}");
+        let searched = std::thread::scope(|scope| {
+            let round = scope.spawn(|| index.index_in_background(&access, &root).unwrap());
+            let waited = std::time::Instant::now();
+            while slow.passages.load(Ordering::Relaxed) == 0 {
+                assert!(waited.elapsed() < std::time::Duration::from_secs(120), "the round never embedded");
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            let searched = search(&index);
+            round.join().unwrap();
+            searched
+        });
+        // Most files wait for their vectors, yet every one is found by its words.
+        assert!(searched.pending > 0, "the round did not give way: {searched:?}");
+        assert_eq!(paths(&searched).len(), files, "{searched:?}");
+        // A restart finds the files whose words alone are stored, and leaves them pending.
+        let (again_slow, again) = open();
+        let restarted = search(&again);
+        assert_eq!(paths(&restarted).len(), files, "{restarted:?}");
+        assert_eq!(restarted.pending, searched.pending);
+        // Rounds finish the embedding; no passage was embedded twice.
+        drop(again);
+        let mut rounds = 0;
+        while index.index_in_background(&access, &root).unwrap().unwrap().pending > 0 {
+            rounds += 1;
+            assert!(rounds < 10, "still pending after {rounds} rounds");
+        }
+        let last = search(&index);
+        assert_eq!((paths(&last).len(), last.pending), (files, 0));
+        assert_eq!(slow.passages.load(Ordering::Relaxed) + again_slow.passages.load(Ordering::Relaxed), files);
     }
 
     /// `files` one-passage files under /w, a file system whose count of changes is `changes`, and an

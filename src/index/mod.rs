@@ -223,6 +223,10 @@ impl embed::Embedder for Reporting {
         reported(self.0.embed(texts))
     }
 
+    fn is_cheap(&self) -> bool {
+        self.0.is_cheap()
+    }
+
     fn embed_query(&self, query: &str) -> Result<Vec<f32>, embed::EmbedError> {
         reported(embed::embed_head(&*self.0, query))
     }

@@ -126,6 +126,10 @@ impl Embedder for StaticEmbedder {
         usize::MAX
     }
 
+    fn is_cheap(&self) -> bool {
+        true
+    }
+
     fn count_tokens(&self, text: &str) -> usize {
         self.tokenizer.ids(text).len()
     }
@@ -338,6 +342,8 @@ mod tests {
     fn static_table_ranks_related_above_unrelated() {
         let Some(e) = installed() else { return };
         assert_eq!(e.dims(), 384);
+        // A lookup a token: the index embeds as it reads, with no round of words first.
+        assert!(e.is_cheap());
         let pairs = [
             ("retry failed uploads", "if the upload fails, wait with exponential backoff and send the file again"),
             ("parse command line arguments", "the option parser reads flags such as --verbose and --output from argv"),
