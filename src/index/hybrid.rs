@@ -3733,17 +3733,7 @@ mod tests {
         // The search itself has no time to index: nothing is found yet.
         let first = search(&index);
         assert_eq!((first.hits.len(), first.pending), (0, files), "{first:?}");
-        let searched = std::thread::scope(|scope| {
-            let round = scope.spawn(|| index.index_in_background(&access, &root).unwrap());
-            let waited = std::time::Instant::now();
-            while slow.passages.load(Ordering::Relaxed) == 0 {
-                assert!(waited.elapsed() < std::time::Duration::from_secs(120), "the round never embedded");
-                std::thread::sleep(std::time::Duration::from_millis(2));
-            }
-            let searched = search(&index);
-            round.join().unwrap();
-            searched
-        });
+        let (_, searched) = search_during_a_round(&index, &access, &root, &slow, || search(&index));
         // Most files wait for their vectors, yet every one is found by its words.
         assert!(searched.pending > 0, "the round did not give way: {searched:?}");
         assert_eq!(paths(&searched).len(), files, "{searched:?}");
@@ -3762,6 +3752,28 @@ mod tests {
         let last = search(&index);
         assert_eq!((paths(&last).len(), last.pending), (files, 0));
         assert_eq!(slow.passages.load(Ordering::Relaxed) + again_slow.passages.load(Ordering::Relaxed), files);
+    }
+
+    /// A round in the background, and `search` run once the round has
+    /// embedded something, long before it could end: the round's figures
+    /// and what the search answered.
+    fn search_during_a_round<T>(
+        index: &Index,
+        access: &Access,
+        root: &Target,
+        slow: &Toy,
+        search: impl FnOnce() -> T,
+    ) -> (Option<Progress>, T) {
+        std::thread::scope(|scope| {
+            let round = scope.spawn(|| index.index_in_background(access, root).unwrap());
+            let waited = std::time::Instant::now();
+            while slow.passages.load(Ordering::Relaxed) == 0 {
+                assert!(waited.elapsed() < std::time::Duration::from_secs(120), "the round never embedded");
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            let searched = search();
+            (round.join().unwrap(), searched)
+        })
     }
 
     /// `files` one-passage files under /w, a file system whose count of changes is `changes`, and an
@@ -3796,17 +3808,7 @@ mod tests {
         let search =
             |index: &Index| index.search_report(&access, &root, Toy::QUERY, 5, Rankings::ALL, &|_| {}).unwrap();
         assert_eq!(search(&index).pending, files);
-        let (round, searched) = std::thread::scope(|scope| {
-            let round = scope.spawn(|| index.index_in_background(&access, &root).unwrap());
-            // A search arrives once the round has embedded something, long before it could end.
-            let waited = std::time::Instant::now();
-            while slow.passages.load(Ordering::Relaxed) == 0 {
-                assert!(waited.elapsed() < std::time::Duration::from_secs(120), "the round never started");
-                std::thread::sleep(std::time::Duration::from_millis(2));
-            }
-            let searched = search(&index);
-            (round.join().unwrap(), searched)
-        });
+        let (round, searched) = search_during_a_round(&index, &access, &root, &slow, || search(&index));
         let round = round.expect("the index is open");
         assert!(round.pending > 0, "the round did not give way: {round:?}");
         // Each file is one passage (`chunks` counts new passages; `indexed` counts
