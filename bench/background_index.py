@@ -15,6 +15,10 @@ Two scenarios, each a fresh `ctxfs mcp` process driven over stdio (newline-delim
   10: what a user finds while a slow embedder is still indexing. Reported: the files the first
   search and the last said were left, and recall@10 / MRR@10 by kind of question (the set's `words`
   questions name identifiers, its `para` ones paraphrase).
+* `first`: every question of a set (`--set`) asked as a session's very first search, each in a fresh
+  process over a fresh data directory, with `limit` 10: what an agent's first search finds while a
+  slow embedder has barely begun. Reported: recall@10 / MRR@10 by kind of question, the searches'
+  median time and the files they said were left (median).
 * `start`: an index an earlier process left (`--data`, built beforehand with `ctxfs index`), the
   session initialised, `--wait` seconds of nothing, then three different questions. Reported: each
   search's time and the process's resident memory before the first search and after the third.
@@ -22,6 +26,7 @@ Two scenarios, each a fresh `ctxfs mcp` process driven over stdio (newline-delim
 Usage: python3 bench/background_index.py left --a OLD --b NEW --root TREE [--embedder minilm] [--period 30] [--most 200]
        python3 bench/background_index.py resume --a OLD --b NEW --root TREE [--first 6] [--period 3] [--trials 3]
        python3 bench/background_index.py found --a OLD --b NEW --root TREE --set SET.json [--period 10]
+       python3 bench/background_index.py first --a OLD --b NEW --root TREE --set SET.json
        python3 bench/background_index.py start --a OLD --b NEW --root TREE --data DIR [--wait 20] [--trials 2]
 Every process runs in its own process group and is ended with it. Stdlib Python 3 only.
 """
@@ -30,6 +35,7 @@ import argparse
 import json
 import re
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -122,11 +128,37 @@ def found(binary, args, work):
     finally:
         session.kill()
         shutil.rmtree(data, ignore_errors=True)
-    figures = {kind: {"R@10": round(sum(r is not None and r <= 10 for r in ranks) / len(ranks), 3),
-                      "MRR@10": round(sum(1 / r for r in ranks if r and r <= 10) / len(ranks), 3), "questions": len(ranks)}
-               for kind, ranks in sorted(by_kind.items())}
     return {"left after the first search": int(first.group(1)) if first else 0,
-            "left at the last question": last_left, "questions took s": round(time.perf_counter() - asked, 1), **figures}
+            "left at the last question": last_left, "questions took s": round(time.perf_counter() - asked, 1),
+            **recall_and_mrr(by_kind)}
+
+
+def first(binary, args, work):
+    questions = json.loads(Path(args.set).read_text())["questions"]
+    root = str(Path(args.root).resolve())
+    by_kind, times, lefts = {}, [], []
+    for q in questions:
+        data = Path(tempfile.mkdtemp(dir=work, prefix="data-"))
+        session = server(binary, args.root, data, data.with_suffix(".log"), "--embedder", args.embedder)
+        try:
+            text, took = search(session, q["query"], limit=10)
+        finally:
+            session.kill()
+            shutil.rmtree(data, ignore_errors=True)
+        match = LEFT.search(text)
+        lefts.append(int(match.group(1)) if match else 0)
+        times.append(took)
+        rank = next((i for i, f in enumerate(files_of(text, root), 1) if f in q["files"]), None)
+        by_kind.setdefault(q["kind"], []).append(rank)
+    return {"search s (median)": round(statistics.median(times), 2), "files left (median)": statistics.median(lefts),
+            **recall_and_mrr(by_kind)}
+
+
+def recall_and_mrr(by_kind):
+    """Recall@10 and MRR@10 for each kind of question, from the answer file's rank (or `None`)."""
+    return {kind: {"R@10": round(sum(r is not None and r <= 10 for r in ranks) / len(ranks), 3),
+                   "MRR@10": round(sum(1 / r for r in ranks if r and r <= 10) / len(ranks), 3), "questions": len(ranks)}
+            for kind, ranks in sorted(by_kind.items())}
 
 
 def start(binary, args, work):
@@ -142,12 +174,12 @@ def start(binary, args, work):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("scenario", choices=["left", "resume", "found", "start"])
+    parser.add_argument("scenario", choices=["left", "resume", "found", "first", "start"])
     parser.add_argument("--a", required=True)
     parser.add_argument("--b", required=True)
     parser.add_argument("--root", required=True)
     parser.add_argument("--data", help="start: the data directory holding the index")
-    parser.add_argument("--set", help="found: a held-out question set (bench/search_queries/heldout/*.json)")
+    parser.add_argument("--set", help="found, first: a held-out question set (bench/search_queries/heldout/*.json)")
     parser.add_argument("--embedder", default="minilm")
     parser.add_argument("--period", type=float, default=30)
     parser.add_argument("--most", type=int, default=200)
@@ -158,9 +190,9 @@ def main():
     if args.scenario == "start" and not args.data:
         sys.exit("start needs --data, a data directory an earlier `ctxfs index` filled")
     work = tempfile.mkdtemp(prefix="ctxfs-background-")
-    if args.scenario == "found" and not args.set:
-        sys.exit("found needs --set, a question set over the tree --root names")
-    run = {"start": start, "found": found}.get(args.scenario, left)
+    if args.scenario in ("found", "first") and not args.set:
+        sys.exit(f"{args.scenario} needs --set, a question set over the tree --root names")
+    run = {"start": start, "found": found, "first": first}.get(args.scenario, left)
     for trial in range(args.trials):
         pair = [("a", args.a), ("b", args.b)]
         for name, binary in pair if trial % 2 == 0 else pair[::-1]:

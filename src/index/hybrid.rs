@@ -39,9 +39,10 @@
 //! interrupted build resumes where it stopped. A search indexes for at most
 //! `SEARCH_INDEX_BUDGET` and answers from what is indexed, saying how many
 //! files are left. With a vectorizer that is not cheap (a model run whole, a
-//! server), a round in the background first stores every new file's
-//! passages and words without vectors (`Take::Words`), so searches find each
-//! file by its words within seconds, and then embeds them, file by file.
+//! server), a search's own time to index and a round in the background
+//! first store every new file's passages and words without vectors
+//! (`Take::Words`), so even a session's first search finds each file by its
+//! words, and then embed them, file by file.
 
 use super::codes::{sign_code, sign_code_of_i8, Codes};
 use super::embed::{EmbedError, Embedder};
@@ -148,6 +149,9 @@ pub struct Searched {
     /// New or changed visible files left unindexed because the search's time to index ran out, and their bytes.
     pub pending: usize,
     pub pending_bytes: u64,
+    /// Of the `pending` files, those searched by their words alone (stored
+    /// ahead of their vectors, `Take::Words`).
+    pub pending_words: usize,
     /// The next search would walk again: the file system could not count
     /// changes yet when this one walked (`Progress::uncounted`).
     pub uncounted: bool,
@@ -182,6 +186,8 @@ pub struct Progress {
     /// New or changed files a search left unindexed (its time ran out), and their bytes.
     pub pending: usize,
     pub pending_bytes: u64,
+    /// Of those, files whose words are stored and searched while they wait for their vectors.
+    pub pending_words: usize,
     /// The file system could not count changes when the walk began (its
     /// watcher was still starting), so the next search walks again.
     pub uncounted: bool,
@@ -352,6 +358,7 @@ struct WalkCounts {
     bytes: AtomicU64,
     pending: AtomicUsize,
     pending_bytes: AtomicU64,
+    pending_words: AtomicUsize,
     /// Whether a file was left pending whose content has no words stored yet (`Index::words_owed`).
     words_owed: AtomicBool,
     walked: AtomicBool,
@@ -375,6 +382,7 @@ impl WalkCounts {
         state.bytes = self.bytes.load(Ordering::Relaxed) + state.bytes_indexed;
         state.pending = self.pending.load(Ordering::Relaxed);
         state.pending_bytes = self.pending_bytes.load(Ordering::Relaxed);
+        state.pending_words = self.pending_words.load(Ordering::Relaxed);
     }
 }
 
@@ -411,8 +419,9 @@ enum Work {
     Skip { size: i64, why: SkipWhy },
     /// New or changed, left for later: the search's time to index ran out.
     /// A changed file's indexed version (`stale`) is still searched meanwhile.
-    /// `words_owed`: its content's words are not stored either (`Take::Words` would store them).
-    Pending { size: i64, stale: Option<Seen>, words_owed: bool },
+    /// `words_owed`: its content's words are not stored either (`Take::Words` would store them);
+    /// `words_alone`: the version searched is words without vectors.
+    Pending { size: i64, stale: Option<Seen>, words_owed: bool, words_alone: bool },
 }
 
 pub struct Index {
@@ -1947,7 +1956,9 @@ impl Index {
                 Seen { shown: Arc::new(shown.clone()), blob: entry.blob, rowid: entry.rowid }
             });
             let own = mirror.read_from(real.as_str(), origin);
-            Work::Pending { size, stale: stale.filter(|s| own && mirror.is_searchable(&s.blob)), words_owed }
+            let stale = stale.filter(|s| own && mirror.is_searchable(&s.blob));
+            let words_alone = stale.as_ref().is_some_and(|s| mirror.is_words_only(&s.blob));
+            Work::Pending { size, stale, words_owed, words_alone }
         };
         let unchanged = |size: i64, mtime: i64| -> Option<Work> {
             let mirror = self.mirror();
@@ -1964,7 +1975,7 @@ impl Index {
             if take == Take::Words && mirror.is_words_only(&blob) {
                 entry.mark.store(epoch, Ordering::Relaxed);
                 let stale = Some(Seen { shown: Arc::new(shown.clone()), blob, rowid });
-                return Some(Work::Pending { size, stale, words_owed: false });
+                return Some(Work::Pending { size, stale, words_owed: false, words_alone: true });
             }
             None
         };
@@ -2287,9 +2298,12 @@ impl Index {
                             };
                             counter.fetch_add(1, Ordering::Relaxed);
                         }
-                        Work::Pending { size, stale, words_owed } => {
+                        Work::Pending { size, stale, words_owed, words_alone } => {
                             if words_owed {
                                 counts.words_owed.store(true, Ordering::Relaxed);
+                            }
+                            if words_alone {
+                                counts.pending_words.fetch_add(1, Ordering::Relaxed);
                             }
                             counts.pending.fetch_add(1, Ordering::Relaxed);
                             counts.pending_bytes.fetch_add(size.max(0) as u64, Ordering::Relaxed);
@@ -2587,7 +2601,18 @@ impl Index {
         // While indexing goes on in the background, a search takes in nothing itself.
         let budget =
             if self.in_background.load(Ordering::SeqCst) { std::time::Duration::ZERO } else { self.index_budget };
-        let (visible, coverage) = self.visible(&store, access, root, Until::after(budget), progress)?;
+        let until = Until::after(budget);
+        // With a slow vectorizer the search's own time goes to every new
+        // file's words first, as a round in the background's does, so a
+        // session's first search already finds each file by its words.
+        if !budget.is_zero() && self.words_first && self.words_owed.swap(false, Ordering::SeqCst) {
+            let words = self.refresh(&store, access, root, false, None, &Met::default(), until, Take::Words, &|_| {});
+            if words.is_err() || until.passed() {
+                self.words_owed.store(true, Ordering::SeqCst);
+            }
+            words?;
+        }
+        let (visible, coverage) = self.visible(&store, access, root, until, progress)?;
         lap("refresh");
         let want_meaning = rankings.meaning && self.vectorizer.is_some();
         if want_meaning {
@@ -2642,7 +2667,7 @@ impl Index {
         lap("fused");
         tracing::debug!(files = seen.len(), units = units.len(), terms = terms.len(), ?times, "search");
         let (pending, pending_bytes, uncounted) = (coverage.pending, coverage.pending_bytes, coverage.uncounted);
-        Ok(Searched { hits, pending, pending_bytes, uncounted })
+        Ok(Searched { hits, pending, pending_bytes, pending_words: coverage.pending_words, uncounted })
     }
 }
 
@@ -3752,6 +3777,34 @@ mod tests {
         let last = search(&index);
         assert_eq!((paths(&last).len(), last.pending), (files, 0));
         assert_eq!(slow.passages.load(Ordering::Relaxed) + again_slow.passages.load(Ordering::Relaxed), files);
+    }
+
+    /// With a slow vectorizer a search's own time to index goes to every new
+    /// file's words first: a session's first search, with no round in the
+    /// background yet, finds every file by its words and says that the files
+    /// waiting for their vectors were searched by them.
+    #[test]
+    fn a_slow_vectorizers_first_search_finds_every_file_by_its_words() {
+        let files = 24;
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        for i in 0..files {
+            fs.add_file(&format!("/w/f{i:02}.rs"), format!("fn {}_part_{i}() {{ transfer(); }}\n", Toy::QUERY));
+        }
+        fs.set_changes(Some(0));
+        let access = access(fs, &[("/w", Level::Ro)]);
+        let root = access.target("/w", Need::Look).unwrap();
+        let chunker = Arc::new(TokenChunker::new(Arc::new(super::super::chunk::HalfBytes)));
+        // Each file is one call of the embedder: embedding them all would take ten seconds, five times the budget.
+        let slow = Arc::new(Toy::new(usize::MAX, std::time::Duration::from_millis(400)));
+        let mut index = Index::open(&dir.path().join("index.db"), Some(slow.clone()), chunker).unwrap();
+        index.set_index_budget(std::time::Duration::from_secs(2));
+        let first = index.search_report(&access, &root, Toy::QUERY, 2 * files, Rankings::ALL, &|_| {}).unwrap();
+        let paths: HashSet<String> = first.hits.iter().map(|h| h.path.to_string()).collect();
+        assert_eq!(paths.len(), files, "{first:?}");
+        assert!(first.pending > 0 && first.pending < files, "{first:?}");
+        assert_eq!(first.pending_words, first.pending, "{first:?}");
+        assert!(slow.passages.load(Ordering::Relaxed) < files);
     }
 
     /// A round in the background, and `search` run once the round has

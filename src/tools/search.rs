@@ -78,12 +78,7 @@ pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
             body = format!("No passages match {:?} in {}.\n", params.query, root.path);
         }
         if found.pending > 0 {
-            body.push_str(&format!(
-                "[{} new or changed files ({:.1} MB) are not indexed yet and were not searched; \
-                 indexing goes on in the background (or run `ctxfs index`): search again later for the rest.]\n",
-                found.pending,
-                found.pending_bytes as f64 / 1e6
-            ));
+            body.push_str(&not_indexed_yet(found.pending, found.pending_words, found.pending_bytes));
         }
         // What the index does in the background for the next search (and, with nothing left, it
         // follows this root's outside changes).
@@ -132,6 +127,28 @@ pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
         body = format!("No passages match {:?} in {}.\n", params.query, root.path);
     }
     Ok(Outcome::Text { body, path: Some(root.path) })
+}
+
+/// The line that closes an answer when `pending` new or changed files
+/// (`bytes` of them) wait to be indexed, `words` of which were searched by
+/// their words alone (stored ahead of their vectors by a slow embedder).
+fn not_indexed_yet(pending: usize, words: usize, bytes: u64) -> String {
+    let (megabytes, later) = (bytes as f64 / 1e6, "indexing goes on in the background (or run `ctxfs index`)");
+    match words {
+        0 => format!(
+            "[{pending} new or changed files ({megabytes:.1} MB) are not indexed yet and were not searched; \
+             {later}: search again later for the rest.]\n"
+        ),
+        _ if words >= pending => format!(
+            "[{pending} new or changed files ({megabytes:.1} MB) are not indexed yet and were searched by their \
+             words alone; {later}: search again later to rank them by meaning too.]\n"
+        ),
+        _ => format!(
+            "[{pending} new or changed files ({megabytes:.1} MB) are not indexed yet: {words} were searched by their \
+             words alone, {} not at all; {later}: search again later for the rest.]\n",
+            pending - words
+        ),
+    }
 }
 
 /// A result to show: path, first and last line, text.
@@ -253,6 +270,20 @@ impl Tool for Tag {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_closing_line_says_which_waiting_files_were_searched_by_their_words() {
+        let none = not_indexed_yet(3, 0, 2_500_000);
+        assert!(
+            none.starts_with("[3 new or changed files (2.5 MB) are not indexed yet and were not searched;"),
+            "{none}"
+        );
+        let all = not_indexed_yet(3, 3, 2_500_000);
+        assert!(all.contains("not indexed yet and were searched by their words alone;"), "{all}");
+        assert!(all.ends_with("search again later to rank them by meaning too.]\n"), "{all}");
+        let some = not_indexed_yet(3, 2, 2_500_000);
+        assert!(some.contains("not indexed yet: 2 were searched by their words alone, 1 not at all;"), "{some}");
+    }
 
     #[test]
     fn an_answer_that_fits_is_every_passage_whole() {
