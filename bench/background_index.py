@@ -49,7 +49,7 @@ QUESTIONS = [
     "parse a toml table into a map",
     "retry a failed http request with backoff",
 ]
-LEFT = re.compile(r"\[(\d+) new or changed files")
+LEFT = re.compile(r"\[(\d+) new or changed files?")
 PASSAGE = re.compile(r"^(/[^\n]*):(\d+)-(\d+)$", re.M)
 
 

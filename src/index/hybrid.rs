@@ -150,8 +150,10 @@ pub struct Searched {
     pub pending: usize,
     pub pending_bytes: u64,
     /// Of the `pending` files, those searched by their words alone (stored
-    /// ahead of their vectors, `Take::Words`).
+    /// ahead of their vectors, `Take::Words`), and those searched as they
+    /// were before they changed (their earlier version is indexed).
     pub pending_words: usize,
+    pub pending_earlier: usize,
     /// The next search would walk again: the file system could not count
     /// changes yet when this one walked (`Progress::uncounted`).
     pub uncounted: bool,
@@ -186,8 +188,10 @@ pub struct Progress {
     /// New or changed files a search left unindexed (its time ran out), and their bytes.
     pub pending: usize,
     pub pending_bytes: u64,
-    /// Of those, files whose words are stored and searched while they wait for their vectors.
+    /// Of those, files whose words are stored and searched while they wait for their vectors,
+    /// and changed files whose earlier version is searched meanwhile.
     pub pending_words: usize,
+    pub pending_earlier: usize,
     /// The file system could not count changes when the walk began (its
     /// watcher was still starting), so the next search walks again.
     pub uncounted: bool,
@@ -359,6 +363,7 @@ struct WalkCounts {
     pending: AtomicUsize,
     pending_bytes: AtomicU64,
     pending_words: AtomicUsize,
+    pending_earlier: AtomicUsize,
     /// Whether a file was left pending whose content has no words stored yet (`Index::words_owed`).
     words_owed: AtomicBool,
     walked: AtomicBool,
@@ -383,6 +388,7 @@ impl WalkCounts {
         state.pending = self.pending.load(Ordering::Relaxed);
         state.pending_bytes = self.pending_bytes.load(Ordering::Relaxed);
         state.pending_words = self.pending_words.load(Ordering::Relaxed);
+        state.pending_earlier = self.pending_earlier.load(Ordering::Relaxed);
     }
 }
 
@@ -419,9 +425,19 @@ enum Work {
     Skip { size: i64, why: SkipWhy },
     /// New or changed, left for later: the search's time to index ran out.
     /// A changed file's indexed version (`stale`) is still searched meanwhile.
-    /// `words_owed`: its content's words are not stored either (`Take::Words` would store them);
-    /// `words_alone`: the version searched is words without vectors.
-    Pending { size: i64, stale: Option<Seen>, words_owed: bool, words_alone: bool },
+    /// `words_owed`: its content's words are not stored either (`Take::Words` would store them).
+    Pending { size: i64, stale: Option<Seen>, words_owed: bool, meanwhile: Meanwhile },
+}
+
+/// How a file left pending is searched while it waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Meanwhile {
+    /// Not at all: nothing of it is indexed.
+    NotSearched,
+    /// By its words alone, stored ahead of its vectors (`Take::Words`).
+    ByWords,
+    /// As it was before it changed: its earlier version is indexed.
+    AsBefore,
 }
 
 pub struct Index {
@@ -1957,8 +1973,12 @@ impl Index {
             });
             let own = mirror.read_from(real.as_str(), origin);
             let stale = stale.filter(|s| own && mirror.is_searchable(&s.blob));
-            let words_alone = stale.as_ref().is_some_and(|s| mirror.is_words_only(&s.blob));
-            Work::Pending { size, stale, words_owed, words_alone }
+            let meanwhile = match &stale {
+                None => Meanwhile::NotSearched,
+                Some(s) if mirror.is_words_only(&s.blob) => Meanwhile::ByWords,
+                Some(_) => Meanwhile::AsBefore,
+            };
+            Work::Pending { size, stale, words_owed, meanwhile }
         };
         let unchanged = |size: i64, mtime: i64| -> Option<Work> {
             let mirror = self.mirror();
@@ -1975,7 +1995,7 @@ impl Index {
             if take == Take::Words && mirror.is_words_only(&blob) {
                 entry.mark.store(epoch, Ordering::Relaxed);
                 let stale = Some(Seen { shown: Arc::new(shown.clone()), blob, rowid });
-                return Some(Work::Pending { size, stale, words_owed: false, words_alone: true });
+                return Some(Work::Pending { size, stale, words_owed: false, meanwhile: Meanwhile::ByWords });
             }
             None
         };
@@ -2298,12 +2318,14 @@ impl Index {
                             };
                             counter.fetch_add(1, Ordering::Relaxed);
                         }
-                        Work::Pending { size, stale, words_owed, words_alone } => {
+                        Work::Pending { size, stale, words_owed, meanwhile } => {
                             if words_owed {
                                 counts.words_owed.store(true, Ordering::Relaxed);
                             }
-                            if words_alone {
-                                counts.pending_words.fetch_add(1, Ordering::Relaxed);
+                            match meanwhile {
+                                Meanwhile::NotSearched => {}
+                                Meanwhile::ByWords => _ = counts.pending_words.fetch_add(1, Ordering::Relaxed),
+                                Meanwhile::AsBefore => _ = counts.pending_earlier.fetch_add(1, Ordering::Relaxed),
                             }
                             counts.pending.fetch_add(1, Ordering::Relaxed);
                             counts.pending_bytes.fetch_add(size.max(0) as u64, Ordering::Relaxed);
@@ -2667,7 +2689,8 @@ impl Index {
         lap("fused");
         tracing::debug!(files = seen.len(), units = units.len(), terms = terms.len(), ?times, "search");
         let (pending, pending_bytes, uncounted) = (coverage.pending, coverage.pending_bytes, coverage.uncounted);
-        Ok(Searched { hits, pending, pending_bytes, pending_words: coverage.pending_words, uncounted })
+        let (pending_words, pending_earlier) = (coverage.pending_words, coverage.pending_earlier);
+        Ok(Searched { hits, pending, pending_bytes, pending_words, pending_earlier, uncounted })
     }
 }
 
@@ -3688,7 +3711,7 @@ mod tests {
         let second = index.search_report(&access, &root, "alpha", 5, Rankings::ALL, &|_| {}).unwrap();
         assert_eq!(second.hits.len(), 1);
         assert_eq!(second.hits[0].text, "the alpha protocol\n");
-        assert_eq!(second.pending, 2);
+        assert_eq!((second.pending, second.pending_earlier, second.pending_words), (2, 1, 0));
         // With time, the next search indexes the rest.
         index.set_index_budget(SEARCH_INDEX_BUDGET);
         let third = index.search_report(&access, &root, "alpha", 5, Rankings::ALL, &|_| {}).unwrap();

@@ -78,7 +78,12 @@ pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
             body = format!("No passages match {:?} in {}.\n", params.query, root.path);
         }
         if found.pending > 0 {
-            body.push_str(&not_indexed_yet(found.pending, found.pending_words, found.pending_bytes));
+            body.push_str(&not_indexed_yet(
+                found.pending,
+                found.pending_words,
+                found.pending_earlier,
+                found.pending_bytes,
+            ));
         }
         // What the index does in the background for the next search (and, with nothing left, it
         // follows this root's outside changes).
@@ -130,25 +135,41 @@ pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
 }
 
 /// The line that closes an answer when `pending` new or changed files
-/// (`bytes` of them) wait to be indexed, `words` of which were searched by
-/// their words alone (stored ahead of their vectors by a slow embedder).
-fn not_indexed_yet(pending: usize, words: usize, bytes: u64) -> String {
-    let (megabytes, later) = (bytes as f64 / 1e6, "indexing goes on in the background (or run `ctxfs index`)");
-    match words {
-        0 => format!(
-            "[{pending} new or changed files ({megabytes:.1} MB) are not indexed yet and were not searched; \
-             {later}: search again later for the rest.]\n"
-        ),
-        _ if words >= pending => format!(
-            "[{pending} new or changed files ({megabytes:.1} MB) are not indexed yet and were searched by their \
-             words alone; {later}: search again later to rank them by meaning too.]\n"
-        ),
-        _ => format!(
-            "[{pending} new or changed files ({megabytes:.1} MB) are not indexed yet: {words} were searched by their \
-             words alone, {} not at all; {later}: search again later for the rest.]\n",
-            pending - words
-        ),
+/// (`bytes` of them) wait to be indexed: `words` of them were searched by
+/// their words alone (stored ahead of their vectors by a slow embedder),
+/// `earlier` as they were before they changed, the rest not at all.
+fn not_indexed_yet(pending: usize, words: usize, earlier: usize, bytes: u64) -> String {
+    let one = pending == 1;
+    let later = "indexing goes on in the background (or run `ctxfs index`)";
+    let head = format!(
+        "[{} ({:.1} MB) {} not indexed yet",
+        counted(pending, "new or changed file", "new or changed files"),
+        bytes as f64 / 1e6,
+        if one { "is" } else { "are" }
+    );
+    let unsearched = pending.saturating_sub(words + earlier);
+    if unsearched == pending {
+        let was = if one { "was" } else { "were" };
+        return format!("{head} and {was} not searched; {later}: search again later for the rest.]\n");
     }
+    if words == pending {
+        let (was, their, them) = if one { ("was", "its", "it") } else { ("were", "their", "them") };
+        return format!(
+            "{head} and {was} searched by {their} words alone; {later}: search again later to rank {them} by meaning too.]\n"
+        );
+    }
+    let how = [
+        (words, "was searched by its words alone", "were searched by their words alone"),
+        (earlier, "was searched as it was before it changed", "were searched as they were before they changed"),
+        (unsearched, "was not searched", "were not searched"),
+    ];
+    let how: Vec<String> = how.iter().filter(|(n, ..)| *n > 0).map(|(n, one, many)| counted(*n, one, many)).collect();
+    format!("{head}: {}; {later}: search again later for the rest.]\n", how.join(", "))
+}
+
+/// `n` and what follows it, in the singular for one and the plural otherwise.
+fn counted(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// A result to show: path, first and last line, text.
@@ -272,17 +293,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_closing_line_says_which_waiting_files_were_searched_by_their_words() {
-        let none = not_indexed_yet(3, 0, 2_500_000);
+    fn the_closing_line_says_how_the_waiting_files_were_searched() {
+        let none = not_indexed_yet(3, 0, 0, 2_500_000);
         assert!(
             none.starts_with("[3 new or changed files (2.5 MB) are not indexed yet and were not searched;"),
             "{none}"
         );
-        let all = not_indexed_yet(3, 3, 2_500_000);
+        let all = not_indexed_yet(3, 3, 0, 2_500_000);
         assert!(all.contains("not indexed yet and were searched by their words alone;"), "{all}");
         assert!(all.ends_with("search again later to rank them by meaning too.]\n"), "{all}");
-        let some = not_indexed_yet(3, 2, 2_500_000);
-        assert!(some.contains("not indexed yet: 2 were searched by their words alone, 1 not at all;"), "{some}");
+        let some = not_indexed_yet(3, 2, 0, 2_500_000);
+        assert!(some.contains("not indexed yet: 2 were searched by their words alone, 1 was not searched;"), "{some}");
+        let before = not_indexed_yet(3, 0, 3, 2_500_000);
+        assert!(before.contains("not indexed yet: 3 were searched as they were before they changed;"), "{before}");
+        let one = not_indexed_yet(1, 0, 1, 300_000);
+        assert!(
+            one.starts_with(
+                "[1 new or changed file (0.3 MB) is not indexed yet: 1 was searched as it was before it changed;"
+            ),
+            "{one}"
+        );
+        let each = not_indexed_yet(4, 1, 2, 2_500_000);
+        assert!(
+            each.contains(
+                ": 1 was searched by its words alone, 2 were searched as they were before they changed, 1 was not searched;"
+            ),
+            "{each}"
+        );
     }
 
     #[test]
