@@ -2000,10 +2000,17 @@ impl Index {
             None
         };
         // Most files are unchanged: one `fstatat` tells, without opening them.
-        if let Some(stamp) = (file.stamp)() {
+        let stamp = (file.stamp)();
+        if let Some(stamp) = &stamp {
             if let Some(same) = unchanged(stamp.len as i64, stamp.mtime_ns) {
                 return same;
             }
+        }
+        // A walk that takes words alone leaves the rest unread once its time
+        // is up: the walk after it (a search's, or the round's embedding)
+        // reads them anyway, and a search may be waiting for the store.
+        if take == Take::Words && late() {
+            return pending(stamp.map_or(0, |s| s.len as i64), true);
         }
         let Some(source) = (file.open)() else { return Work::Skip { size: 0, why: SkipWhy::Unreadable } };
         let (size, mtime) = mtime_of(&source);
@@ -3828,6 +3835,37 @@ mod tests {
         assert!(first.pending > 0 && first.pending < files, "{first:?}");
         assert_eq!(first.pending_words, first.pending, "{first:?}");
         assert!(slow.passages.load(Ordering::Relaxed) < files);
+    }
+
+    /// A walk that takes words alone and runs out of time leaves the files
+    /// it has not reached unread (the walk after it reads them anyway), and
+    /// counts them as waiting, not as gone.
+    #[test]
+    fn a_words_walk_out_of_time_leaves_the_rest_unread() {
+        let files = 12;
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        for i in 0..files {
+            fs.add_file(&format!("/w/f{i:02}.rs"), format!("fn {}_part_{i}() {{ transfer(); }}\n", Toy::QUERY));
+        }
+        let access = access(fs.clone(), &[("/w", Level::Ro)]);
+        let root = access.target("/w", Need::Look).unwrap();
+        let chunker = Arc::new(TokenChunker::new(Arc::new(super::super::chunk::HalfBytes)));
+        let slow = Arc::new(Toy::new(usize::MAX, std::time::Duration::ZERO));
+        let index = Index::open(&dir.path().join("index.db"), Some(slow), chunker).unwrap();
+        let store = index.store();
+        let late = Until::after(std::time::Duration::ZERO);
+        let (_, done) =
+            index.refresh(&store, &access, &root, false, None, &Met::default(), late, Take::Words, &|_| {}).unwrap();
+        assert_eq!((done.pending, done.indexed, done.removed, fs.files_opened()), (files, 0, 0, 0), "{done:?}");
+        // With time, the words go in: each file read once.
+        let (_, done) = index
+            .refresh(&store, &access, &root, false, None, &Met::default(), Until::Done, Take::Words, &|_| {})
+            .unwrap();
+        assert_eq!((done.pending, fs.files_opened()), (files, files), "{done:?}");
+        drop(store);
+        let found = index.search_report(&access, &root, Toy::QUERY, 2 * files, Rankings::ALL, &|_| {}).unwrap();
+        assert_eq!(found.hits.len(), files);
     }
 
     /// A round in the background, and `search` run once the round has

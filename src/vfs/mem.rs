@@ -244,6 +244,8 @@ pub struct MemFs {
     /// What `changes` and `changed_since` answer: `None` (nothing is
     /// counted) unless a test sets it.
     changes: Mutex<Feed>,
+    /// How many times a walk opened a file (`files_opened`).
+    opened: std::sync::atomic::AtomicUsize,
 }
 
 /// A change count and feed set by tests (nothing outside a test changes a `MemFs`).
@@ -266,7 +268,13 @@ impl MemFs {
             let tick = state.tick();
             state.nodes.insert(boundary.to_string(), Node::Dir { mode: 0o755, mtime: tick });
         }
-        MemFs { boundary, state: Mutex::new(state), changes: Mutex::new(Feed::default()) }
+        let (changes, opened) = (Mutex::new(Feed::default()), std::sync::atomic::AtomicUsize::new(0));
+        MemFs { boundary, state: Mutex::new(state), changes, opened }
+    }
+
+    /// How many times a walk has opened a file so far, for tests of what a walk leaves unread.
+    pub fn files_opened(&self) -> usize {
+        self.opened.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Sets what `Fs::changes` answers, for tests of code that reuses a walk
@@ -458,7 +466,10 @@ impl MemFs {
             Kind::File => {}
         }
         match self.state().get(path) {
-            Some(Node::File { data, .. }) => Ok(Source::Bytes(data.clone())),
+            Some(Node::File { data, .. }) => {
+                self.opened.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Ok(Source::Bytes(data.clone()))
+            }
             Some(Node::Dir { .. }) => Err(FsError::IsADir),
             Some(Node::Link { .. }) => Err(FsError::Raced),
             Some(Node::Special { .. }) => Err(FsError::NotRegular),
