@@ -3766,18 +3766,9 @@ mod tests {
     fn a_slow_vectorizers_round_takes_in_every_files_words_before_it_embeds_any() {
         let files = 24;
         let dir = tempfile::tempdir().unwrap();
-        let fs = Arc::new(MemFs::new(VPath::root()));
-        // Each file holds the searches' own word (`Toy::QUERY`, which the toy does not count as a passage).
-        for i in 0..files {
-            fs.add_file(&format!("/w/f{i:02}.rs"), format!("fn {}_part_{i}() {{ transfer(); }}\n", Toy::QUERY));
-        }
-        fs.set_changes(Some(0));
-        let access = access(fs, &[("/w", Level::Ro)]);
-        let root = access.target("/w", Need::Look).unwrap();
+        let (_, access, root) = files_holding_the_query(files);
         let open = || {
-            let chunker = Arc::new(TokenChunker::new(Arc::new(super::super::chunk::HalfBytes)));
-            let slow = Arc::new(Toy::new(usize::MAX, std::time::Duration::from_millis(40)));
-            let mut index = Index::open(&dir.path().join("index.db"), Some(slow.clone()), chunker).unwrap();
+            let (slow, mut index) = toy_index(dir.path(), std::time::Duration::from_millis(40));
             index.set_index_budget(std::time::Duration::ZERO);
             (slow, index)
         };
@@ -3817,17 +3808,9 @@ mod tests {
     fn a_slow_vectorizers_first_search_finds_every_file_by_its_words() {
         let files = 24;
         let dir = tempfile::tempdir().unwrap();
-        let fs = Arc::new(MemFs::new(VPath::root()));
-        for i in 0..files {
-            fs.add_file(&format!("/w/f{i:02}.rs"), format!("fn {}_part_{i}() {{ transfer(); }}\n", Toy::QUERY));
-        }
-        fs.set_changes(Some(0));
-        let access = access(fs, &[("/w", Level::Ro)]);
-        let root = access.target("/w", Need::Look).unwrap();
-        let chunker = Arc::new(TokenChunker::new(Arc::new(super::super::chunk::HalfBytes)));
+        let (_, access, root) = files_holding_the_query(files);
         // Each file is one call of the embedder: embedding them all would take ten seconds, five times the budget.
-        let slow = Arc::new(Toy::new(usize::MAX, std::time::Duration::from_millis(400)));
-        let mut index = Index::open(&dir.path().join("index.db"), Some(slow.clone()), chunker).unwrap();
+        let (slow, mut index) = toy_index(dir.path(), std::time::Duration::from_millis(400));
         index.set_index_budget(std::time::Duration::from_secs(2));
         let first = index.search_report(&access, &root, Toy::QUERY, 2 * files, Rankings::ALL, &|_| {}).unwrap();
         let paths: HashSet<String> = first.hits.iter().map(|h| h.path.to_string()).collect();
@@ -3844,15 +3827,8 @@ mod tests {
     fn a_words_walk_out_of_time_leaves_the_rest_unread() {
         let files = 12;
         let dir = tempfile::tempdir().unwrap();
-        let fs = Arc::new(MemFs::new(VPath::root()));
-        for i in 0..files {
-            fs.add_file(&format!("/w/f{i:02}.rs"), format!("fn {}_part_{i}() {{ transfer(); }}\n", Toy::QUERY));
-        }
-        let access = access(fs.clone(), &[("/w", Level::Ro)]);
-        let root = access.target("/w", Need::Look).unwrap();
-        let chunker = Arc::new(TokenChunker::new(Arc::new(super::super::chunk::HalfBytes)));
-        let slow = Arc::new(Toy::new(usize::MAX, std::time::Duration::ZERO));
-        let index = Index::open(&dir.path().join("index.db"), Some(slow), chunker).unwrap();
+        let (fs, access, root) = files_holding_the_query(files);
+        let (_, index) = toy_index(dir.path(), std::time::Duration::ZERO);
         let store = index.store();
         let late = Until::after(std::time::Duration::ZERO);
         let (_, done) =
@@ -3866,6 +3842,27 @@ mod tests {
         drop(store);
         let found = index.search_report(&access, &root, Toy::QUERY, 2 * files, Rankings::ALL, &|_| {}).unwrap();
         assert_eq!(found.hits.len(), files);
+    }
+
+    /// `files` one-passage files under /w, each holding the searches' own
+    /// word (`Toy::QUERY`, which the toy does not count as a passage), on a
+    /// file system whose count of changes stands still.
+    fn files_holding_the_query(files: usize) -> (Arc<MemFs>, Access, Target) {
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        for i in 0..files {
+            fs.add_file(&format!("/w/f{i:02}.rs"), format!("fn {}_part_{i}() {{ transfer(); }}\n", Toy::QUERY));
+        }
+        fs.set_changes(Some(0));
+        let access = access(fs.clone(), &[("/w", Level::Ro)]);
+        let root = access.target("/w", Need::Look).unwrap();
+        (fs, access, root)
+    }
+
+    /// An index in `dir` whose embedder, the toy, takes `delay` a call, passages cut by `HalfBytes`.
+    fn toy_index(dir: &std::path::Path, delay: std::time::Duration) -> (Arc<Toy>, Index) {
+        let chunker = Arc::new(TokenChunker::new(Arc::new(super::super::chunk::HalfBytes)));
+        let slow = Arc::new(Toy::new(usize::MAX, delay));
+        (slow.clone(), Index::open(&dir.join("index.db"), Some(slow), chunker).unwrap())
     }
 
     /// A round in the background, and `search` run once the round has
