@@ -41,8 +41,8 @@ pub trait Embedder: Send + Sync {
     /// words does (a table lookup), so that taking a file's words in first
     /// and its vectors later would only do the work twice. A model run
     /// whole, or a server, is not: the index takes in every new file's words
-    /// before it embeds any (`Index::index_in_background`). Not cheap unless
-    /// an embedder says so.
+    /// before it embeds any (a search's own time to index and each round in
+    /// the background do). Not cheap unless an embedder says so.
     fn is_cheap(&self) -> bool {
         false
     }

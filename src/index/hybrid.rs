@@ -403,7 +403,6 @@ pub(super) struct Seen {
     rowid: i64,
 }
 
-/// What the walk hands the writer about one visible file.
 /// What a refresh takes in of a new or changed file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Take {
@@ -416,6 +415,7 @@ enum Take {
     Words,
 }
 
+/// What the walk hands the writer about one visible file.
 enum Work {
     /// Unchanged since it was indexed.
     Same { shown: VPath, size: i64, blob: Sha, rowid: i64 },
@@ -470,8 +470,9 @@ pub struct Index {
     store_wanted: AtomicUsize,
     /// Set when the engine that owns the index goes away: indexing in the background stops.
     closing: std::sync::atomic::AtomicBool,
-    /// Whether indexing in the background takes in new files' words before
-    /// it embeds any (`Take::Words`): with a vectorizer that is not cheap.
+    /// Whether a search's own time to index and a round in the background
+    /// take in new files' words before they embed any (`Take::Words`): with
+    /// a vectorizer that is not cheap.
     words_first: bool,
     /// Whether a round may find files whose words are not in yet: set when
     /// the index opens and whenever a refresh leaves a file pending whose
@@ -2520,23 +2521,41 @@ impl Index {
             }
             std::thread::sleep(GIVE_WAY);
         };
-        // With a slow vectorizer every new file's words go in first (a whole
-        // walk, which gives way as the round does), so that a search finds
-        // every file by its words long before the last is embedded.
-        if self.words_first && self.words_owed.swap(false, Ordering::SeqCst) {
-            let until = Until::Unwanted(self);
-            let met = Met::default();
-            let (_, words) = self.refresh(&store, access, root, false, None, &met, until, Take::Words, &|_| {})?;
-            if until.passed() {
-                self.words_owed.store(true, Ordering::SeqCst);
-                return Ok(Some(words));
-            }
+        // Every new file's words first (a whole walk, which gives way as the
+        // round does), so that a search finds every file by its words long
+        // before the last is embedded.
+        if let Some(words) = self.take_words_first(&store, access, root, Until::Unwanted(self))? {
+            return Ok(Some(words));
         }
         let (visible, done) = self.visible(&store, access, root, Until::Unwanted(self), &|_| {})?;
         if done.pending == 0 {
             self.ready_for_searches(&store, &visible)?;
         }
         Ok(Some(done))
+    }
+
+    /// With a slow vectorizer (`words_first`), and while some file's words
+    /// may be missing (`words_owed`), stores every new file's passages and
+    /// words without vectors (`Take::Words`) `until` the time is up. Answers
+    /// the walk's figures when the time ran out first: the words are then
+    /// still owed, and the caller leaves the rest for later.
+    fn take_words_first(
+        &self,
+        store: &IndexStore,
+        access: &Access,
+        root: &Target,
+        until: Until<'_>,
+    ) -> anyhow::Result<Option<Progress>> {
+        if !self.words_first || !self.words_owed.swap(false, Ordering::SeqCst) {
+            return Ok(None);
+        }
+        let words = self.refresh(store, access, root, false, None, &Met::default(), until, Take::Words, &|_| {});
+        let cut_short = until.passed();
+        if words.is_err() || cut_short {
+            self.words_owed.store(true, Ordering::SeqCst);
+        }
+        let (_, done) = words?;
+        Ok(cut_short.then_some(done))
     }
 
     /// Says whether indexing in the background now takes in what a search
@@ -2631,15 +2650,11 @@ impl Index {
         let budget =
             if self.in_background.load(Ordering::SeqCst) { std::time::Duration::ZERO } else { self.index_budget };
         let until = Until::after(budget);
-        // With a slow vectorizer the search's own time goes to every new
-        // file's words first, as a round in the background's does, so a
-        // session's first search already finds each file by its words.
-        if !budget.is_zero() && self.words_first && self.words_owed.swap(false, Ordering::SeqCst) {
-            let words = self.refresh(&store, access, root, false, None, &Met::default(), until, Take::Words, &|_| {});
-            if words.is_err() || until.passed() {
-                self.words_owed.store(true, Ordering::SeqCst);
-            }
-            words?;
+        // The search's own time goes to every new file's words first, as a
+        // round in the background's does, so a session's first search
+        // already finds each file by its words.
+        if !budget.is_zero() {
+            self.take_words_first(&store, access, root, until)?;
         }
         let (visible, coverage) = self.visible(&store, access, root, until, progress)?;
         lap("refresh");
