@@ -2998,6 +2998,25 @@ mod tests {
         assert!(asked.iter().any(|hit| hit.path.as_str() == "/pub/builder.rs" && hit.first_line == 1), "{asked:?}");
     }
 
+    /// A file whose many passages all match does not fill a short answer on
+    /// its own: after two of them, the next file that matches has its place.
+    #[test]
+    fn one_file_does_not_crowd_the_others_out_of_a_short_answer() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        let long: String = (0..200).map(|i| format!("fn retry_upload_{i}() {{ retry(); upload(); }}\n")).collect();
+        fs.add_file("/pub/long.rs", long);
+        // Without the cap, long.rs's first three passages outrank short.rs's one mention.
+        let other: String = (0..12).map(|i| format!("fn unrelated_{i}() {{ parse(); render(); }}\n")).collect();
+        fs.add_file("/pub/short.rs", format!("// upload\n{other}"));
+        let access = access(fs, &[("/pub", Level::Ro)]);
+        let root = access.target("/pub", Need::Look).unwrap();
+        let found = index(dir.path()).search(&access, &root, "retry upload", 3).unwrap();
+        let paths: Vec<&str> = found.iter().map(|h| h.path.as_str()).collect();
+        assert!(found.len() == 3 && paths.contains(&"/pub/short.rs"), "{paths:?}");
+        assert_eq!(paths.iter().filter(|p| **p == "/pub/long.rs").count(), 2, "{paths:?}");
+    }
+
     /// A question in other forms of the code's words finds it (words only,
     /// no embedder): the index and the query are both stemmed, so "padded
     /// sequences" meets "Pads every sequence" and `pad_batch`.
@@ -3546,8 +3565,10 @@ mod tests {
         let hits = index.search_with(&access, &root, "upload", 50, meaning).unwrap();
         let mut parts: Vec<&Hit> = hits.iter().filter(|h| h.path.as_str() == "/w/net.rs").collect();
         assert!(parts.len() > 1, "{hits:?}");
-        // Every part has a vector: all rank above the unrelated file.
-        assert!(hits[..parts.len()].iter().all(|h| h.path.as_str() == "/w/net.rs"), "{hits:?}");
+        // Every part has a vector, so every part is ranked (the text check
+        // below), and the best two, all a file shows before the next file's
+        // turn, rank above the unrelated file.
+        assert!(hits[..2].iter().all(|h| h.path.as_str() == "/w/net.rs"), "{hits:?}");
         // The parts share nothing and together are the passage.
         parts.sort_by_key(|h| (h.first_line, h.last_line));
         assert_eq!(parts.iter().map(|h| h.text.as_str()).collect::<String>(), long);

@@ -16,10 +16,12 @@
 //! comment, its imports, its first definitions); for a query naming
 //! identifiers, the caller has it vote for the file's best passage instead
 //! (`rankings::FileVotes`). So the answer holds the best passages and the
-//! openings of the best files. Two other fusions are
-//! kept for measuring, both below it on the tuning questions
-//! (bench/README.md): `fuse_blend` (a file ranking votes for the file's best
-//! passage instead, at most `per_file` passages a file first) and
+//! openings of the best files. At most `Weights::per_file` passages of a
+//! file come before the other files' (`cap_per_file`), so one file with many
+//! good passages does not push the next files out of a short answer. Two
+//! other fusions are kept for measuring, both below it on the tuning
+//! questions (bench/README.md): `fuse_blend` (a file ranking votes for the
+//! file's best passage instead) and
 //! `fuse_file_first` (files ranked by a fusion of their own, then each
 //! file's best passage in turn).
 
@@ -51,7 +53,7 @@ pub(crate) struct Weights {
     pub files: f64,
     pub paths: f64,
     /// How many passages of one file come before every other ranked file has
-    /// had its turn (0: no cap).
+    /// had its turn (0: no cap), in either fusion.
     pub per_file: f64,
 }
 
@@ -514,13 +516,25 @@ pub(crate) fn fuse_blend(
     }
     let mut ordered: Vec<(u32, f64)> = score.into_iter().collect();
     ordered.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| (layout.unit_order)(a.0, b.0)));
+    cap_per_file(ordered.into_iter().map(|(u, _)| u), layout.unit_file, per_file, limit)
+}
+
+/// The first `limit` of `ordered`, at most `per_file` passages of a file
+/// coming before every other file's passages have had their place (0: no
+/// cap), so one file with many good passages does not crowd the others out.
+pub(crate) fn cap_per_file(
+    ordered: impl IntoIterator<Item = u32>,
+    unit_file: &[u32],
+    per_file: usize,
+    limit: usize,
+) -> Vec<u32> {
     if per_file == 0 {
-        return ordered.into_iter().take(limit).map(|(u, _)| u).collect();
+        return ordered.into_iter().take(limit).collect();
     }
     let mut taken: HashMap<u32, usize> = HashMap::new();
     let (mut out, mut later) = (Vec::with_capacity(limit), Vec::new());
-    for (unit, _) in ordered {
-        let count = taken.entry(layout.unit_file[unit as usize]).or_default();
+    for unit in ordered {
+        let count = taken.entry(unit_file[unit as usize]).or_default();
         *count += 1;
         if *count <= per_file {
             out.push(unit);
@@ -543,9 +557,19 @@ pub(crate) fn fuse_flat(
     order: &dyn Fn(u32, u32) -> Ordering,
     limit: usize,
 ) -> Vec<u32> {
+    fused_order(rankings, k, by_score, order).into_iter().take(limit).map(|(u, _)| u).collect()
+}
+
+/// Every unit `fused_scores` reaches, best first (ties by `order`), with its fused score.
+pub(crate) fn fused_order(
+    rankings: &[Ranking],
+    k: f64,
+    by_score: f64,
+    order: &dyn Fn(u32, u32) -> Ordering,
+) -> Vec<(u32, f64)> {
     let mut ordered: Vec<(u32, f64)> = fused_scores(rankings, k, by_score).into_iter().collect();
     ordered.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| order(a.0, b.0)));
-    ordered.into_iter().take(limit).map(|(u, _)| u).collect()
+    ordered
 }
 
 #[cfg(test)]
@@ -649,6 +673,19 @@ mod tests {
         let blended = fuse_blend(&[ranking(&[1, 2, 4])], &[ranking(&[2, 1])], &layout, 1, 10);
         assert_eq!(blended, vec![4, 1, 5, 2]);
         assert_eq!(fuse_blend(&[ranking(&[1, 2, 4])], &[], &layout, 0, 10), vec![1, 2, 4]);
+    }
+
+    #[test]
+    fn a_file_shows_at_most_its_share_before_the_next_files() {
+        // File 0 owns units 0-3, file 1 unit 4, file 2 unit 5; file 0's passages lead.
+        let unit_file = [0, 0, 0, 0, 1, 2];
+        let ordered = [0, 1, 2, 4, 3, 5];
+        assert_eq!(cap_per_file(ordered, &unit_file, 2, 4), vec![0, 1, 4, 5]);
+        // The passages held back come next, in their order.
+        assert_eq!(cap_per_file(ordered, &unit_file, 2, 10), vec![0, 1, 4, 5, 2, 3]);
+        assert_eq!(cap_per_file(ordered, &unit_file, 1, 3), vec![0, 4, 5]);
+        // No cap: the order as it was.
+        assert_eq!(cap_per_file(ordered, &unit_file, 0, 4), vec![0, 1, 2, 4]);
     }
 
     /// A ranking of `ids` whose scores fall by one from 100.

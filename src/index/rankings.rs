@@ -331,7 +331,13 @@ pub(super) fn rank(
                 };
                 flat.push(rank::Ranking::new(files.weight, voted));
             }
-            rank::fuse_flat(&flat, weights.k, weights.by_score, &order, limit)
+            let ordered = rank::fused_order(&flat, weights.k, weights.by_score, &order);
+            rank::cap_per_file(
+                ordered.into_iter().map(|(u, _)| u),
+                &units.file,
+                weights.per_file.max(0.0) as usize,
+                limit,
+            )
         }
     };
     Ok(chosen)
