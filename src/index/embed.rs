@@ -46,6 +46,13 @@ pub trait Embedder: Send + Sync {
     fn is_cheap(&self) -> bool {
         false
     }
+    /// How much the meaning ranking counts in a search's fusion, the
+    /// passages by words counting 1: a stronger model's ranking earns more
+    /// (`EmbedderChoice::meaning_weight` says how much). 1, the static
+    /// table's, unless an embedder says otherwise.
+    fn meaning_weight(&self) -> f64 {
+        1.0
+    }
     /// The vector of a search query: the query as it is, or, when the
     /// embedder refuses it for its length, its first tokens (`embed_head`),
     /// rather than no meaning ranking at all.

@@ -2670,11 +2670,16 @@ impl Index {
         let vector = |ids: &[i64]| self.stored_vectors(&store, ids);
         let meaning = if want_meaning && units.len() > 0 {
             let dims = mirror.dims;
-            self.vectorizer
-                .as_ref()
-                .and_then(|v| v.embed_query(query).ok())
-                .filter(|q| dims > 0 && q.len() == dims)
-                .map(|q| Meaning { query: q, dims, codes: self.codes_in(&mirror, &visible, units), vector: &vector })
+            self.vectorizer.as_ref().and_then(|v| {
+                let query = v.embed_query(query).ok().filter(|q| dims > 0 && q.len() == dims)?;
+                let codes = self.codes_in(&mirror, &visible, units);
+                // A ranking that sees only some files counts only that share:
+                // in a slow embedder's first searches, the few files embedded
+                // so far would otherwise outrank the many found by words alone.
+                let by_words = coverage.pending_words.min(seen.len());
+                let share = if seen.is_empty() { 1.0 } else { (seen.len() - by_words) as f64 / seen.len() as f64 };
+                Some(Meaning { query, weight: v.meaning_weight() * share, dims, codes, vector: &vector })
+            })
         } else {
             None
         };
@@ -3510,6 +3515,8 @@ mod tests {
         max: usize,
         delay: std::time::Duration,
         passages: AtomicUsize,
+        /// What `meaning_weight` says.
+        weight: f64,
     }
 
     impl Toy {
@@ -3517,7 +3524,7 @@ mod tests {
         const QUERY: &'static str = "upload";
 
         fn new(max: usize, delay: std::time::Duration) -> Toy {
-            Toy { max, delay, passages: AtomicUsize::new(0) }
+            Toy { max, delay, passages: AtomicUsize::new(0), weight: 1.0 }
         }
     }
 
@@ -3544,6 +3551,9 @@ mod tests {
             std::thread::sleep(self.delay);
             self.passages.fetch_add(texts.iter().filter(|t| **t != Toy::QUERY).count(), Ordering::Relaxed);
             Topics.embed(texts)
+        }
+        fn meaning_weight(&self) -> f64 {
+            self.weight
         }
     }
 
@@ -3854,6 +3864,41 @@ mod tests {
         assert!(first.pending > 0 && first.pending < files, "{first:?}");
         assert_eq!(first.pending_words, first.pending, "{first:?}");
         assert!(slow.passages.load(Ordering::Relaxed) < files);
+    }
+
+    /// While most files are searched by their words alone, waiting for a
+    /// slow embedder, the few it has embedded do not outrank them by meaning
+    /// alone: the meaning ranking counts only the share of files it sees.
+    #[test]
+    fn a_meaning_ranking_that_sees_few_files_counts_that_much() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        // Two files about sending (the toy's topic of the query), embedded.
+        for i in 0..2 {
+            fs.add_file(&format!("/w/a{i}.rs"), format!("fn send_{i}() {{ transfer(); send(); }}\n"));
+        }
+        fs.set_changes(Some(0));
+        let access = access(fs.clone(), &[("/w", Level::Ro)]);
+        let root = access.target("/w", Need::Look).unwrap();
+        let chunker = Arc::new(TokenChunker::new(Arc::new(super::super::chunk::HalfBytes)));
+        let mut toy = Toy::new(usize::MAX, std::time::Duration::ZERO);
+        // A model whose meaning counts as much as the transformer's.
+        toy.weight = 2.5;
+        let mut index = Index::open(&dir.path().join("index.db"), Some(Arc::new(toy)), chunker).unwrap();
+        assert_eq!(index.search(&access, &root, "colour", 10).unwrap().len(), 2);
+        // Ten files naming the query's word, their words stored, no vectors yet.
+        for i in 0..10 {
+            fs.add_file(&format!("/w/b{i}.rs"), format!("fn part_{i}() {{ upload(); }}\n"));
+        }
+        fs.set_changes(Some(1));
+        let store = index.store();
+        index.refresh(&store, &access, &root, false, None, &Met::default(), Until::Done, Take::Words, &|_| {}).unwrap();
+        drop(store);
+        index.set_index_budget(std::time::Duration::ZERO);
+        let found = index.search_report(&access, &root, "upload", 4, Rankings::ALL, &|_| {}).unwrap();
+        assert_eq!(found.pending_words, 10, "{found:?}");
+        let paths: Vec<&str> = found.hits.iter().map(|h| h.path.as_str()).collect();
+        assert!(paths.iter().all(|p| p.starts_with("/w/b")), "{paths:?}");
     }
 
     /// A walk that takes words alone and runs out of time leaves the files

@@ -105,6 +105,19 @@ impl std::fmt::Display for EmbedderChoice {
 }
 
 impl EmbedderChoice {
+    /// How much this embedder's meaning ranking counts in a search's fusion
+    /// (`Embedder::meaning_weight`), chosen on the tuning halves of the
+    /// held-out questions (bench/README.md): all-MiniLM-L6-v2 run whole ranks
+    /// paraphrases far better by meaning alone than the table does and is
+    /// best at 2.5; paraphrase-MiniLM-L3 lost at 2.5 and keeps the table's 1,
+    /// as does a server, whose model cannot be measured here.
+    pub fn meaning_weight(&self) -> f64 {
+        match self {
+            EmbedderChoice::MiniLm => 2.5,
+            _ => 1.0,
+        }
+    }
+
     /// The choice in force. `flag` (`--embedder`) wins over `configured`
     /// (the user's config.json: `"embedder"`, and `"embedder_model"` for a
     /// server); without either, the static table. `model` (`--embedder-model`)
@@ -178,7 +191,7 @@ pub fn models(
         }
     };
     let tokenizer = Arc::new(EmbedderTokens(embedder.clone()));
-    (Some(Arc::new(Reporting(embedder))), tokenizer)
+    (Some(Arc::new(Reporting(embedder, choice.meaning_weight()))), tokenizer)
 }
 
 /// An embedder's own tokens, for the chunker.
@@ -195,8 +208,9 @@ impl chunk::Tokenizer for EmbedderTokens {
 }
 
 /// An embedder that says once when it fails (a text too long for it is the
-/// chunker's business, not a failure).
-struct Reporting(Arc<dyn embed::Embedder>);
+/// chunker's business, not a failure), and how much its meaning ranking
+/// counts (`EmbedderChoice::meaning_weight`).
+struct Reporting(Arc<dyn embed::Embedder>, f64);
 
 impl embed::Embedder for Reporting {
     fn name(&self) -> &str {
@@ -225,6 +239,10 @@ impl embed::Embedder for Reporting {
 
     fn is_cheap(&self) -> bool {
         self.0.is_cheap()
+    }
+
+    fn meaning_weight(&self) -> f64 {
+        self.1
     }
 
     fn embed_query(&self, query: &str) -> Result<Vec<f32>, embed::EmbedError> {
@@ -324,7 +342,7 @@ mod tests {
     fn a_query_too_long_for_the_embedder_is_cut_to_its_first_tokens() {
         let query = |max: usize, server: usize, text: &str| {
             let words = Arc::new(Words { max, server, asked: Default::default() });
-            let vectorizer = Reporting(words.clone());
+            let vectorizer = Reporting(words.clone(), 1.0);
             let vector = embed::Embedder::embed_query(&vectorizer, text).ok();
             let asked = words.asked.lock().unwrap().clone();
             (vector, asked)
@@ -343,7 +361,7 @@ mod tests {
         assert_eq!(query(5, 5, "one two"), (Some(vec![2.0, 1.0]), vec!["one two".to_owned()]));
         assert_eq!(query(5, 0, "one two").0, None);
         // The batch path is unchanged: a long text is refused, for the chunker to halve.
-        let vectorizer = Reporting(Arc::new(Words { max: 5, server: 5, asked: Default::default() }));
+        let vectorizer = Reporting(Arc::new(Words { max: 5, server: 5, asked: Default::default() }), 1.0);
         let refused = embed::Embedder::embed(&vectorizer, &[long]).unwrap_err();
         assert!(matches!(refused, embed::EmbedError::TooLong { tokens: 8, max: 5, .. }));
     }

@@ -43,7 +43,8 @@ pub(crate) struct Weights {
     /// its ranking's best gains up to `by_score` times what the top rank's
     /// reciprocal does, and one far below gains little.
     pub by_score: f64,
-    /// Passages by words and by meaning.
+    /// Passages by words and by meaning (for the static table; another
+    /// embedder's meaning counts as `Embedder::meaning_weight` says).
     pub words: f64,
     pub meaning: f64,
     /// Files by their best passage by words, by their best passage by meaning,
@@ -73,7 +74,12 @@ impl Weights {
 
     /// `name=value` pairs, `,`-separated, over the defaults (names as the fields).
     pub fn parse(text: &str) -> Result<Weights, String> {
-        let mut w = Weights::DEFAULT;
+        Weights::parse_over(Weights::DEFAULT, text)
+    }
+
+    /// `name=value` pairs, `,`-separated, over `base`.
+    fn parse_over(base: Weights, text: &str) -> Result<Weights, String> {
+        let mut w = base;
         for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (name, value) = pair.split_once('=').ok_or_else(|| format!("{pair:?} is not name=value"))?;
             let value: f64 = value.trim().parse().map_err(|_| format!("{pair:?}: not a number"))?;
@@ -94,16 +100,24 @@ impl Weights {
         Ok(w)
     }
 
-    /// The weights `CTXFS_SEARCH_WEIGHTS` gives, read once: a knob for measuring and tuning, not a user setting.
-    pub fn from_env() -> Weights {
-        static FROM_ENV: std::sync::OnceLock<Weights> = std::sync::OnceLock::new();
-        *FROM_ENV.get_or_init(|| {
+    /// The weights of a search whose embedder's meaning ranking counts
+    /// `meaning` (`Embedder::meaning_weight`), with what
+    /// `CTXFS_SEARCH_WEIGHTS` gives over them: a knob for measuring and
+    /// tuning, read once, not a user setting.
+    pub fn from_env(meaning: f64) -> Weights {
+        static FROM_ENV: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let text = FROM_ENV.get_or_init(|| {
             let text = std::env::var("CTXFS_SEARCH_WEIGHTS").unwrap_or_default();
-            Weights::parse(&text).unwrap_or_else(|e| {
-                tracing::warn!("CTXFS_SEARCH_WEIGHTS: {e}; using the defaults");
-                Weights::DEFAULT
-            })
-        })
+            match Weights::parse(&text) {
+                Ok(_) => text,
+                Err(e) => {
+                    tracing::warn!("CTXFS_SEARCH_WEIGHTS: {e}; using the defaults");
+                    String::new()
+                }
+            }
+        });
+        let base = Weights { meaning, ..Weights::DEFAULT };
+        Weights::parse_over(base, text).unwrap_or(base)
     }
 }
 
@@ -724,6 +738,8 @@ mod tests {
         let w = Weights::parse("files=2, k=30, by_score=0").unwrap();
         assert_eq!((w.files, w.k, w.by_score, w.words), (2.0, 30.0, 0.0, Weights::DEFAULT.words));
         assert!(Weights::parse("vibes=1").is_err() && Weights::parse("files").is_err());
+        // The embedder's meaning weight is the base the knob goes over.
+        assert_eq!(Weights::parse_over(Weights { meaning: 2.5, ..Weights::DEFAULT }, "files=2").unwrap().meaning, 2.5);
     }
 
     #[test]

@@ -214,6 +214,8 @@ impl Rankings {
 /// and a passage's stored `i8` vector (with its scale) by chunk id.
 pub(super) struct Meaning<'a> {
     pub query: Vec<f32>,
+    /// How much this ranking counts in the fusion (`Embedder::meaning_weight`).
+    pub weight: f64,
     pub dims: usize,
     pub codes: &'a Codes,
     pub vector: &'a StoredVector<'a>,
@@ -258,7 +260,7 @@ pub(super) fn rank(
     };
     let file_order = |a: u32, b: u32| path_rank[a as usize].cmp(&path_rank[b as usize]);
     let starts = &units.starts;
-    let weights = rank::Weights::from_env();
+    let weights = rank::Weights::from_env(meaning.as_ref().map_or(rank::Weights::DEFAULT.meaning, |m| m.weight));
     let by_words = || word_rankings(seen, units, terms, rankings, postings, &weights, &order, &file_order);
     let two_threads = meaning.is_some()
         && match rankings.side_by_side {
@@ -520,7 +522,7 @@ fn meaning_ranking(
     file_order: &dyn Fn(u32, u32) -> std::cmp::Ordering,
     lap: &mut dyn FnMut(&'static str),
 ) -> anyhow::Result<Evidence> {
-    let Meaning { query, dims, codes, vector } = meaning;
+    let Meaning { query, dims, codes, vector, .. } = meaning;
     let mut q_code = Vec::with_capacity(codes.words);
     sign_code(query.iter().map(|v| *v > 0.0), &mut q_code, dims);
     let candidates = if rankings.exact_meaning {
