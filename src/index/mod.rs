@@ -109,8 +109,9 @@ impl EmbedderChoice {
     /// (`Embedder::meaning_weight`), chosen on the tuning halves of the
     /// held-out questions (bench/README.md): all-MiniLM-L6-v2 run whole ranks
     /// paraphrases far better by meaning alone than the table does and is
-    /// best at 2.5; paraphrase-MiniLM-L3 lost at 2.5 and keeps the table's 1,
-    /// as does a server, whose model cannot be measured here.
+    /// best at 2.5; paraphrase-MiniLM-L3 is best at the table's 1 (0.75, 1.5
+    /// and 2.5 lost), and a server, whose model cannot be measured here,
+    /// keeps 1 too.
     pub fn meaning_weight(&self) -> f64 {
         match self {
             EmbedderChoice::MiniLm => 2.5,
