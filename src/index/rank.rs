@@ -571,19 +571,19 @@ pub(crate) fn fuse_flat(
     order: &dyn Fn(u32, u32) -> Ordering,
     limit: usize,
 ) -> Vec<u32> {
-    fused_order(rankings, k, by_score, order).into_iter().take(limit).map(|(u, _)| u).collect()
+    fused_order(rankings, k, by_score, order).take(limit).collect()
 }
 
-/// Every unit `fused_scores` reaches, best first (ties by `order`), with its fused score.
+/// Every unit `fused_scores` reaches, best first (ties by `order`).
 pub(crate) fn fused_order(
     rankings: &[Ranking],
     k: f64,
     by_score: f64,
     order: &dyn Fn(u32, u32) -> Ordering,
-) -> Vec<(u32, f64)> {
+) -> impl Iterator<Item = u32> {
     let mut ordered: Vec<(u32, f64)> = fused_scores(rankings, k, by_score).into_iter().collect();
     ordered.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| order(a.0, b.0)));
-    ordered
+    ordered.into_iter().map(|(u, _)| u)
 }
 
 #[cfg(test)]

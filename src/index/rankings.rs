@@ -311,11 +311,9 @@ pub(super) fn rank(
         fallback: &fallback,
         k: weights.k,
     };
+    let per_file = weights.per_file.max(0.0) as usize;
     let chosen = match rankings.fusion {
-        Fusion::Blend => {
-            let per_file = weights.per_file.max(0.0) as usize;
-            rank::fuse_blend(&passage_rankings, &own_file_rankings, &layout, per_file, limit)
-        }
+        Fusion::Blend => rank::fuse_blend(&passage_rankings, &own_file_rankings, &layout, per_file, limit),
         Fusion::Grouped => rank::fuse_file_first(&passage_rankings, &file_rankings, &layout, limit),
         Fusion::Opening => {
             let mut flat = passage_rankings.clone();
@@ -334,12 +332,7 @@ pub(super) fn rank(
                 flat.push(rank::Ranking::new(files.weight, voted));
             }
             let ordered = rank::fused_order(&flat, weights.k, weights.by_score, &order);
-            rank::cap_per_file(
-                ordered.into_iter().map(|(u, _)| u),
-                &units.file,
-                weights.per_file.max(0.0) as usize,
-                limit,
-            )
+            rank::cap_per_file(ordered, &units.file, per_file, limit)
         }
     };
     Ok(chosen)
