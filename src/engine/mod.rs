@@ -8,9 +8,11 @@
 
 pub mod api;
 mod facts;
+mod progress;
 pub mod registry;
 
 pub use api::*;
+pub use progress::{ProgressStep, ProgressSteps};
 
 use crate::access::{Access, Level, View, ViewFile};
 use crate::gate::{Approver, Gate, GrantInfo, Mode, Project};

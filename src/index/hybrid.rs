@@ -195,22 +195,41 @@ pub struct Progress {
     /// The file system could not count changes when the walk began (its
     /// watcher was still starting), so the next search walks again.
     pub uncounted: bool,
+    /// The round stores new files' words alone, ahead of their vectors
+    /// (`Take::Words`); a round that embeds them follows.
+    pub words_only: bool,
+    /// Of the `pending` files, those whose words such a round read and stored.
+    pub words_read: usize,
 }
 
 impl Progress {
-    /// How far along, in percent of the files found (0 until the walk has found any).
-    pub fn percentage(&self) -> u32 {
-        ((self.done + self.pending) * 100).checked_div(self.found).unwrap_or(0).min(100) as u32
+    /// Files this round has had its turn with, and those it left for later:
+    /// a round of words alone leaves every file it reads to the embedding,
+    /// so those count as checked here.
+    pub fn checked(&self) -> (usize, usize) {
+        if self.words_only {
+            (self.done + self.words_read, self.pending.saturating_sub(self.words_read))
+        } else {
+            (self.done, self.pending)
+        }
     }
 
     /// One line for a progress report: files checked of those found (`N+` while the walk goes on), passages made.
     pub fn summary(&self) -> String {
         let found = if self.walked { self.found.to_string() } else { format!("{}+", self.found) };
-        let pending = if self.pending > 0 { format!(", {} left for later", self.pending) } else { String::new() };
-        format!(
-            "indexing: {} of {found} files checked, {} new or changed indexed ({} passages){pending}",
-            self.done, self.indexed, self.chunks
-        )
+        let (checked, left) = self.checked();
+        let left = if left > 0 { format!(", {left} left for later") } else { String::new() };
+        if self.words_only {
+            format!(
+                "indexing words: {checked} of {found} files checked, {} new or changed read ({} passages, searched by their words until embedded){left}",
+                self.words_read, self.chunks
+            )
+        } else {
+            format!(
+                "indexing: {checked} of {found} files checked, {} new or changed indexed ({} passages){left}",
+                self.indexed, self.chunks
+            )
+        }
     }
 }
 
@@ -2281,7 +2300,7 @@ impl Index {
         let stop = AtomicBool::new(false);
         let root_real = &root.real;
         let mut seen = Vec::new();
-        let mut state = Progress::default();
+        let mut state = Progress { words_only: take == Take::Words, ..Progress::default() };
         let mut walk_result = Ok(());
         // A search waits for the files the change feed names: their commit
         // leaves the postings' merges to a whole walk, a build, the written
@@ -2407,6 +2426,7 @@ impl Index {
                         state.bytes_indexed += size.max(0) as u64;
                     } else {
                         // Its words alone (`Take::Words`): searched, and still to be embedded.
+                        state.words_read += 1;
                         counts.pending.fetch_add(1, Ordering::Relaxed);
                         counts.pending_bytes.fetch_add(size.max(0) as u64, Ordering::Relaxed);
                     }
@@ -2524,7 +2544,7 @@ impl Index {
         // Every new file's words first (a whole walk, which gives way as the
         // round does), so that a search finds every file by its words long
         // before the last is embedded.
-        if let Some(words) = self.take_words_first(&store, access, root, Until::Unwanted(self))? {
+        if let Some(words) = self.take_words_first(&store, access, root, Until::Unwanted(self), &|_| {})? {
             return Ok(Some(words));
         }
         let (visible, done) = self.visible(&store, access, root, Until::Unwanted(self), &|_| {})?;
@@ -2538,18 +2558,20 @@ impl Index {
     /// may be missing (`words_owed`), stores every new file's passages and
     /// words without vectors (`Take::Words`) `until` the time is up. Answers
     /// the walk's figures when the time ran out first: the words are then
-    /// still owed, and the caller leaves the rest for later.
+    /// still owed, and the caller leaves the rest for later. `progress`
+    /// hears how far it got (`Progress::words_only`).
     fn take_words_first(
         &self,
         store: &IndexStore,
         access: &Access,
         root: &Target,
         until: Until<'_>,
+        progress: &dyn Fn(&Progress),
     ) -> anyhow::Result<Option<Progress>> {
         if !self.words_first || !self.words_owed.swap(false, Ordering::SeqCst) {
             return Ok(None);
         }
-        let words = self.refresh(store, access, root, false, None, &Met::default(), until, Take::Words, &|_| {});
+        let words = self.refresh(store, access, root, false, None, &Met::default(), until, Take::Words, progress);
         let cut_short = until.passed();
         if words.is_err() || cut_short {
             self.words_owed.store(true, Ordering::SeqCst);
@@ -2654,7 +2676,7 @@ impl Index {
         // round in the background's does, so a session's first search
         // already finds each file by its words.
         if !budget.is_zero() {
-            self.take_words_first(&store, access, root, until)?;
+            self.take_words_first(&store, access, root, until, progress)?;
         }
         let (visible, coverage) = self.visible(&store, access, root, until, progress)?;
         lap("refresh");

@@ -668,21 +668,12 @@ impl LanguageServer for Backend {
 const COUNTS_EVERY: Duration = Duration::from_millis(250);
 
 /// A session's progress sink that passes a search's indexing counts on as
-/// (percentage, message), at most every `COUNTS_EVERY` and always at the end.
+/// (percentage, message), at most every `COUNTS_EVERY` and always at a stage's end (`ProgressSteps`).
 fn counts_sink(send: tokio::sync::mpsc::UnboundedSender<(u32, String)>) -> crate::engine::ProgressSink {
-    let last: Mutex<Option<(std::time::Instant, usize, bool)>> = Mutex::new(None);
+    let steps = Mutex::new(crate::engine::ProgressSteps::new(COUNTS_EVERY));
     Arc::new(move |p: &crate::index::hybrid::Progress| {
-        let over = p.walked && p.done + p.pending >= p.found;
-        let mut last = last.lock().unwrap_or_else(|e| e.into_inner());
-        let due = match *last {
-            None => true,
-            Some((when, done, walked)) => {
-                (p.done > done || (p.walked && !walked)) && (over || when.elapsed() >= COUNTS_EVERY)
-            }
-        };
-        if due {
-            *last = Some((std::time::Instant::now(), p.done, p.walked));
-            let _ = send.send((p.percentage(), p.summary()));
+        if let Some(step) = steps.lock().unwrap_or_else(|e| e.into_inner()).next(p) {
+            let _ = send.send((step.percentage, step.message));
         }
     })
 }

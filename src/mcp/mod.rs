@@ -23,8 +23,9 @@ mod transport;
 const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 
 /// Sends `notifications/progress` for `token` as a search's refresh goes: files
-/// checked of those found (the total once the walk is over), in order, at most
-/// every `PROGRESS_EVERY` and always when it is over. The task that sends
+/// checked of those found (the total once the walk is over; a words stage and
+/// the embedding after it on one scale, `ProgressSteps`), in order, at most
+/// every `PROGRESS_EVERY` and always when a stage is over. The task that sends
 /// them ends once the sink is dropped and all are sent.
 fn progress_sink(
     peer: rmcp::service::Peer<RoleServer>,
@@ -38,23 +39,12 @@ fn progress_sink(
             }
         }
     });
-    let last: Mutex<Option<(std::time::Instant, usize, bool)>> = Mutex::new(None);
+    let steps = Mutex::new(crate::engine::ProgressSteps::new(PROGRESS_EVERY));
     let sink: crate::engine::ProgressSink = Arc::new(move |p: &crate::index::hybrid::Progress| {
-        let over = p.walked && p.done + p.pending >= p.found;
-        let mut last = last.lock().unwrap_or_else(|e| e.into_inner());
-        let due = match *last {
-            None => true,
-            Some((when, done, walked)) => {
-                (p.done > done || (p.walked && !walked)) && (over || when.elapsed() >= PROGRESS_EVERY)
-            }
-        };
-        if !due {
-            return;
-        }
-        *last = Some((std::time::Instant::now(), p.done, p.walked));
-        let mut param = rmcp::model::ProgressNotificationParam::new(token.clone(), p.done as f64);
-        param.total = p.walked.then_some(p.found as f64);
-        param.message = Some(p.summary());
+        let Some(step) = steps.lock().unwrap_or_else(|e| e.into_inner()).next(p) else { return };
+        let mut param = rmcp::model::ProgressNotificationParam::new(token.clone(), step.done as f64);
+        param.total = step.total.map(|total| total as f64);
+        param.message = Some(step.message);
         let _ = send.send(param);
     });
     (sink, forwarded)

@@ -526,6 +526,46 @@ class SlowEmbeddingServer:
         self.http.close()
 
 
+def test_a_slow_embedders_first_search_reports_its_words_stage_and_its_embedding_on_one_bar(workspace, tmp_path):
+    """With a slow embedder a first search reads every file's words before it embeds any: the
+    client hears both stages, the words stage first, on one scale whose total counts each file twice
+    (read, then embedded), and the place on it only goes forward."""
+    ws, data = workspace
+    files = 30
+    (ws / "src").mkdir(exist_ok=True)
+    for i in range(files):
+        (ws / "src" / f"f{i:02d}.rs").write_text(f"// marker{i:02d}\nfn upload_part_{i}() {{ send(); }}\n")
+    found = sum(1 for p in ws.rglob("*") if p.is_file())
+    server = SlowEmbeddingServer(delay=0.3)
+    args = ["--root", str(ws), "--data", str(data), "--embedder", server.url, "--embedder-model", "slow"]
+    reports = []
+
+    async def on_progress(progress, total, message):
+        reports.append((progress, total, message))
+
+    async def main():
+        async with connect(args, tmp_path / "stderr.log") as (session, _):
+            with anyio.fail_after(TIMEOUT):
+                result = await session.call_tool("search", {"query": "upload part"}, progress_callback=on_progress)
+            assert not result.is_error, text_of(result)
+            assert "searched by their words alone" in text_of(result), text_of(result)
+
+    try:
+        run(main)
+    finally:
+        server.close()
+    words = [r for r in reports if r[2].startswith("indexing words: ")]
+    embedding = [r for r in reports if r[2].startswith("indexing: ")]
+    assert words and embedding and len(words) + len(embedding) == len(reports), reports
+    assert reports.index(words[-1]) < reports.index(embedding[0]), reports
+    assert words[-1][:2] == (found, 2 * found), words
+    assert f"{found} of {found} files checked" in words[-1][2], words
+    assert embedding[-1][1] == 2 * found and found < embedding[-1][0] < 2 * found, embedding
+    # The place moves forward, or stays with a new total (a walk just ended).
+    for before, after in zip(reports, reports[1:]):
+        assert after[0] > before[0] or (after[0] == before[0] and after[1] != before[1]), reports
+
+
 def test_indexing_a_search_had_no_time_for_goes_on_in_the_background(workspace, tmp_path):
     """A search that runs out of time says so, having found every file by its words; the rest is
     indexed between calls, each file once, and the next search answers from the whole tree without
