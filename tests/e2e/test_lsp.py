@@ -12,6 +12,7 @@ import os
 import queue
 import subprocess
 import threading
+import time
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -776,6 +777,52 @@ class FakeEmbedder:
 
     def close(self):
         self.http.close()
+
+
+class SlowFakeEmbedder(FakeEmbedder):
+    """The same server taking `delay` seconds an embedding, as a large model on a small machine does."""
+
+    def __init__(self, delay):
+        super().__init__()
+        self.delay = delay
+
+    def answer(self, path, body):
+        if path == "/embedding":
+            time.sleep(self.delay)
+        return super().answer(path, body)
+
+
+def test_a_slow_embedders_first_search_reports_its_words_then_its_embedding_as_one_percentage(workspace):
+    """`$/progress` for a first search with a slow embedder: every file's words first (half of the
+    bar once all are read), then the embedding, the percentage never going back."""
+    ws, data = workspace
+    for i in range(30):
+        (ws / "src" / f"f{i:02d}.rs").write_text(f"fn upload_part_{i}() {{ send(); }}\n")
+    server = SlowFakeEmbedder(delay=0.3)
+
+    async def main():
+        options = {"embedder": server.url, "progressAfterMs": 0}
+        async with editor([ws], data, caps=capabilities(progress=True), options=options) as ed:
+            s = (await ed.open_session())["session"]
+            answer = await ed.ok(s, "search", {"query": "upload part"})
+            assert "searched by their words alone" in answer["text"], answer["text"]
+            for _ in range(200):
+                reports = ed.client.progress_reports
+                if reports and all(r and type(r[-1]).__name__ == "WorkDoneProgressEnd" for r in reports.values()):
+                    break
+                await asyncio.sleep(0.05)
+            (steps,) = [[r for r in v if type(r).__name__ == "WorkDoneProgressReport"] for v in reports.values()]
+            shown = [(r.percentage, r.message) for r in steps if r.message and r.message.startswith("indexing")]
+            words = [i for i, (_, m) in enumerate(shown) if m.startswith("indexing words: ")]
+            embedding = [i for i, (_, m) in enumerate(shown) if m.startswith("indexing: ")]
+            assert words and embedding and words[-1] < embedding[0], shown
+            assert shown[words[-1]][0] == 50, shown
+            assert [p for p, _ in shown] == sorted(p for p, _ in shown), shown
+
+    try:
+        run(main())
+    finally:
+        server.close()
 
 
 def test_the_embedder_in_initialization_options_wins_over_the_flag(workspace):
