@@ -12,7 +12,7 @@ mod progress;
 pub mod registry;
 
 pub use api::*;
-pub use progress::{ProgressStep, ProgressSteps};
+pub(crate) use progress::ProgressSteps;
 
 use crate::access::{Access, Level, View, ViewFile};
 use crate::gate::{Approver, Gate, GrantInfo, Mode, Project};

@@ -13,16 +13,16 @@ use std::time::{Duration, Instant};
 /// One report: how far along on the scale, of how much (once the walk is over), in percent, and
 /// the stage's counts in words.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ProgressStep {
-    pub done: usize,
-    pub total: Option<usize>,
-    pub percentage: u32,
-    pub message: String,
+pub(crate) struct ProgressStep {
+    pub(crate) done: usize,
+    pub(crate) total: Option<usize>,
+    pub(crate) percentage: u32,
+    pub(crate) message: String,
 }
 
 /// Turns the `Progress` a search's refresh reports into `ProgressStep`s (see the module header).
 #[derive(Debug)]
-pub struct ProgressSteps {
+pub(crate) struct ProgressSteps {
     /// The least time between two reports, unless the later one ends a stage.
     every: Duration,
     /// The last report's time, place on the scale and total.
@@ -32,12 +32,12 @@ pub struct ProgressSteps {
 }
 
 impl ProgressSteps {
-    pub fn new(every: Duration) -> ProgressSteps {
+    pub(crate) fn new(every: Duration) -> ProgressSteps {
         ProgressSteps { every, last: None, words_stage: None }
     }
 
     /// The step to report for `p`, or `None` when it would not move forward or comes too soon.
-    pub fn next(&mut self, p: &Progress) -> Option<ProgressStep> {
+    pub(crate) fn next(&mut self, p: &Progress) -> Option<ProgressStep> {
         // With a words stage, the whole takes twice its files: each is read for its words, then embedded.
         let (before, stages) = match (p.words_only, self.words_stage) {
             (true, _) => {

@@ -6,7 +6,8 @@
 //! computed over what it was handed. Ties go by `order` (shown path, line,
 //! place), never by position, so the walk's order changes nothing.
 //!
-//! Fusion (`fuse_flat`, the default): passages are fused by reciprocal rank
+//! Fusion (the default: `fused_order`, then `cap_per_file`; `fuse_flat`
+//! without the cap): passages are fused by reciprocal rank
 //! of the passage rankings (words, meaning) and of the file rankings
 //! (whole-file BM25, path and tags), each hit also adding its score as a
 //! share of its ranking's best (`Weights::by_score`), so a ranking whose
