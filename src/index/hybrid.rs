@@ -4078,6 +4078,35 @@ mod tests {
         assert_eq!(second.hits, first.hits);
     }
 
+    /// Issue 17: on disk, a session's first search waits for the watcher's
+    /// first build, so its walk is kept and the second search does not walk.
+    #[test]
+    fn on_disk_the_first_search_walks_once_for_the_searches_after_it() {
+        let (tmp, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let host = tmp.path().canonicalize().unwrap();
+        if !crate::vfs::watch::available(&host) {
+            eprintln!("skipped: no inotify on a local file system for {}", host.display());
+            return;
+        }
+        for i in 0..40 {
+            std::fs::create_dir_all(host.join(format!("d{}", i % 8))).unwrap();
+            std::fs::write(host.join(format!("d{}/f{i}.rs", i % 8)), format!("fn upload_part_{i}() {{ send(); }}\n"))
+                .unwrap();
+        }
+        let fs = Arc::new(crate::vfs::os::OsFs::open(&host, VPath::parse("/w").unwrap(), None).unwrap());
+        let file = crate::access::ViewFile { grants: [("/w".to_string(), Level::Ro)].into(), ..Default::default() };
+        let access = Access::new(fs, View::from_file(&file).unwrap(), VPath::root());
+        let root = access.target("/w", Need::Look).unwrap();
+        let index = index_with(dir.path(), true);
+        let search = || index.search_report(&access, &root, "upload", 5, Rankings::ALL, &|_| {}).unwrap();
+        let first = search();
+        assert!(!first.uncounted, "the first walk was made before the watcher counted changes");
+        assert_eq!(first.pending, 0);
+        let second = search();
+        assert_eq!(index.walk_counts().0, 1, "the second search walked again");
+        assert_eq!(second.hits, first.hits);
+    }
+
     #[test]
     fn a_search_that_leaves_files_while_a_session_start_waits_for_the_watcher_hands_them_over_at_once() {
         use super::super::background::{IndexSlot, Readying};
