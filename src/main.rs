@@ -308,6 +308,8 @@ struct EngineFlags<'a> {
     mode: Option<Mode>,
     approval_timeout: Option<Duration>,
     embed: Option<&'a EmbedArgs>,
+    /// The process answers one call and ends (`Config::one_off`).
+    one_off: bool,
 }
 
 impl PlaceArgs {
@@ -337,6 +339,7 @@ impl PlaceArgs {
             },
             embedder,
             embedder_model,
+            one_off: flags.one_off,
             ..defaults
         })
     }
@@ -459,6 +462,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 mode: gate.mode,
                 approval_timeout: Some(gate.approval_timeout),
                 embed: Some(&embed),
+                one_off: false,
             };
             let engine = Arc::new(place.engine(flags, Mode::Ask)?);
             waiting_note("ctxfs mcp", "an MCP client (an agent or editor)");
@@ -498,7 +502,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Call { place, start, mode, embed, session, tool, args } => {
             let args: serde_json::Value = serde_json::from_str(&args)
                 .context("the arguments must be a JSON object, such as '{\"file_path\": \"a.txt\"}'")?;
-            let flags = EngineFlags { start: Some(&start), mode, embed: Some(&embed), ..EngineFlags::default() };
+            let flags =
+                EngineFlags { start: Some(&start), mode, embed: Some(&embed), one_off: true, ..EngineFlags::default() };
             let engine = place.engine(flags, Mode::Trust)?;
             let options =
                 SessionOptions { client_name: Some("ctxfs-cli".into()), resume: session, ..Default::default() };

@@ -99,6 +99,60 @@ fn two_trees_sharing_a_data_directory_never_see_each_others_text() {
 }
 
 /// An engine over the real directory `ws` (device posture), keeping its state in `data`.
+/// Issue 17: an engine that answers one call (`ctxfs call`) starts no file
+/// watcher, whose build its one search would wait for in vain; a long-lived
+/// one counts changes from its first search on.
+#[test]
+fn a_one_off_engine_watches_nothing_and_a_lasting_one_counts_from_its_first_search() {
+    let ws = tempfile::tempdir().unwrap();
+    if !watchable(ws.path()) {
+        return;
+    }
+    std::fs::create_dir_all(ws.path().join("docs")).unwrap();
+    std::fs::write(ws.path().join("docs/notes.md"), "the alpha protocol is described here\n").unwrap();
+    for one_off in [true, false] {
+        let data = tempfile::tempdir().unwrap();
+        let engine = Engine::new(Config {
+            data_dir: Some(data.path().to_path_buf()),
+            one_off,
+            ..Config::new(Posture::Device { root: ws.path().to_path_buf() })
+        })
+        .unwrap();
+        let session = engine.open_session(SessionOptions::default()).unwrap();
+        let answer = session.call("search", json!({"query": "alpha protocol"})).text;
+        assert!(answer.contains("the alpha protocol"), "{answer}");
+        let root = engine.fs().boundary().clone();
+        let counted = engine.fs().changes(&root);
+        assert_eq!(counted.is_none(), one_off, "one-off {one_off}: the count is {counted:?}");
+    }
+    // The command line's one call is such an engine: its log never says it watches.
+    let data = tempfile::tempdir().unwrap();
+    let run = |command: &str, input: &str| {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ctxfs"))
+            .arg(command)
+            .arg("--root")
+            .arg(ws.path())
+            .arg("--data")
+            .arg(data.path())
+            .args(if command == "call" { vec!["search", r#"{"query": "alpha protocol"}"#] } else { vec!["-"] })
+            .env("CTXFS_LOG", "ctxfs::vfs::watch=debug")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let log = run("call", "");
+    assert!(!log.contains("watching"), "ctxfs call watched:\n{log}");
+    let log = run("replay", "{\"call\": \"search\", \"args\": {\"query\": \"alpha protocol\"}}\n");
+    assert!(log.contains("watching"), "ctxfs replay did not watch:\n{log}");
+}
+
 fn device_engine(ws: &std::path::Path, data: &std::path::Path) -> Engine {
     Engine::new(Config {
         start: None,

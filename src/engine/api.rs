@@ -46,6 +46,9 @@ pub struct Config {
     /// else the static table) and the model a server is asked for.
     pub embedder: Option<crate::index::EmbedderChoice>,
     pub embedder_model: Option<String>,
+    /// The engine answers one call and ends (`ctxfs call`): no file watcher
+    /// is started, since no later search would reuse a walk.
+    pub one_off: bool,
 }
 
 impl Config {
@@ -61,6 +64,7 @@ impl Config {
             user_dir: crate::instructions::UserConfig::platform().dir,
             embedder: None,
             embedder_model: None,
+            one_off: false,
         }
     }
 }

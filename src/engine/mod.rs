@@ -307,7 +307,10 @@ impl Engine {
             }
         }
         let inflight = data_dir.join("inflight");
-        let os = OsFs::open(&host_root, vroot.clone(), trash)?.with_journal(&inflight);
+        let mut os = OsFs::open(&host_root, vroot.clone(), trash)?.with_journal(&inflight);
+        if config.one_off {
+            os = os.without_watcher();
+        }
         // A ctxfs that stopped part-way (a crash, kill -9) left temporary files
         // or an unfinished multi-file change: cleaned up and rolled back first.
         for line in crate::vfs::journal::recover(&inflight, &host_root, &os) {

@@ -66,6 +66,14 @@ impl OsFs {
         })
     }
 
+    /// Starts no file watcher: for a process that answers one call and
+    /// ends, whose walk no later search reuses (waiting for the watches to
+    /// be built would only make its one search slower).
+    pub fn without_watcher(mut self) -> OsFs {
+        self.watchers = super::watch::Watchers::off();
+        self
+    }
+
     /// Keeps this process's journal (temporary files, unfinished multi-file
     /// changes) under `root`, which must lie outside the boundary.
     pub fn with_journal(mut self, root: &Path) -> OsFs {

@@ -71,9 +71,17 @@ const TREES: usize = 4;
 #[derive(Debug, Default)]
 pub struct Watchers {
     trees: std::sync::Mutex<Vec<(VPath, Arc<Changes>)>>,
+    /// Set for a process that answers one call and ends: nothing is
+    /// watched, since no later search could reuse a walk (`Watchers::off`).
+    off: bool,
 }
 
 impl Watchers {
+    /// Counters that never watch: every count is unknown, and every search walks.
+    pub fn off() -> Watchers {
+        Watchers { off: true, ..Watchers::default() }
+    }
+
     /// Counts a change made through ctxfs in every watched tree (a tree that
     /// does not hold it only walks once more than it needed to).
     pub fn bump(&self) {
@@ -86,7 +94,7 @@ impl Watchers {
     /// boundary `vroot`, whose host directory is `host_root`), watching it
     /// from now on; `None` while it cannot be known.
     pub fn get(&self, host_root: &Path, vroot: &VPath, under: &VPath) -> Option<u64> {
-        if disabled() {
+        if disabled() || self.off {
             return None;
         }
         let rel = under.strip_prefix(vroot)?;
@@ -109,7 +117,7 @@ impl Watchers {
     /// `vroot`) that changed since the count was `since`, or `None` when the
     /// feed cannot vouch for that list (see the module header): walk.
     pub fn since(&self, host_root: &Path, vroot: &VPath, under: &VPath, since: u64) -> Option<(u64, Vec<VPath>)> {
-        if disabled() {
+        if disabled() || self.off {
             return None;
         }
         let changes = {
