@@ -2678,9 +2678,18 @@ impl Index {
         if !budget.is_zero() {
             self.take_words_first(&store, access, root, until, progress)?;
         }
+        let want_meaning = rankings.meaning && self.vectorizer.is_some();
+        // The stored vectors are loaded before the walk: a session's first
+        // search would otherwise wait for the file watcher's first build
+        // (`Fs::changes`, 0.3 s at 15,737 directories) doing nothing, where
+        // now the build runs beside the loading. Vectors the walk stores
+        // are added to those in memory as they are stored.
+        if want_meaning && !self.mirror().vectors {
+            self.sync_mirror(&store, true)?;
+            self.load_vectors(&store)?;
+        }
         let (visible, coverage) = self.visible(&store, access, root, until, progress)?;
         lap("refresh");
-        let want_meaning = rankings.meaning && self.vectorizer.is_some();
         if want_meaning {
             self.load_vectors(&store)?;
             lap("vectors");
