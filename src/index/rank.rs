@@ -104,21 +104,27 @@ impl Weights {
     /// The weights of a search whose embedder's meaning ranking counts
     /// `meaning` (`Embedder::meaning_weight`), with what
     /// `CTXFS_SEARCH_WEIGHTS` gives over them: a knob for measuring and
-    /// tuning, read once, not a user setting.
+    /// tuning, read and parsed once, not a user setting.
     pub fn from_env(meaning: f64) -> Weights {
-        static FROM_ENV: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-        let text = FROM_ENV.get_or_init(|| {
+        // The knob's weights over the defaults, and whether it names `meaning` (then that wins).
+        static FROM_ENV: std::sync::OnceLock<(Weights, bool)> = std::sync::OnceLock::new();
+        let (knob, names_meaning) = *FROM_ENV.get_or_init(|| {
             let text = std::env::var("CTXFS_SEARCH_WEIGHTS").unwrap_or_default();
             match Weights::parse(&text) {
-                Ok(_) => text,
+                Ok(knob) => {
+                    (knob, text.split(',').any(|pair| pair.split('=').next().map(str::trim) == Some("meaning")))
+                }
                 Err(e) => {
                     tracing::warn!("CTXFS_SEARCH_WEIGHTS: {e}; using the defaults");
-                    String::new()
+                    (Weights::DEFAULT, false)
                 }
             }
         });
-        let base = Weights { meaning, ..Weights::DEFAULT };
-        Weights::parse_over(base, text).unwrap_or(base)
+        if names_meaning {
+            knob
+        } else {
+            Weights { meaning, ..knob }
+        }
     }
 }
 
