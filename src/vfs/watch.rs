@@ -22,7 +22,9 @@
 //! piled up. Changes made through ctxfs count without a path of their own;
 //! their events name the paths.
 //!
-//! While the watches are being (re)built, or when they cannot be (no
+//! The first ask of a count waits (at most `FIRST_BUILD_WAIT`) for the
+//! watches' first build, so that the walk it comes before is kept. While the
+//! watches are being rebuilt, or when they cannot be (no
 //! inotify, a file system inotify does not see changes on, such as NFS or
 //! FUSE, or too many directories), both answer `None`, and the index walks
 //! every time as it would without a watcher.
@@ -296,8 +298,8 @@ impl Changes {
 /// 1.27M passages (15,737 directories, watched in 0.3 s) the second search
 /// of a session took 280-430 ms instead of some 15 ms. The build is a walk
 /// of the directories alone, so at any size it ends before a walk of the
-/// files would; the bound only matters where it cannot finish (65,536
-/// directories take about a second).
+/// files would; the bound only matters where it cannot finish (at the rate
+/// measured, the most the watcher takes, `MAX_WATCHES`, would need about 1.3 s).
 const FIRST_BUILD_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn start(changes: Weak<Changes>, host_root: PathBuf, vroot: VPath) {
