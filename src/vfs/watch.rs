@@ -303,21 +303,20 @@ impl Changes {
 const FIRST_BUILD_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn start(changes: Weak<Changes>, host_root: PathBuf, vroot: VPath) {
-    let ended = changes.clone();
+    // However the thread ends, or when it cannot start (the closure is
+    // dropped unrun), nobody waits for a first build any longer.
+    let ended = FirstBuildEnded(changes.clone());
     let spawned = std::thread::Builder::new().name("ctxfs-watch".into()).spawn(move || {
-        // However the thread ends, nobody waits for a first build any longer.
-        let _ended = FirstBuildEnded(changes.clone());
+        let _ended = ended;
         run(changes, host_root, vroot)
     });
     if let Err(e) = spawned {
         tracing::info!(error = %e, "no file watcher: every search walks the tree");
-        if let Some(c) = ended.upgrade() {
-            c.first_build_ended();
-        }
     }
 }
 
-/// Ends the wait for a first build when dropped (the watcher's thread ends).
+/// Ends the wait for a first build when dropped (the watcher's thread ends,
+/// or it never started).
 struct FirstBuildEnded(Weak<Changes>);
 
 impl Drop for FirstBuildEnded {
