@@ -73,32 +73,46 @@ impl Weights {
         per_file: 2.0,
     };
 
-    /// `name=value` pairs, `,`-separated, over the defaults (names as the fields).
-    pub fn parse(text: &str) -> Result<Weights, String> {
-        Weights::parse_over(Weights::DEFAULT, text)
-    }
-
-    /// `name=value` pairs, `,`-separated, over `base`.
-    fn parse_over(base: Weights, text: &str) -> Result<Weights, String> {
-        let mut w = base;
+    /// The `name=value` pairs of `text`, `,`-separated (names as the
+    /// fields), each checked: a weight's name and a number.
+    fn settings(text: &str) -> Result<Vec<(&str, f64)>, String> {
+        let mut out = Vec::new();
+        let mut checked = Weights::DEFAULT;
         for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (name, value) = pair.split_once('=').ok_or_else(|| format!("{pair:?} is not name=value"))?;
             let value: f64 = value.trim().parse().map_err(|_| format!("{pair:?}: not a number"))?;
-            let slot = match name.trim() {
-                "k" => &mut w.k,
-                "by_score" => &mut w.by_score,
-                "words" => &mut w.words,
-                "meaning" => &mut w.meaning,
-                "file_words" => &mut w.file_words,
-                "file_meaning" => &mut w.file_meaning,
-                "files" => &mut w.files,
-                "paths" => &mut w.paths,
-                "per_file" => &mut w.per_file,
-                other => return Err(format!("{other:?} is not a weight")),
-            };
-            *slot = value;
+            let name = name.trim();
+            checked.set(name, value)?;
+            out.push((name, value));
         }
-        Ok(w)
+        Ok(out)
+    }
+
+    /// These weights with `settings` (checked by `Weights::settings`) over them.
+    fn over<S: AsRef<str>>(mut self, settings: &[(S, f64)]) -> Weights {
+        for (name, value) in settings {
+            // Every name was checked when the settings were read.
+            let _ = self.set(name.as_ref(), *value);
+        }
+        self
+    }
+
+    /// Sets the weight named `name` (as the field).
+    fn set(&mut self, name: &str, value: f64) -> Result<(), String> {
+        let slot = match name {
+            "k" => &mut self.k,
+            "by_score" => &mut self.by_score,
+            "words" => &mut self.words,
+            "meaning" => &mut self.meaning,
+            "file_words" => &mut self.file_words,
+            "file_meaning" => &mut self.file_meaning,
+            "files" => &mut self.files,
+            "paths" => &mut self.paths,
+            "per_file" => &mut self.per_file,
+            other => return Err(format!("{other:?} is not a weight")),
+        };
+        *slot = value;
+        Ok(())
     }
 
     /// The weights of a search whose embedder's meaning ranking counts
@@ -106,25 +120,18 @@ impl Weights {
     /// `CTXFS_SEARCH_WEIGHTS` gives over them: a knob for measuring and
     /// tuning, read and parsed once, not a user setting.
     pub fn from_env(meaning: f64) -> Weights {
-        // The knob's weights over the defaults, and whether it names `meaning` (then that wins).
-        static FROM_ENV: std::sync::OnceLock<(Weights, bool)> = std::sync::OnceLock::new();
-        let (knob, names_meaning) = *FROM_ENV.get_or_init(|| {
+        static FROM_ENV: std::sync::OnceLock<Vec<(String, f64)>> = std::sync::OnceLock::new();
+        let knob = FROM_ENV.get_or_init(|| {
             let text = std::env::var("CTXFS_SEARCH_WEIGHTS").unwrap_or_default();
-            match Weights::parse(&text) {
-                Ok(knob) => {
-                    (knob, text.split(',').any(|pair| pair.split('=').next().map(str::trim) == Some("meaning")))
-                }
+            match Weights::settings(&text) {
+                Ok(settings) => settings.into_iter().map(|(name, value)| (name.to_owned(), value)).collect(),
                 Err(e) => {
                     tracing::warn!("CTXFS_SEARCH_WEIGHTS: {e}; using the defaults");
-                    (Weights::DEFAULT, false)
+                    Vec::new()
                 }
             }
         });
-        if names_meaning {
-            knob
-        } else {
-            Weights { meaning, ..knob }
-        }
+        Weights { meaning, ..Weights::DEFAULT }.over(knob)
     }
 }
 
@@ -741,12 +748,14 @@ mod tests {
 
     #[test]
     fn weights_parse_over_the_defaults() {
-        assert_eq!(Weights::parse("").unwrap(), Weights::DEFAULT);
-        let w = Weights::parse("files=2, k=30, by_score=0").unwrap();
+        let parse = |text| Weights::settings(text).map(|settings| Weights::DEFAULT.over(&settings));
+        assert_eq!(parse("").unwrap(), Weights::DEFAULT);
+        let w = parse("files=2, k=30, by_score=0").unwrap();
         assert_eq!((w.files, w.k, w.by_score, w.words), (2.0, 30.0, 0.0, Weights::DEFAULT.words));
-        assert!(Weights::parse("vibes=1").is_err() && Weights::parse("files").is_err());
+        assert!(parse("vibes=1").is_err() && parse("files").is_err());
         // The embedder's meaning weight is the base the knob goes over.
-        assert_eq!(Weights::parse_over(Weights { meaning: 2.5, ..Weights::DEFAULT }, "files=2").unwrap().meaning, 2.5);
+        let files = Weights::settings("files=2").unwrap();
+        assert_eq!(Weights { meaning: 2.5, ..Weights::DEFAULT }.over(&files).meaning, 2.5);
     }
 
     #[test]
