@@ -70,14 +70,16 @@ pub(super) struct Pending {
 impl Pending {
     /// Counts a new chunk's words (`terms::terms`, repeats included). Ids come in ascending order.
     pub(super) fn add(&mut self, id: i64, words: &[String]) {
-        let mut sorted: Vec<&str> = words.iter().map(String::as_str).collect();
-        sorted.sort_unstable();
-        for run in sorted.chunk_by(|a, b| a == b) {
-            let posting = (id, run.len() as u32);
-            match self.terms.get_mut(run[0]) {
-                Some(list) => list.push(posting),
+        // One look-up a word, its count kept in the list's last posting: sorting the chunk's words
+        // to count them, comparing strings, had been a tenth of indexing's samples.
+        for word in words {
+            match self.terms.get_mut(word.as_str()) {
+                Some(list) => match list.last_mut() {
+                    Some((last, count)) if *last == id => *count += 1,
+                    _ => list.push((id, 1)),
+                },
                 None => {
-                    self.terms.insert(run[0].to_owned(), vec![posting]);
+                    self.terms.insert(word.clone(), vec![(id, 1)]);
                 }
             }
         }

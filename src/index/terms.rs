@@ -14,7 +14,6 @@
 use rust_stemmers::{Algorithm, Stemmer};
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::OnceLock;
 
 /// Splits text into lowercase words, cutting identifiers at `_` and case changes.
@@ -122,7 +121,7 @@ fn stem_in_place(word: &mut String) {
         // look-up costs a fraction of the stemmer (a first index of 128k
         // passages took 17 % more CPU time stemming every word, 9 % with
         // this; bench/README.md, "Held-out questions with stemmed words").
-        static STEMS: RefCell<HashMap<String, Option<String>>> = RefCell::new(HashMap::new());
+        static STEMS: RefCell<fnv::FnvHashMap<String, Option<String>>> = RefCell::new(fnv::FnvHashMap::default());
     }
     // Porter 2 leaves words of one or two letters as they are.
     if word.len() <= 2 {
