@@ -48,7 +48,7 @@ use super::codes::{sign_code, sign_code_of_i8, Codes};
 use super::embed::{EmbedError, Embedder};
 use super::rankings::{rank as rank_units, FileVotes, Meaning, Quantised, Rankings};
 use super::store::{decode_vector, IndexStore, Merges, NewChunk, PostingsMarks};
-use super::terms::{names_identifiers, query_terms, query_words, terms};
+use super::terms::{names_identifiers, query_terms, query_words, CountedTerms};
 use crate::access::walk::{visible_files, visible_files_among, Found, Only};
 use crate::access::{Access, Target};
 use crate::hash::{sha256, Sha};
@@ -344,7 +344,7 @@ impl Mirror {
                     id: *id,
                     first_line: c.first_line as u32,
                     last_line: c.last_line as u32,
-                    words: c.words.len() as u32,
+                    words: c.words.total as u32,
                 })
                 .collect();
         }
@@ -1833,7 +1833,7 @@ impl Index {
                 .map(|((first_line, last_line, text), vector)| NewChunk {
                     first_line,
                     last_line,
-                    words: terms(&text),
+                    words: CountedTerms::of(&text),
                     vector,
                     text,
                 })
@@ -1897,7 +1897,7 @@ impl Index {
             .map(|(first_line, last_line, text)| NewChunk {
                 first_line,
                 last_line,
-                words: terms(&text),
+                words: CountedTerms::of(&text),
                 vector: None,
                 text,
             })

@@ -22,6 +22,7 @@
 //!   from at most a few segments a level, and each posting is written again
 //!   about once a level (write amplification logarithmic in the index).
 
+use super::terms::CountedTerms;
 use integer_encoding::VarInt;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::collections::HashSet;
@@ -68,18 +69,14 @@ pub(super) struct Pending {
 }
 
 impl Pending {
-    /// Counts a new chunk's words (`terms::terms`, repeats included). Ids come in ascending order.
-    pub(super) fn add(&mut self, id: i64, words: &[String]) {
-        // One look-up a word, its count kept in the list's last posting: sorting the chunk's words
-        // to count them, comparing strings, had been a tenth of indexing's samples.
-        for word in words {
-            match self.terms.get_mut(word.as_str()) {
-                Some(list) => match list.last_mut() {
-                    Some((last, count)) if *last == id => *count += 1,
-                    _ => list.push((id, 1)),
-                },
+    /// Adds a new chunk's counted words. Ids come in ascending order.
+    pub(super) fn add(&mut self, id: i64, words: &CountedTerms) {
+        for (term, &count) in &words.counts {
+            let posting = (id, count);
+            match self.terms.get_mut(term.as_str()) {
+                Some(list) => list.push(posting),
                 None => {
-                    self.terms.insert(word.clone(), vec![(id, 1)]);
+                    self.terms.insert(term.clone(), vec![posting]);
                 }
             }
         }
@@ -645,8 +642,14 @@ mod tests {
         db
     }
 
-    fn words(text: &str) -> Vec<String> {
-        text.split_whitespace().map(str::to_owned).collect()
+    /// The words of a text as they are, counted.
+    fn words(text: &str) -> CountedTerms {
+        let mut counted = CountedTerms::default();
+        for word in text.split_whitespace() {
+            *counted.counts.entry(word.to_owned()).or_default() += 1;
+            counted.total += 1;
+        }
+        counted
     }
 
     #[test]

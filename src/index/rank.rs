@@ -190,19 +190,15 @@ impl Saturations {
 
 /// A text's words for BM25 when there is no store to count them: each term's count, and the text's length in words.
 pub(crate) struct Bag {
-    terms: HashMap<String, u32>,
+    terms: fnv::FnvHashMap<String, u32>,
     len: usize,
 }
 
 impl Bag {
     /// The bag of the text's words (`terms::terms`), as the store counts a passage's.
     pub(crate) fn of(text: &str) -> Bag {
-        let words = super::terms::terms(text);
-        let mut terms = HashMap::new();
-        for word in &words {
-            *terms.entry(word.clone()).or_insert(0) += 1;
-        }
-        Bag { terms, len: words.len() }
+        let counted = super::terms::CountedTerms::of(text);
+        Bag { terms: counted.counts, len: counted.total }
     }
 }
 

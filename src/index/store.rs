@@ -19,6 +19,7 @@
 
 use super::postings;
 pub use super::postings::Merges;
+use super::terms::CountedTerms;
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 use std::path::Path;
 
@@ -120,8 +121,8 @@ pub struct NewChunk {
     pub first_line: usize,
     pub last_line: usize,
     pub text: String,
-    /// The chunk's words (`terms::terms`: split for code, identifiers also joined), lowercase.
-    pub words: Vec<String>,
+    /// The chunk's words (`terms::terms`: split for code, identifiers also joined, stemmed), counted.
+    pub words: CountedTerms,
     pub vector: Option<Vec<f32>>,
 }
 
@@ -577,7 +578,7 @@ impl IndexStore {
                     sha,
                     chunk.first_line as i64,
                     chunk.last_line as i64,
-                    chunk.words.len() as i64,
+                    chunk.words.total as i64,
                     chunk.text
                 ])?;
             let id = self.db.last_insert_rowid();
@@ -810,7 +811,7 @@ mod tests {
             first_line: 1,
             last_line: 2,
             text: text.into(),
-            words: crate::index::terms::terms(text),
+            words: CountedTerms::of(text),
             vector: Some(vec![0.5, -0.25]),
         };
         let ids =
@@ -858,7 +859,7 @@ mod tests {
             first_line: 1,
             last_line: 1,
             text: text.into(),
-            words: crate::index::terms::terms(text),
+            words: CountedTerms::of(text),
             vector: None,
         };
         {
