@@ -1,4 +1,4 @@
-//! Cutting a text into pieces by tokens for the search index (`chunk`), and halving a piece an embedder refuses (`split_for_embedder`).
+//! Cutting a text into pieces by tokens for the search index (`chunk`, and `chunk_with_ids`, which also hands each piece its token ids where they are its own), and halving a piece an embedder refuses (`split_for_embedder`).
 //!
 //! This module only measures and cuts text: it runs no model, reads no file
 //! and stores nothing. A `Tokenizer` says where a text's tokens are; the
@@ -66,6 +66,32 @@ pub trait Tokenizer: Send + Sync {
     fn count(&self, text: &str) -> usize {
         self.tokens(text).len()
     }
+
+    /// The tokens' ids and where each starts (byte offsets on character
+    /// boundaries, in order), for a tokenizer with ids whose tokens
+    /// `keeps_apart` can vouch for; `None` otherwise.
+    fn token_ids(&self, _text: &str) -> Option<TokenIds> {
+        None
+    }
+
+    /// Whether the tokens of `text[..at]` and of `text[at..]`, each on its
+    /// own, are exactly the tokens of the whole text on either side of `at`,
+    /// so that a piece cut there keeps its part of the whole text's ids.
+    /// `false` when unsure.
+    fn keeps_apart(&self, _text: &str, _at: usize) -> bool {
+        false
+    }
+}
+
+/// Pieces of a text, each with the range of the text's token ids that is its
+/// own where it has one, and those ids (`chunk_with_ids`).
+pub type PiecesAndIds<P> = (Vec<(P, Option<Range<usize>>)>, Vec<u32>);
+
+/// A text's tokens as ids, with where each starts in the text.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TokenIds {
+    pub ids: Vec<u32>,
+    pub starts: Vec<usize>,
 }
 
 /// A shared tokenizer counts as its inner one (the embedder hands its own out as an `Arc`).
@@ -76,6 +102,14 @@ impl<T: Tokenizer + ?Sized> Tokenizer for std::sync::Arc<T> {
 
     fn count(&self, text: &str) -> usize {
         (**self).count(text)
+    }
+
+    fn token_ids(&self, text: &str) -> Option<TokenIds> {
+        (**self).token_ids(text)
+    }
+
+    fn keeps_apart(&self, text: &str, at: usize) -> bool {
+        (**self).keeps_apart(text, at)
     }
 }
 
@@ -167,8 +201,37 @@ pub struct Piece {
 /// A `size` of 0 counts as 1. A piece exceeds `size` tokens only when more
 /// than `size` tokens start on one character, which cannot be parted.
 pub fn chunk(text: &str, tokenizer: &dyn Tokenizer, size: usize, overlap: usize) -> Vec<Piece> {
-    let starts = token_starts(text, tokenizer);
-    let spans = cut_spans(text, &starts, size, overlap);
+    chunk_at_starts(text, &token_starts(text, tokenizer), size, overlap)
+}
+
+/// `chunk`, and the text's token ids where the tokenizer has them, each
+/// piece with the range of them that is its own where the tokenizer vouches
+/// that the piece, tokenized on its own, gives the same ids
+/// (`Tokenizer::keeps_apart` at both its ends): its embedder can skip
+/// tokenizing it again.
+pub fn chunk_with_ids(text: &str, tokenizer: &dyn Tokenizer, size: usize, overlap: usize) -> PiecesAndIds<Piece> {
+    let usable = |t: &TokenIds| {
+        t.ids.len() == t.starts.len()
+            && t.starts.is_sorted()
+            && t.starts.iter().all(|&s| s <= text.len() && text.is_char_boundary(s))
+    };
+    let Some(TokenIds { ids, starts }) = tokenizer.token_ids(text).filter(usable) else {
+        return (chunk(text, tokenizer, size, overlap).into_iter().map(|piece| (piece, None)).collect(), Vec::new());
+    };
+    let pieces = chunk_at_starts(text, &starts, size, overlap)
+        .into_iter()
+        .map(|piece| {
+            let own = (tokenizer.keeps_apart(text, piece.start) && tokenizer.keeps_apart(text, piece.end))
+                .then(|| starts.partition_point(|&s| s < piece.start)..starts.partition_point(|&s| s < piece.end));
+            (piece, own)
+        })
+        .collect();
+    (pieces, ids)
+}
+
+/// `chunk` with the tokens' starts already found (sorted, on character boundaries).
+fn chunk_at_starts(text: &str, starts: &[usize], size: usize, overlap: usize) -> Vec<Piece> {
+    let spans = cut_spans(text, starts, size, overlap);
     let lines = Lines::new(text, 1);
     let fits = spans.len() == 1;
     spans

@@ -37,6 +37,27 @@ pub trait Embedder: Send + Sync {
     fn token_spans(&self, text: &str) -> Vec<Range<usize>>;
     /// One vector per text, in order.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+
+    /// The tokens' ids and starts (`chunk::TokenIds`), for an embedder whose
+    /// `embed_tokenized` takes ids and that knows where its tokens part
+    /// (`keeps_tokens_apart`); `None` for the others.
+    fn token_ids(&self, _text: &str) -> Option<super::chunk::TokenIds> {
+        None
+    }
+
+    /// Whether `text[..at]` and `text[at..]` tokenized each on its own give
+    /// the whole text's tokens on either side of `at`; `false` when unsure.
+    fn keeps_tokens_apart(&self, _text: &str, _at: usize) -> bool {
+        false
+    }
+
+    /// `embed`, with the ids of the texts whose tokens the caller already
+    /// has from `token_ids` (a passage cut where `keeps_tokens_apart`
+    /// vouches for it), so an embedder that works from ids need not
+    /// tokenize them again. By default the ids are not used.
+    fn embed_tokenized(&self, texts: &[(&str, Option<&[u32]>)]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed(&texts.iter().map(|(text, _)| *text).collect::<Vec<_>>())
+    }
     /// Whether embedding costs about what cutting a text into passages and
     /// words does (a table lookup), so that taking a file's words in first
     /// and its vectors later would only do the work twice. A model run

@@ -57,6 +57,7 @@ use crate::text::TextFile;
 use crate::vfs::{FsError, Kind, Source};
 use std::collections::{HashMap, HashSet};
 use std::io::Read;
+use std::ops::Range;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -124,6 +125,12 @@ pub type Passage = (usize, usize, String);
 /// Cuts a text into passages.
 pub trait Chunker: Send + Sync {
     fn pieces(&self, text: &str) -> Vec<Passage>;
+    /// `pieces`, and the text's token ids where the tokenizer had them, each
+    /// passage with the range of them that is its own where they are
+    /// (`chunk::chunk_with_ids`).
+    fn pieces_with_ids(&self, text: &str) -> super::chunk::PiecesAndIds<Passage> {
+        (self.pieces(text).into_iter().map(|passage| (passage, None)).collect(), Vec::new())
+    }
     /// The tokenizer the passages were measured with, which halves a passage
     /// the vectorizer refuses for its length (`chunk::embed_fitted`); `None`:
     /// such a passage goes without a vector.
@@ -1814,14 +1821,14 @@ impl Index {
     /// search's time embeds would otherwise be started over by every search
     /// and never indexed by any.
     fn make_chunks(&self, text: &str, sha: &Sha, until: Until<'_>) -> Option<Vec<NewChunk>> {
-        let pieces = self.chunker.pieces(text);
+        let (pieces, ids) = self.chunker.pieces_with_ids(text);
         let (mut taken, mut embedded) = lock(&self.partial).take(sha, pieces.len());
         let mut pieces = pieces.into_iter().skip(taken).peekable();
         let per_call = if matches!(until, Until::Unwanted(_)) { BACKGROUND_BATCH } else { EMBED_BATCH };
         while pieces.peek().is_some() {
-            let batch: Vec<Passage> = pieces.by_ref().take(per_call).collect();
+            let batch: Vec<(Passage, Option<Range<usize>>)> = pieces.by_ref().take(per_call).collect();
             taken += batch.len();
-            embedded.extend(self.embed_pieces(batch));
+            embedded.extend(self.embed_pieces(batch, &ids));
             if pieces.peek().is_some() && until.passed() {
                 lock(&self.partial).keep(*sha, taken, embedded);
                 return None;
@@ -1841,12 +1848,17 @@ impl Index {
         )
     }
 
-    /// Passages with their vectors (none without a vectorizer, or when it fails).
-    fn embed_pieces(&self, pieces: Vec<Passage>) -> Vec<Embedded> {
-        let Some(v) = &self.vectorizer else { return pieces.into_iter().map(|p| (p, None)).collect() };
-        let texts: Vec<&str> = pieces.iter().map(|p| p.2.as_str()).collect();
-        match (v.embed(&texts), self.chunker.tokenizer()) {
-            (Ok(vectors), _) if vectors.len() == texts.len() => {
+    /// Passages with their vectors (none without a vectorizer, or when it fails), from their token ids where they came with them.
+    fn embed_pieces(&self, pieces: Vec<(Passage, Option<Range<usize>>)>, ids: &[u32]) -> Vec<Embedded> {
+        let Some(v) = &self.vectorizer else { return pieces.into_iter().map(|(p, _)| (p, None)).collect() };
+        let answer = {
+            let texts: Vec<(&str, Option<&[u32]>)> =
+                pieces.iter().map(|(p, own)| (p.2.as_str(), own.clone().and_then(|own| ids.get(own)))).collect();
+            v.embed_tokenized(&texts)
+        };
+        let pieces: Vec<Passage> = pieces.into_iter().map(|(p, _)| p).collect();
+        match (answer, self.chunker.tokenizer()) {
+            (Ok(vectors), _) if vectors.len() == pieces.len() => {
                 pieces.into_iter().zip(vectors.into_iter().map(Some)).collect()
             }
             (Err(e), Some(tokenizer)) if is_too_long(&e) => {
@@ -2870,6 +2882,11 @@ impl Chunker for TokenChunker {
             .into_iter()
             .map(|p| (p.first_line, p.last_line, p.text))
             .collect()
+    }
+
+    fn pieces_with_ids(&self, text: &str) -> super::chunk::PiecesAndIds<Passage> {
+        let (pieces, ids) = super::chunk::chunk_with_ids(text, &*self.tokenizer, self.size, self.overlap);
+        (pieces.into_iter().map(|(p, own)| ((p.first_line, p.last_line, p.text), own)).collect(), ids)
     }
 
     fn tokenizer(&self) -> Option<&dyn super::chunk::Tokenizer> {

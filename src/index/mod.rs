@@ -206,6 +206,14 @@ impl chunk::Tokenizer for EmbedderTokens {
     fn count(&self, text: &str) -> usize {
         self.0.count_tokens(text)
     }
+
+    fn token_ids(&self, text: &str) -> Option<chunk::TokenIds> {
+        self.0.token_ids(text)
+    }
+
+    fn keeps_apart(&self, text: &str, at: usize) -> bool {
+        self.0.keeps_tokens_apart(text, at)
+    }
 }
 
 /// An embedder that says once when it fails (a text too long for it is the
@@ -236,6 +244,18 @@ impl embed::Embedder for Reporting {
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, embed::EmbedError> {
         reported(self.0.embed(texts))
+    }
+
+    fn token_ids(&self, text: &str) -> Option<chunk::TokenIds> {
+        self.0.token_ids(text)
+    }
+
+    fn keeps_tokens_apart(&self, text: &str, at: usize) -> bool {
+        self.0.keeps_tokens_apart(text, at)
+    }
+
+    fn embed_tokenized(&self, texts: &[(&str, Option<&[u32]>)]) -> Result<Vec<Vec<f32>>, embed::EmbedError> {
+        reported(self.0.embed_tokenized(texts))
     }
 
     fn is_cheap(&self) -> bool {

@@ -100,8 +100,8 @@ impl StaticEmbedder {
     /// holds each of its tokens four times on average (a quarter of them are
     /// distinct), and adding every occurrence's row was a sixth of indexing
     /// (bench/README.md).
-    fn embed_one(&self, text: &str, counts: &mut TokenCounts) -> Vec<f32> {
-        self.tokenizer.for_each_token(text, |id, _| {
+    fn embed_one(&self, text: &str, ids: Option<&[u32]>, counts: &mut TokenCounts) -> Vec<f32> {
+        let mut count = |id: u32| {
             let at = id as usize;
             if at < self.rows && !self.tokenizer.is_special(id) {
                 if counts.times[at] == 0 {
@@ -109,7 +109,11 @@ impl StaticEmbedder {
                 }
                 counts.times[at] += 1;
             }
-        });
+        };
+        match ids {
+            Some(ids) => ids.iter().for_each(|&id| count(id)),
+            None => self.tokenizer.for_each_token(text, |id, _| count(id)),
+        }
         let mut sum = vec![0f32; self.dims];
         for &id in &counts.order {
             let times = std::mem::take(&mut counts.times[id as usize]);
@@ -159,7 +163,23 @@ impl Embedder for StaticEmbedder {
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let mut counts = TokenCounts { times: vec![0; self.rows], order: Vec::new() };
-        Ok(texts.iter().map(|t| self.embed_one(t, &mut counts)).collect())
+        Ok(texts.iter().map(|t| self.embed_one(t, None, &mut counts)).collect())
+    }
+
+    fn token_ids(&self, text: &str) -> Option<super::chunk::TokenIds> {
+        super::chunk::Tokenizer::token_ids(&*self.tokenizer, text)
+    }
+
+    fn keeps_tokens_apart(&self, text: &str, at: usize) -> bool {
+        super::chunk::Tokenizer::keeps_apart(&*self.tokenizer, text, at)
+    }
+
+    /// A passage's ids, when given, are counted as they are: the chunker
+    /// had them from this table's own tokenizer, and tokenizing every
+    /// passage a second time had been a tenth of indexing.
+    fn embed_tokenized(&self, texts: &[(&str, Option<&[u32]>)]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut counts = TokenCounts { times: vec![0; self.rows], order: Vec::new() };
+        Ok(texts.iter().map(|(text, ids)| self.embed_one(text, *ids, &mut counts)).collect())
     }
 }
 
@@ -393,6 +413,15 @@ mod tests {
             }
         }
         assert_eq!(together[0], together[4]);
+        // Given the texts' ids, the table counts them as they are, with or without a neighbour's.
+        let ids: Vec<Vec<u32>> = texts.iter().map(|t| e.tokenizer().ids(t)).collect();
+        let tokenized: Vec<(&str, Option<&[u32]>)> = texts
+            .iter()
+            .zip(&ids)
+            .enumerate()
+            .map(|(i, (t, ids))| (*t, (i % 2 == 0).then_some(ids.as_slice())))
+            .collect();
+        assert_eq!(e.embed_tokenized(&tokenized).unwrap(), together);
     }
 
     #[test]

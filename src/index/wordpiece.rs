@@ -290,6 +290,29 @@ impl chunk::Tokenizer for ModelTokenizer {
     fn count(&self, text: &str) -> usize {
         self.ids(text).len()
     }
+
+    /// Only for BERT's WordPiece, the tokenizer whose rules `keeps_apart` knows.
+    fn token_ids(&self, text: &str) -> Option<chunk::TokenIds> {
+        self.fast.as_ref()?;
+        let mut out =
+            chunk::TokenIds { ids: Vec::with_capacity(text.len() / 3), starts: Vec::with_capacity(text.len() / 3) };
+        self.for_each_token(text, |id, span| {
+            out.ids.push(id);
+            out.starts.push(span.start);
+        });
+        Some(out)
+    }
+
+    /// BERT's normaliser works a character at a time and its pre-tokenizer
+    /// cuts words at whitespace and punctuation, so a place next to a space,
+    /// tab, line break or ASCII punctuation mark parts two words on its own.
+    /// Other whitespace is not taken: the normaliser drops control
+    /// characters (a vertical tab or form feed joins the words around it).
+    fn keeps_apart(&self, text: &str, at: usize) -> bool {
+        let parts = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r') || b.is_ascii_punctuation();
+        let bytes = text.as_bytes();
+        self.fast.is_some() && (at == 0 || at >= bytes.len() || parts(&bytes[at - 1]) || parts(&bytes[at]))
+    }
 }
 
 #[cfg(test)]
@@ -315,6 +338,48 @@ mod tests {
         // A piece outside printable ASCII is left out: no run the fast path takes could hold it.
         assert_eq!(pieces.longest_at_start("\u{e9}t\u{e9}".as_bytes()), None);
         assert!(Pieces::new(vec![(b"a".as_slice(), 1), (b"a".as_slice(), 2)]).is_none(), "the same piece twice");
+    }
+
+    /// A piece that comes with ids has exactly the ids it would be given on
+    /// its own, over this crate's sources and texts that tempt a wrong cut
+    /// (long words, control characters, accents, added tokens, CJK), in
+    /// pieces small enough that cuts fall everywhere.
+    #[test]
+    fn pieces_with_ids_have_their_own_ids() {
+        let dir = super::super::models::find_model_dir(Path::new("/nonexistent-ctxfs-data"))
+            .expect("no embedding table is installed: run scripts/build-embedder (scripts/test does)");
+        let t = ModelTokenizer::load(&dir.join("tokenizer.json")).expect("the installed tokenizer loads");
+        let long_word = "supercalifragilistic".repeat(12);
+        let mut texts: Vec<String> = vec![
+            format!("{long_word} {long_word}x{long_word}"),
+            "alpha\u{b}beta gamma\u{c}delta e\u{301}psilon [CLS]zeta[SEP] \u{65e5}\u{672c}\u{8a9e} theta".repeat(20),
+            "word\u{1}word another\u{7f}one; (paren) x.y::z ".repeat(30),
+        ];
+        texts.extend(super::super::testing::crate_sources());
+        let (mut with_ids, mut pieces_n) = (0, 0);
+        for text in &texts {
+            for (size, overlap) in [(480, 64), (16, 4), (5, 2)] {
+                let (pieces, ids) = chunk::chunk_with_ids(text, &t, size, overlap);
+                assert_eq!(ids, t.ids(text), "the whole text's ids");
+                let plain = chunk::chunk(text, &t, size, overlap);
+                assert_eq!(pieces.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>(), plain, "the same pieces");
+                for (piece, own) in &pieces {
+                    pieces_n += 1;
+                    if let Some(own) = own {
+                        with_ids += 1;
+                        assert_eq!(&ids[own.clone()], t.ids(&piece.text).as_slice(), "the ids of {:?}", piece.text);
+                    }
+                }
+            }
+        }
+        // A form feed is dropped by the normaliser, so it joins the words around it: no place beside it parts them.
+        let joined = "gamma\u{c}delta";
+        assert_ne!(t.ids(joined), [t.ids(&joined[..6]), t.ids(&joined[6..])].concat());
+        assert!(!chunk::Tokenizer::keeps_apart(&t, joined, 6) && !chunk::Tokenizer::keeps_apart(&t, joined, 5));
+        assert!(chunk::Tokenizer::keeps_apart(&t, "gamma delta", 6) && chunk::Tokenizer::keeps_apart(&t, "a.b", 1));
+        assert!(!chunk::Tokenizer::keeps_apart(&t, "gammadelta", 5));
+        // Most cuts fall between words: the ids are not given up on everywhere.
+        assert!(with_ids * 10 > pieces_n * 8, "{with_ids} of {pieces_n} pieces came with ids");
     }
 
     #[test]
