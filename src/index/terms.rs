@@ -27,45 +27,57 @@ pub fn words(text: &str) -> Vec<String> {
 
 /// The parts of one alphanumeric run, cut where a lowercase letter or digit meets an uppercase one.
 fn split_run(raw: &str, out: &mut Vec<String>) {
+    for_each_part(raw, &mut String::new(), |part| out.push(part.to_owned()));
+}
+
+/// `split_run`'s parts, each lowercased into `buffer` and handed to `each`.
+fn for_each_part(raw: &str, buffer: &mut String, each: impl FnMut(&str)) {
     if raw.is_ascii() {
-        split_ascii_run(raw, out)
+        ascii_parts(raw, buffer, each)
     } else {
-        split_chars_run(raw, out)
+        char_parts(raw, buffer, each)
     }
 }
 
-/// `split_run` a character at a time, for any run.
-fn split_chars_run(raw: &str, out: &mut Vec<String>) {
-    let mut current = String::new();
+/// `for_each_part` a character at a time, for any run.
+fn char_parts(raw: &str, buffer: &mut String, mut each: impl FnMut(&str)) {
+    buffer.clear();
     let mut prev_lower = false;
     for c in raw.chars() {
-        if c.is_uppercase() && prev_lower && !current.is_empty() {
-            out.push(std::mem::take(&mut current));
+        if c.is_uppercase() && prev_lower && !buffer.is_empty() {
+            each(buffer);
+            buffer.clear();
         }
         prev_lower = c.is_lowercase() || c.is_ascii_digit();
-        current.extend(c.to_lowercase());
+        buffer.extend(c.to_lowercase());
     }
-    if !current.is_empty() {
-        out.push(current);
+    if !buffer.is_empty() {
+        each(buffer);
     }
 }
 
-/// `split_run` for a run of ASCII, nearly every run of code: the same
-/// parts, each made in one allocation of its own length. Lowercasing a
-/// character at a time into a growing string was a tenth of indexing's
-/// samples (bench/README.md).
-fn split_ascii_run(raw: &str, out: &mut Vec<String>) {
+/// `for_each_part` for a run of ASCII, nearly every run of code: the same
+/// parts, each cut whole and lowercased in place. Lowercasing a character at
+/// a time into a growing string was a tenth of indexing's samples
+/// (bench/README.md).
+fn ascii_parts(raw: &str, buffer: &mut String, mut each: impl FnMut(&str)) {
+    let mut part = |range: std::ops::Range<usize>| {
+        buffer.clear();
+        buffer.push_str(&raw[range]);
+        buffer.make_ascii_lowercase();
+        each(buffer);
+    };
     let bytes = raw.as_bytes();
     let (mut start, mut prev_lower) = (0, false);
     for (at, b) in bytes.iter().enumerate() {
         if b.is_ascii_uppercase() && prev_lower && at > start {
-            out.push(raw[start..at].to_ascii_lowercase());
+            part(start..at);
             start = at;
         }
         prev_lower = b.is_ascii_lowercase() || b.is_ascii_digit();
     }
     if start < bytes.len() {
-        out.push(raw[start..].to_ascii_lowercase());
+        part(start..bytes.len());
     }
 }
 
@@ -96,21 +108,7 @@ impl CountedTerms {
     /// Counts the terms of a text.
     pub fn of(text: &str) -> CountedTerms {
         let mut counted = CountedTerms::default();
-        let (mut part, mut joined) = (String::new(), String::new());
-        for ident in text.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
-            let mut parts = 0;
-            joined.clear();
-            for raw in ident.split('_') {
-                for_each_part(raw, &mut part, |part| {
-                    parts += 1;
-                    joined.push_str(part);
-                    counted.add(part);
-                });
-            }
-            if parts >= 2 {
-                counted.add(&joined);
-            }
-        }
+        for_each_unstemmed_term(text, |word| counted.add(word));
         counted
     }
 
@@ -126,48 +124,31 @@ impl CountedTerms {
     }
 }
 
-/// `split_run`'s parts, each lowercased into `buffer` and handed to `each`.
-fn for_each_part(raw: &str, buffer: &mut String, mut each: impl FnMut(&str)) {
-    if !raw.is_ascii() {
-        let mut parts = Vec::new();
-        split_chars_run(raw, &mut parts);
-        parts.iter().for_each(|part| each(part));
-        return;
-    }
-    let bytes = raw.as_bytes();
-    let mut part = |range: std::ops::Range<usize>| {
-        buffer.clear();
-        buffer.push_str(&raw[range]);
-        buffer.make_ascii_lowercase();
-        each(buffer);
-    };
-    let (mut start, mut prev_lower) = (0, false);
-    for (at, b) in bytes.iter().enumerate() {
-        if b.is_ascii_uppercase() && prev_lower && at > start {
-            part(start..at);
-            start = at;
-        }
-        prev_lower = b.is_ascii_lowercase() || b.is_ascii_digit();
-    }
-    if start < bytes.len() {
-        part(start..bytes.len());
-    }
-}
-
 /// `terms` before stemming.
 fn unstemmed_terms(text: &str) -> Vec<String> {
     let mut out = Vec::new();
+    for_each_unstemmed_term(text, |term| out.push(term.to_owned()));
+    out
+}
+
+/// `unstemmed_terms`, each handed to `each` as it is cut: an identifier's
+/// parts, then, for one of two parts or more, the parts joined.
+fn for_each_unstemmed_term(text: &str, mut each: impl FnMut(&str)) {
+    let (mut part, mut joined) = (String::new(), String::new());
     for ident in text.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
-        let start = out.len();
+        let mut parts = 0;
+        joined.clear();
         for raw in ident.split('_') {
-            split_run(raw, &mut out);
+            for_each_part(raw, &mut part, |part| {
+                parts += 1;
+                joined.push_str(part);
+                each(part);
+            });
         }
-        if out.len() - start >= 2 {
-            let joined: String = out[start..].concat();
-            out.push(joined);
+        if parts >= 2 {
+            each(&joined);
         }
     }
-    out
 }
 
 /// A lowercase word's English stem, as `terms` stores it (for tests that look up a word's postings).
@@ -284,8 +265,8 @@ mod tests {
         #[test]
         fn ascii_runs_split_as_any_run_does(raw in "[a-zA-Z0-9]{0,24}") {
             let (mut fast, mut general) = (Vec::new(), Vec::new());
-            split_ascii_run(&raw, &mut fast);
-            split_chars_run(&raw, &mut general);
+            ascii_parts(&raw, &mut String::new(), |part| fast.push(part.to_owned()));
+            char_parts(&raw, &mut String::new(), |part| general.push(part.to_owned()));
             proptest::prop_assert_eq!(fast, general);
         }
 
