@@ -162,8 +162,7 @@ impl Embedder for StaticEmbedder {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let mut counts = TokenCounts { times: vec![0; self.rows], order: Vec::new() };
-        Ok(texts.iter().map(|t| self.embed_one(t, None, &mut counts)).collect())
+        self.embed_tokenized(&texts.iter().map(|text| (*text, None)).collect::<Vec<_>>())
     }
 
     fn token_ids(&self, text: &str) -> Option<super::chunk::TokenIds> {

@@ -62,13 +62,13 @@ impl ModelTokenizer {
         let mut pieces = Vec::with_capacity(32);
         let mut at = 0;
         while at < bytes.len() {
-            if matches!(bytes[at], b' ' | b'\t' | b'\n' | b'\r') {
+            if is_run_break(bytes[at]) {
                 at += 1;
                 continue;
             }
             let start = at;
             let mut plain = true;
-            while at < bytes.len() && !matches!(bytes[at], b' ' | b'\t' | b'\n' | b'\r') {
+            while at < bytes.len() && !is_run_break(bytes[at]) {
                 plain &= (0x21..0x7f).contains(&bytes[at]);
                 at += 1;
             }
@@ -121,6 +121,13 @@ impl ModelTokenizer {
     pub fn is_special(&self, id: u32) -> bool {
         self.special.get(id as usize).copied().unwrap_or(false)
     }
+}
+
+/// The ASCII whitespace BERT's pre-tokenizer parts words at and its
+/// normaliser keeps (it drops a vertical tab or form feed, joining the words
+/// around it): the fast path's runs end there.
+fn is_run_break(byte: u8) -> bool {
+    matches!(byte, b' ' | b'\t' | b'\n' | b'\r')
 }
 
 /// The pieces of a vocabulary that may stand at one place in a word, as a trie that finds the
@@ -309,7 +316,7 @@ impl chunk::Tokenizer for ModelTokenizer {
     /// Other whitespace is not taken: the normaliser drops control
     /// characters (a vertical tab or form feed joins the words around it).
     fn keeps_apart(&self, text: &str, at: usize) -> bool {
-        let parts = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r') || b.is_ascii_punctuation();
+        let parts = |b: &u8| is_run_break(*b) || b.is_ascii_punctuation();
         let bytes = text.as_bytes();
         self.fast.is_some() && (at == 0 || at >= bytes.len() || parts(&bytes[at - 1]) || parts(&bytes[at]))
     }
