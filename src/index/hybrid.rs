@@ -511,6 +511,9 @@ pub struct Index {
     /// nothing itself and answers from what is indexed, instead of spending
     /// its own time on what the background does anyway.
     in_background: std::sync::atomic::AtomicBool,
+    /// How many times a damaged store was emptied and opened again
+    /// (`mended`): a failure seen before the latest one needs no mending.
+    mends: AtomicUsize,
 }
 
 /// When a refresh stops taking in new content. It still walks to the end,
@@ -1483,6 +1486,33 @@ enum SkipWhy {
     Unreadable,
 }
 
+/// Opens the store at `path`, emptying it first when it is damaged.
+fn open_mending(path: &Path) -> anyhow::Result<IndexStore> {
+    match IndexStore::open(path) {
+        Err(e) if super::damage::is_damage(&e) => reopened_empty(path, &e),
+        other => other,
+    }
+}
+
+/// Empties the damaged store at `path` (`damage::empty_and_reopen`), saying
+/// on stderr what happened and whether any tags could not be kept.
+fn reopened_empty(path: &Path, error: &anyhow::Error) -> anyhow::Result<IndexStore> {
+    let (store, salvage) = super::damage::empty_and_reopen(path)?;
+    let kept = salvage.kept.len();
+    match &salvage.cut_short {
+        None => tracing::warn!(
+            path = %path.display(), error = %error, kept,
+            "the search index was damaged; it was emptied to be built again, keeping the tags and creators of {kept} files"
+        ),
+        Some(why) => tracing::error!(
+            path = %path.display(), error = %error, kept, why = %why,
+            "the search index was damaged; it was emptied to be built again, and its files' tags and creators \
+             could be read back only in part ({kept} kept)"
+        ),
+    }
+    Ok(store)
+}
+
 impl Index {
     pub fn open(
         path: &Path,
@@ -1492,7 +1522,7 @@ impl Index {
         super::store::warm_in_background(path);
         let words_first = vectorizer.as_ref().is_some_and(|v| !v.is_cheap());
         Ok(Index {
-            store: Mutex::new(IndexStore::open(path)?),
+            store: Mutex::new(open_mending(path)?),
             vectorizer,
             chunker,
             mirror: RwLock::new(Mirror::default()),
@@ -1510,7 +1540,42 @@ impl Index {
             words_first,
             words_owed: std::sync::atomic::AtomicBool::new(true),
             in_background: std::sync::atomic::AtomicBool::new(false),
+            mends: AtomicUsize::new(0),
         })
+    }
+
+    /// Runs `op`; when it fails because the store's file is damaged
+    /// (`damage::is_damage`), empties the store in place keeping its tags,
+    /// forgets what this index held of it, and runs `op` once more (a search
+    /// then answers as a session's first does, from what its time takes in).
+    fn mended<T>(&self, op: impl Fn() -> anyhow::Result<T>) -> anyhow::Result<T> {
+        let mends = self.mends.load(Ordering::SeqCst);
+        match op() {
+            Err(e) if super::damage::is_damage(&e) => {
+                self.mend(mends, &e)?;
+                op()
+            }
+            other => other,
+        }
+    }
+
+    /// Empties the damaged store and starts this index's memory of it over,
+    /// unless another caller did since `seen` mends.
+    fn mend(&self, seen: usize, error: &anyhow::Error) -> anyhow::Result<()> {
+        let mut store = self.store();
+        if self.mends.load(Ordering::SeqCst) != seen {
+            return Ok(());
+        }
+        *lock(&self.reader) = None;
+        let fresh = reopened_empty(&self.path, error)?;
+        *store = fresh;
+        *self.mirror_mut() = Mirror::default();
+        lock(&self.walks).clear();
+        *lock(&self.postings) = PostingsCache::default();
+        *lock(&self.partial) = PartialTexts::default();
+        self.words_owed.store(true, Ordering::SeqCst);
+        self.mends.fetch_add(1, Ordering::SeqCst);
+        Ok(())
     }
 
     /// The store, for a search, a write, a tag or a build: counted as wanted
@@ -1940,6 +2005,11 @@ impl Index {
     /// `note_written` for several files in one transaction (a burst of
     /// writes costs one commit). Files that are not text or too big are skipped.
     pub fn note_written_all(&self, files: &[(&VPath, &[u8], Option<&str>)]) -> anyhow::Result<()> {
+        self.mended(|| self.note_written_all_unmended(files))
+    }
+
+    /// `note_written_all`, without mending a damaged store.
+    fn note_written_all_unmended(&self, files: &[(&VPath, &[u8], Option<&str>)]) -> anyhow::Result<()> {
         let store = self.store();
         self.sync_mirror(&store, false)?;
         self.write(&store, || {
@@ -1971,6 +2041,17 @@ impl Index {
 
     /// Tags a file (which must be indexed or indexable).
     pub fn tag(&self, real: &VPath, bytes: &[u8], task: Option<&str>, related: Option<&str>) -> anyhow::Result<()> {
+        self.mended(|| self.tag_unmended(real, bytes, task, related))
+    }
+
+    /// `tag`, without mending a damaged store.
+    fn tag_unmended(
+        &self,
+        real: &VPath,
+        bytes: &[u8],
+        task: Option<&str>,
+        related: Option<&str>,
+    ) -> anyhow::Result<()> {
         let known = self.store().file(real.as_str())?.is_some();
         if !known {
             self.note_written(real, bytes, None)?;
@@ -2523,6 +2604,11 @@ impl Index {
 
     /// Indexes everything visible under `root`, reporting as it goes; answers the final figures.
     pub fn build_with(&self, access: &Access, root: &Target, progress: &dyn Fn(&Progress)) -> anyhow::Result<Progress> {
+        self.mended(|| self.build_unmended(access, root, progress))
+    }
+
+    /// `build_with`, without mending a damaged store.
+    fn build_unmended(&self, access: &Access, root: &Target, progress: &dyn Fn(&Progress)) -> anyhow::Result<Progress> {
         let last = Mutex::new(Progress::default());
         let store = self.store();
         self.refresh(&store, access, root, false, None, &Met::default(), Until::Done, Take::Everything, &|p| {
@@ -2541,6 +2627,11 @@ impl Index {
     /// walk, so the next search of the same view answers without one, and
     /// makes what that search needs before it ranks (`ready_for_searches`).
     pub fn index_in_background(&self, access: &Access, root: &Target) -> anyhow::Result<Option<Progress>> {
+        self.mended(|| self.index_in_background_unmended(access, root))
+    }
+
+    /// `index_in_background`, without mending a damaged store.
+    fn index_in_background_unmended(&self, access: &Access, root: &Target) -> anyhow::Result<Option<Progress>> {
         let store = loop {
             if self.closing.load(Ordering::SeqCst) {
                 return Ok(None);
@@ -2668,6 +2759,19 @@ impl Index {
     /// `SEARCH_INDEX_BUDGET` first (`progress` hears how far that got), and a
     /// search answers from what is indexed by then.
     pub fn search_report(
+        &self,
+        access: &Access,
+        root: &Target,
+        query: &str,
+        limit: usize,
+        rankings: Rankings,
+        progress: &dyn Fn(&Progress),
+    ) -> anyhow::Result<Searched> {
+        self.mended(|| self.search_report_unmended(access, root, query, limit, rankings, progress))
+    }
+
+    /// `search_report`, without mending a damaged store.
+    fn search_report_unmended(
         &self,
         access: &Access,
         root: &Target,
@@ -4272,6 +4376,93 @@ mod tests {
         assert!(index.search(&access, &root, "delta", 5).unwrap().is_empty());
         index.tag(&VPath::parse("/w/a.md").unwrap(), b"", Some("auth bug"), None).unwrap();
         assert_eq!(index.search(&access, &root, "auth", 5).unwrap()[0].path.as_str(), "/w/a.md");
+    }
+
+    /// A store whose file was damaged while no process had it open (a crash,
+    /// a disk that lost a write) is emptied by the first search that meets
+    /// the damage, which then answers as a first search does; the tags are
+    /// kept, and the index answers as one built afresh.
+    #[test]
+    fn a_damaged_store_is_emptied_by_the_search_that_meets_it_keeping_the_tags() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        fs.add_file("/w/net.rs", "fn push_blob() { transfer(); send(); }\n// when it fails, backoff and go again\n");
+        fs.add_file("/w/paint.rs", "fn colour() { paint(); }\n");
+        let access = access(fs, &[("/w", Level::Stage)]);
+        let root = access.target("/w", Need::Look).unwrap();
+        let path = dir.path().join("index.db");
+        {
+            let index = index_with(dir.path(), true);
+            assert_eq!(index.search(&access, &root, "retry upload", 3).unwrap()[0].path.as_str(), "/w/net.rs");
+            index.tag(&VPath::parse("/w/paint.rs").unwrap(), b"", Some("auth bug"), None).unwrap();
+        }
+        let vectors = super::super::damage::tests::root_page(&path, "chunk_vectors");
+        super::super::damage::tests::spoil_page(&path, vectors);
+
+        let index = index_with(dir.path(), true);
+        let hits = index.search(&access, &root, "retry upload", 3).unwrap();
+        assert_eq!(index.mends.load(Ordering::SeqCst), 1, "the search met the damage");
+        assert_eq!(hits[0].path.as_str(), "/w/net.rs", "{hits:?}");
+        let tagged = index.search(&access, &root, "auth", 3).unwrap();
+        assert_eq!(tagged[0].path.as_str(), "/w/paint.rs", "the tag was kept: {tagged:?}");
+        let row = index.store().file("/w/paint.rs").unwrap().expect("indexed again");
+        assert_eq!((row.blob, row.task.as_deref()), (sha256(b"fn colour() { paint(); }\n").to_vec(), Some("auth bug")));
+        let fresh_dir = tempfile::tempdir().unwrap();
+        let fresh = index_with(fresh_dir.path(), true);
+        fresh.tag(&VPath::parse("/w/paint.rs").unwrap(), b"", Some("auth bug"), None).unwrap();
+        for query in ["retry upload", "paint", "auth", "colour transfer"] {
+            assert_eq!(hits_of(&index, &access, query), hits_of(&fresh, &access, query), "{query}");
+        }
+        assert_eq!(index.mends.load(Ordering::SeqCst), 1, "mended once");
+    }
+
+    /// Another process with the store open when one empties it (two
+    /// indexes over one file stand for them) reads the emptied store at its
+    /// next search, as after any other process's change, and answers as an
+    /// index built afresh.
+    #[test]
+    fn an_index_sharing_the_store_goes_on_after_another_empties_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        fs.add_file("/w/net.rs", "fn push_blob() { transfer(); send(); }\n// when it fails, backoff and go again\n");
+        fs.add_file("/w/paint.rs", "fn colour() { paint(); }\n");
+        fs.add_file("/w/disk.rs", "fn store_file() { disk(); }\n");
+        let access = access(fs, &[("/w", Level::Stage)]);
+        let (one, other) = (index_with(dir.path(), true), index_with(dir.path(), true));
+        let before: Vec<_> = ["retry upload", "paint", "store a file"].map(|q| hits_of(&other, &access, q)).into();
+        assert!(before.iter().all(|hits| !hits.is_empty()), "{before:?}");
+        hits_of(&one, &access, "paint");
+        let damage = anyhow::Error::new(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
+            None,
+        ));
+        let walks = other.walks_made.load(Ordering::SeqCst);
+        one.mend(0, &damage).unwrap();
+        assert!(one.store().file("/w/net.rs").unwrap().is_none(), "emptied");
+        let after: Vec<_> = ["retry upload", "paint", "store a file"].map(|q| hits_of(&other, &access, q)).into();
+        assert_eq!(after, before);
+        assert!(other.walks_made.load(Ordering::SeqCst) > walks, "the other index walked again");
+        assert_eq!(hits_of(&one, &access, "retry upload"), before[0]);
+        assert_eq!(other.mends.load(Ordering::SeqCst), 0, "the other met no damage");
+    }
+
+    /// A file that is not a database at all (its first page overwritten) is
+    /// emptied when the index opens: searching and writing work at once.
+    #[test]
+    fn an_index_file_that_is_not_a_database_is_emptied_when_it_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        fs.add_file("/w/a.md", "alpha beta\n");
+        let access = access(fs, &[("/w", Level::Stage)]);
+        let root = access.target("/w", Need::Look).unwrap();
+        let path = dir.path().join("index.db");
+        index_with(dir.path(), false).search(&access, &root, "alpha", 3).unwrap();
+        super::super::damage::tests::spoil_page(&path, 1);
+        let index = index_with(dir.path(), false);
+        assert_eq!(index.search(&access, &root, "alpha", 3).unwrap()[0].path.as_str(), "/w/a.md");
+        index.note_written(&VPath::parse("/w/b.md").unwrap(), b"gamma\n", Some("agent-one")).unwrap();
+        assert_eq!(index.store().file("/w/b.md").unwrap().unwrap().created_by.as_deref(), Some("agent-one"));
+        assert_eq!(index.mends.load(Ordering::SeqCst), 0, "mended before the index was made");
     }
 
     /// The kept walk's files are in `passage_order`, so its units' chunk ids rise.

@@ -488,6 +488,25 @@ impl IndexStore {
         Ok(changed > 0)
     }
 
+    /// Writes back what a damaged store's rows held of their own
+    /// (`damage::Kept`), in one transaction: each row is read again at the
+    /// next walk (its content is unknown: no blob, `mtime` -2, as after a
+    /// migration), and a file that is gone by then is dropped as any is.
+    pub(crate) fn put_kept(&self, kept: &[super::damage::Kept]) -> anyhow::Result<()> {
+        self.in_transaction(|| {
+            for row in kept {
+                self.db
+                    .prepare_cached(
+                        "INSERT OR REPLACE INTO files (path, blob, size, mtime, created_by, task, related)
+                         VALUES (?1, ?2, -1, -2, ?3, ?4, ?5)",
+                    )?
+                    .execute(params![row.path, [0u8; 32], row.created_by, row.task, row.related])?;
+                self.refresh_meta(&row.path)?;
+            }
+            Ok(())
+        })
+    }
+
     fn refresh_meta(&self, path: &str) -> anyhow::Result<i64> {
         refresh_meta(&self.db, path)
     }
