@@ -950,6 +950,47 @@ mod tests {
         assert_eq!(super::common_ancestor(&[p("/x"), p("/y")]), p("/"));
     }
 
+    /// Issue 17: an index that cannot take in what changed (here a store
+    /// that may grow no more, as on a full disk) leaves search ranking the
+    /// files' words as they are now, saying why, instead of failing.
+    #[test]
+    fn a_search_whose_index_fails_ranks_the_words_and_says_why() {
+        use super::{Config, Engine, Posture, SessionOptions};
+        use serde_json::json;
+        let ws = tempfile::tempdir().unwrap();
+        let data = tempfile::tempdir().unwrap();
+        std::fs::write(ws.path().join("notes.md"), "the alpha protocol is described here\n").unwrap();
+        let engine = Engine::new(Config {
+            data_dir: Some(data.path().to_path_buf()),
+            one_off: true,
+            ..Config::new(Posture::Device { root: ws.path().to_path_buf() })
+        })
+        .unwrap();
+        let session = engine.open_session(SessionOptions::default()).unwrap();
+        let first = session.call("search", json!({"query": "alpha protocol"}));
+        assert!(
+            first.text.contains("the alpha protocol") && !first.text.contains("could not be used"),
+            "{}",
+            first.text
+        );
+        engine.index.loaded().expect("opened by the search").stop_growing();
+        for n in 0..40 {
+            let words: String = (0..200).map(|i| format!("beta{n}x{i} ")).collect();
+            std::fs::write(ws.path().join(format!("new{n}.md")), format!("the beta protocol {words}\n")).unwrap();
+        }
+        let answer = session.call("search", json!({"query": "beta protocol"}));
+        assert!(!answer.is_error, "{}", answer.text);
+        assert!(answer.text.contains("/new") && answer.text.contains("the beta protocol"), "{}", answer.text);
+        assert!(
+            answer.text.trim_end().ends_with(
+                "[The search index could not be used (the disk that holds it is full), so these passages were \
+                 ranked by their words alone, read from the files now.]"
+            ),
+            "{}",
+            answer.text
+        );
+    }
+
     #[test]
     fn an_unknown_tool_never_runs_on_a_protocol_thread() {
         assert!(super::may_wait("nope"));

@@ -1,7 +1,8 @@
-//! A damaged index store made usable again: telling SQLite's "corrupt" and
-//! "not a database" apart from other failures, and emptying the file in
-//! place with the tags it still holds kept; not the store's schema
-//! (`store`), nor when an index decides to mend (`hybrid::Index::mended`).
+//! A failing index store: its failure told in plain words, and a damaged
+//! one made usable again (SQLite's "corrupt" and "not a database" told apart
+//! from other failures, the file emptied in place with the tags it still
+//! holds kept); not the store's schema (`store`), nor when an index decides
+//! to mend (`hybrid::Index::mended`).
 //!
 //! The index is a cache of the files it describes, with one exception: a
 //! file's creator and the task and related notes an agent tagged it with
@@ -29,6 +30,24 @@ pub(crate) fn is_damage(error: &anyhow::Error) -> bool {
         }
         _ => false,
     })
+}
+
+/// Why the store failed, in words for the model: the kind of failure, not
+/// SQLite's message (which stderr has).
+pub fn failure_in_words(error: &anyhow::Error) -> &'static str {
+    use rusqlite::ErrorCode::*;
+    let code = error.chain().find_map(|cause| match cause.downcast_ref::<rusqlite::Error>() {
+        Some(rusqlite::Error::SqliteFailure(failure, _)) => Some(failure.code),
+        _ => None,
+    });
+    match code {
+        Some(DiskFull) => "the disk that holds it is full",
+        Some(DatabaseBusy | DatabaseLocked) => "another process kept it busy",
+        Some(ReadOnly | PermissionDenied | CannotOpen) => "its file cannot be written",
+        Some(DatabaseCorrupt | NotADatabase) => "its file is damaged",
+        Some(SystemIoFailure) => "the disk failed to read or write it",
+        _ => "it failed",
+    }
 }
 
 /// What only the index holds of one file: who created it and how it was tagged.

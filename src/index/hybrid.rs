@@ -1578,6 +1578,12 @@ impl Index {
         Ok(())
     }
 
+    /// Lets the store grow no more, as a full disk would (`IndexStore::stop_growing`).
+    #[cfg(test)]
+    pub(crate) fn stop_growing(&self) {
+        self.store().stop_growing();
+    }
+
     /// The store, for a search, a write, a tag or a build: counted as wanted
     /// while it waits, so that indexing in the background gives way to it.
     fn store(&self) -> std::sync::MutexGuard<'_, IndexStore> {

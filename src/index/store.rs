@@ -511,6 +511,14 @@ impl IndexStore {
         refresh_meta(&self.db, path)
     }
 
+    /// Lets the database grow no more, as a full disk would: SQLite's own
+    /// "database or disk is full" at the next commit that needs a page.
+    #[cfg(test)]
+    pub(crate) fn stop_growing(&self) {
+        let pages: i64 = self.db.pragma_query_value(None, "page_count", |r| r.get(0)).unwrap();
+        self.db.pragma_update(None, "max_page_count", pages).unwrap();
+    }
+
     pub fn remove_file(&self, path: &str) -> anyhow::Result<()> {
         let rowid: Option<i64> = self
             .db

@@ -66,34 +66,19 @@ pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
     if !root.is_dir() {
         return Err(ToolError::NotADir(root.path));
     }
+    // A failing index (a full disk, a store another process holds too long)
+    // leaves the words, read from the files now, with a line saying why.
+    let mut unusable = None;
     if let Some(index) = ctx.index {
         let rankings = crate::index::rankings::Rankings::from_env();
-        let found = index
-            .search_report(ctx.access, &root, &params.query, limit, rankings, ctx.progress.unwrap_or(&|_| {}))
-            .map_err(|e| ToolError::Message(format!("Search failed: {e}. grep still works.")))?;
-        let shown: Vec<Shown<'_>> =
-            found.hits.iter().map(|h| (h.path.as_str(), h.first_line, h.last_line, h.text.as_str())).collect();
-        let mut body = answer(&shown, &query);
-        if found.hits.is_empty() {
-            body = format!("No passages match {:?} in {}.\n", params.query, root.path);
+        let progress = ctx.progress.unwrap_or(&|_| {});
+        match index.search_report(ctx.access, &root, &params.query, limit, rankings, progress) {
+            Ok(found) => return Ok(indexed_answer(ctx, &params.query, &query, root, found)),
+            Err(e) => {
+                tracing::error!(error = %format!("{e:#}"), "the search index failed; this search ranks by words only");
+                unusable = Some(crate::index::damage::failure_in_words(&e));
+            }
         }
-        if found.pending > 0 {
-            body.push_str(&not_indexed_yet(
-                found.pending,
-                found.pending_words,
-                found.pending_earlier,
-                found.pending_bytes,
-            ));
-        }
-        // What the index does in the background for the next search (and, with nothing left, it
-        // follows this root's outside changes).
-        let readying = match (found.pending, found.uncounted) {
-            (1.., _) => Readying::Unindexed,
-            (0, true) => Readying::Uncounted,
-            (0, false) => Readying::Changed,
-        };
-        *ctx.readying.lock().unwrap_or_else(|e| e.into_inner()) = Some((root.clone(), readying));
-        return Ok(Outcome::Text { body, path: Some(root.path) });
     }
     let found: Mutex<Vec<Passage>> = Mutex::new(Vec::new());
     crate::access::walk::visible_files(ctx.access, root.clone(), &|shown, _rel, file| {
@@ -131,7 +116,42 @@ pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
     if body.is_empty() {
         body = format!("No passages match {:?} in {}.\n", params.query, root.path);
     }
+    if let Some(why) = unusable {
+        body.push_str(&format!(
+            "[The search index could not be used ({why}), so these passages were ranked by their words alone, \
+             read from the files now.]\n"
+        ));
+    }
     Ok(Outcome::Text { body, path: Some(root.path) })
+}
+
+/// The answer from the index: its passages, the closing line when files
+/// wait to be indexed, and what the index should do in the background next.
+fn indexed_answer(
+    ctx: &Ctx<'_>,
+    query: &str,
+    terms: &[String],
+    root: crate::access::Target,
+    found: crate::index::hybrid::Searched,
+) -> Outcome {
+    let shown: Vec<Shown<'_>> =
+        found.hits.iter().map(|h| (h.path.as_str(), h.first_line, h.last_line, h.text.as_str())).collect();
+    let mut body = answer(&shown, terms);
+    if found.hits.is_empty() {
+        body = format!("No passages match {query:?} in {}.\n", root.path);
+    }
+    if found.pending > 0 {
+        body.push_str(&not_indexed_yet(found.pending, found.pending_words, found.pending_earlier, found.pending_bytes));
+    }
+    // What the index does in the background for the next search (and, with nothing left, it
+    // follows this root's outside changes).
+    let readying = match (found.pending, found.uncounted) {
+        (1.., _) => Readying::Unindexed,
+        (0, true) => Readying::Uncounted,
+        (0, false) => Readying::Changed,
+    };
+    *ctx.readying.lock().unwrap_or_else(|e| e.into_inner()) = Some((root.clone(), readying));
+    Outcome::Text { body, path: Some(root.path) }
 }
 
 /// The line that closes an answer when `pending` new or changed files
@@ -253,9 +273,11 @@ pub fn tag(ctx: &mut Ctx<'_>, params: super::params::TagParams) -> ToolResult {
         .fs()
         .read_file(&target.real, crate::access::MAX_OPEN_BYTES)
         .map_err(|e| ToolError::from_fs(e, &target.path))?;
-    index
-        .tag(&target.real, &bytes, params.task.as_deref(), params.related.as_deref())
-        .map_err(|e| ToolError::Message(format!("Could not tag {}: {e}.", target.path)))?;
+    index.tag(&target.real, &bytes, params.task.as_deref(), params.related.as_deref()).map_err(|e| {
+        tracing::error!(error = %format!("{e:#}"), path = %target.path, "could not tag");
+        let why = crate::index::damage::failure_in_words(&e);
+        ToolError::Message(format!("Could not tag {}: the search index could not be used ({why}).", target.path))
+    })?;
     Ok(Outcome::Text { body: format!("Tagged {}\n", target.path), path: Some(target.path) })
 }
 
