@@ -34,9 +34,12 @@ Steps (each in its own process, so memory is the process's own):
    pick), and the overlap of their top 10 with the default's.
 
 Usage: python3 bench/search_speed.py [--ctxfs BIN] [--work DIR] [--replicas N] [--skip-big] [--json FILE]
-       [--base DIR] [--reuse-data] [--only-outside-change]
+       [--base DIR] [--reuse-data] [--only-outside-change] [--only-views VIEW.json ...]
 `--base DIR` uses that tree as `base` (indexed into --work); `--only-outside-change` runs step 1 and
-the outside-change comparison of step 3 alone.
+the outside-change comparison of step 3 alone; `--only-views` serves an existing `big` as a tree
+(`--tree`, its own index in the data directory's `projects/`), indexes it through a view that sees
+everything, then times fused queries (step 2) through that view and each view file given, so the
+same index holds files each narrower view hides.
 Stdlib Python 3 only, plus rg.
 """
 
@@ -162,14 +165,17 @@ def index_tree(binary, root, data, sample=False):
 
 
 class Replay:
-    def __init__(self, binary, root, data, rankings="fused", walk_always=False):
+    def __init__(self, binary, root, data, rankings="fused", walk_always=False, view=None):
         env = dict(os.environ, CTXFS_SEARCH_RANKINGS=rankings, CTXFS_LOG="ctxfs::index::hybrid=debug,ctxfs::index::codes=debug,ctxfs::index::rankings=debug")
         if walk_always:
             # No file watcher: every query walks the tree, as before it existed.
             env["CTXFS_NO_WATCH"] = "1"
-        self.err_path = Path(data) / f"replay-{rankings.replace('+', '_')}{'-walk' if walk_always else ''}.log"
+        suffix = f"{'-walk' if walk_always else ''}{'-' + Path(view).stem if view else ''}"
+        self.err_path = Path(data) / f"replay-{rankings.replace('+', '_')}{suffix}.log"
         self.err = open(self.err_path, "w")
-        self.p = spawn([binary, "replay", "--root", str(root), "--data", str(data), "--host", "fresh", "-"],
+        # With a view file the tree is served as `/` and the view says what the session sees.
+        where = ["--tree", str(root), "--view", str(view)] if view else ["--root", str(root)]
+        self.p = spawn([binary, "replay", *where, "--data", str(data), "--host", "fresh", "-"],
                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True, bufsize=1, env=env)
 
     def call(self, tool, args):
@@ -227,8 +233,8 @@ def timed_rounds(r, rounds):
     return times, first_round, lists
 
 
-def latency(binary, root, data, rankings, rounds=3, lists=None, walk_always=False):
-    r = Replay(binary, root, data, rankings, walk_always)
+def latency(binary, root, data, rankings, rounds=3, lists=None, walk_always=False, view=None):
+    r = Replay(binary, root, data, rankings, walk_always, view)
     first, _ = r.call("search", {"query": "warm up the index", "limit": 10})
     times, _first_round, got = timed_rounds(r, rounds)
     if lists is not None:
@@ -347,8 +353,29 @@ def main():
     ap.add_argument("--reuse-data", action="store_true", help="keep base's index from an earlier run (indexing only what changed)")
     ap.add_argument("--only-outside-change", action="store_true",
                     help="index base, then time the query after an outside change (feed vs walk) alone")
+    ap.add_argument("--only-views", nargs="+", metavar="VIEW.json",
+                    help="over big as a tree (its files under `/`): index it through a view that sees it all, "
+                         "then time fused queries through each view file given")
     args = ap.parse_args()
     binary = args.ctxfs or str(build())
+    if args.only_views:
+        big = Path(args.work) / f"big{args.replicas}"
+        data = Path(args.work) / f"data-big{args.replicas}"
+        everything = Path(args.work) / "view-everything.json"
+        everything.write_text(json.dumps({"grants": {"/": "ro"}}))
+        res = {"date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(), "load_at_start": os.getloadavg()}
+        log("indexing big as a tree, through a view that sees it all")
+        subprocess.run([binary, "index", "--tree", str(big), "--view", str(everything), "--data", str(data)],
+                       check=True, capture_output=True)
+        for view in [everything, *map(Path, args.only_views)]:
+            log(f"latency at big through {view.name}: {view.read_text().strip()}")
+            res[f"latency_big_view_{view.stem}"] = latency(binary, big, data, "fused", rounds=3, view=view)
+            log(res[f"latency_big_view_{view.stem}"])
+        out = json.dumps(res, indent=1, default=str)
+        if args.json:
+            Path(args.json).write_text(out)
+        print(out)
+        return
     rg = None if args.only_outside_change else ensure_ripgrep()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
