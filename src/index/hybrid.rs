@@ -46,7 +46,7 @@
 
 use super::codes::{sign_code, sign_code_of_i8, Codes};
 use super::embed::{EmbedError, Embedder};
-use super::rankings::{rank as rank_units, FileVotes, Meaning, Quantised, Rankings};
+use super::rankings::{rank as rank_units, FileVotes, Meaning, Quantised, Rankings, Tagged};
 use super::store::{decode_vector, IndexStore, Merges, NewChunk, PostingsMarks};
 use super::terms::{names_identifiers, query_terms, query_words, CountedTerms};
 use crate::access::walk::{visible_files, visible_files_among, Found, Only};
@@ -578,6 +578,9 @@ struct PostingsCache {
     /// them, since the cache started (for tests and logs).
     read_whole: usize,
     read_after: usize,
+    /// The tagged files and their tags' terms, read with the paths' lists
+    /// and dropped with them when a path or tag changes.
+    tagged: Option<Arc<Vec<Tagged>>>,
 }
 
 /// One term's list as held, and the newest chunk it covers (a passages' list).
@@ -616,6 +619,7 @@ impl PostingsCache {
             return;
         }
         if self.marks.is_some_and(|held| held.meta != marks.meta) {
+            self.tagged = None;
             self.terms.retain(|(kind, _), _| *kind != Postings::Meta);
             self.held = self.terms.values().map(|kept| kept.list.len()).sum();
         }
@@ -1192,6 +1196,12 @@ impl Units {
         self.id.len()
     }
 
+    /// Calls `each` with every visible file of each tagged row (ascending
+    /// by row) and the row's place in `tagged`.
+    pub(super) fn files_of_tagged(&self, tagged: &[Tagged], each: impl FnMut(u32, u32)) {
+        join_rows(&self.rows, tagged.iter().enumerate().map(|(at, t)| (t.rowid, at as u32)), each);
+    }
+
     /// Calls `each` with every visible file of each row of `rows` (ascending,
     /// each once, with a count), in that order, a row's files in file order.
     pub(super) fn files_of_rows(&self, rows: &super::postings::List, each: impl FnMut(u32, u32)) {
@@ -1646,6 +1656,28 @@ impl Index {
             lists.insert((which.0, which.1.as_str()), list);
         }
         Ok(lists)
+    }
+
+    /// The tagged files as the store holds them now, from the cache that
+    /// `postings_of` just brought up to date, else read.
+    fn tagged_of(&self, store: &IndexStore) -> anyhow::Result<Arc<Vec<Tagged>>> {
+        if let Some(tagged) = lock(&self.postings).tagged.clone() {
+            return Ok(tagged);
+        }
+        let tagged: Arc<Vec<Tagged>> = Arc::new(
+            store
+                .tagged()?
+                .into_iter()
+                .map(|(rowid, text)| {
+                    let mut terms = super::terms::terms(&text);
+                    terms.sort_unstable();
+                    terms.dedup();
+                    Tagged { rowid, terms }
+                })
+                .collect(),
+        );
+        lock(&self.postings).tagged = Some(tagged.clone());
+        Ok(tagged)
     }
 
     /// `work` over `items`, shared between `store` here and the second
@@ -2847,12 +2879,13 @@ impl Index {
         }
         // Taken here, on the thread that holds the store, for the rankings to read from any thread.
         let lists = self.postings_of(&store, &wanted)?;
+        let tagged = if rankings.paths { self.tagged_of(&store)? } else { Arc::default() };
         lap("postings");
         let postings = |kind: Postings, term: &str| {
             lists.get(&(kind, term)).cloned().ok_or_else(|| anyhow::anyhow!("the postings of {term:?} were not read"))
         };
         let votes = if names_identifiers(query) { FileVotes::BestPassage } else { FileVotes::Opening };
-        let chosen = rank_units(seen, units, &terms, votes, limit, rankings, &postings, meaning, &mut lap)?;
+        let chosen = rank_units(seen, units, &terms, &tagged, votes, limit, rankings, &postings, meaning, &mut lap)?;
         let hits = store.in_one_read(|| {
             let mut hits = Vec::with_capacity(chosen.len());
             for unit in chosen {
@@ -3131,6 +3164,53 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(a[0].path.as_str(), "/pub/upload.rs");
         assert_eq!(a.len(), 2);
+    }
+
+    /// A file tagged with the words asked for comes first, even when its
+    /// text holds none of them and other files' meaning is close; a tag
+    /// that holds only a minor share of the question's words does not lift
+    /// the file; and a tagged file the view hides changes nothing.
+    #[test]
+    fn a_file_tagged_with_the_words_asked_for_comes_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = |hidden_tag: Option<&str>| {
+            let fs = Arc::new(MemFs::new(VPath::root()));
+            fs.add_file("/pub/paint.rs", "fn colour() { paint(); }\n");
+            for n in 0..8 {
+                fs.add_file(
+                    &format!("/pub/road{n}.rs"),
+                    format!("fn cross_{n}() {{}}\n// crossing the road at the lights {n}\n"),
+                );
+            }
+            fs.add_file("/pub/disk.rs", "fn store_file() { disk(); }\n// upload the file to the store\n");
+            fs.add_file("/secret/x.rs", "fn hidden() {}\n");
+            let access = access(fs, &[("/pub", Level::Stage)]);
+            let root = access.target("/pub", Need::Look).unwrap();
+            let sub = tempfile::tempdir_in(dir.path()).unwrap();
+            let index = index_with(sub.path(), true);
+            index.search(&access, &root, "anything", 3).unwrap();
+            index
+                .tag(&VPath::parse("/pub/paint.rs").unwrap(), b"", Some("zebra crossing investigation"), None)
+                .unwrap();
+            if let Some(tag) = hidden_tag {
+                index.tag(&VPath::parse("/secret/x.rs").unwrap(), b"", Some(tag), None).unwrap();
+            }
+            let first = |query: &str| index.search(&access, &root, query, 3).unwrap()[0].path.to_string();
+            [
+                "zebra crossing",
+                "the zebra crossing investigation",
+                "zebra",
+                "crossing the road lights zebra",
+                "upload the file",
+            ]
+            .map(first)
+        };
+        let shown = run(None);
+        assert_eq!(shown[..3], ["/pub/paint.rs", "/pub/paint.rs", "/pub/paint.rs"], "{shown:?}");
+        assert!(shown[3].starts_with("/pub/road"), "the tag holds a minor share of the question: {shown:?}");
+        assert_eq!(shown[4], "/pub/disk.rs", "{shown:?}");
+        assert_eq!(run(Some("zebra crossing investigation")), shown, "a hidden tagged file changes nothing");
+        assert_eq!(run(Some("upload the file")), shown);
     }
 
     /// A query naming identifiers shows a file by the passage that holds

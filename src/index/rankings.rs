@@ -9,7 +9,8 @@
 //!
 //! Evidence comes at two grains and is fused (`rank`): passages are ranked
 //! by BM25 over their words and by meaning; files by whole-file BM25 (a
-//! file's words are its passages') and by path and tags, each file ranking
+//! file's words are its passages'), by path and tags, and by tags alone
+//! when they hold most of the query's words (`tag_scores`), each file ranking
 //! voting for the file's opening passage, or, when the query names
 //! identifiers, for its best passage (`FileVotes`). The passages' BM25 is computed
 //! a passage at a time with MaxScore pruning (`maxscore`), whose answer is
@@ -242,6 +243,7 @@ pub(super) fn rank(
     seen: &[Seen],
     units: &Units,
     terms: &[String],
+    tagged: &[Tagged],
     votes: FileVotes,
     limit: usize,
     rankings: Rankings,
@@ -261,7 +263,7 @@ pub(super) fn rank(
     let file_order = |a: u32, b: u32| path_rank[a as usize].cmp(&path_rank[b as usize]);
     let starts = &units.starts;
     let weights = rank::Weights::from_env(meaning.as_ref().map_or(rank::Weights::DEFAULT.meaning, |m| m.weight));
-    let by_words = || word_rankings(seen, units, terms, rankings, postings, &weights, &order, &file_order);
+    let by_words = || word_rankings(seen, units, terms, tagged, rankings, postings, &weights, &order, &file_order);
     let two_threads = meaning.is_some()
         && match rankings.side_by_side {
             SideBySide::BySize => units.len() >= SIDE_BY_SIDE_FROM,
@@ -404,6 +406,7 @@ fn word_rankings(
     seen: &[Seen],
     units: &Units,
     terms: &[String],
+    tagged: &[Tagged],
     rankings: Rankings,
     postings: &PostingsOf<'_>,
     weights: &rank::Weights,
@@ -495,9 +498,65 @@ fn word_rankings(
         let ranking = rank::Ranking::new(weights.paths, rank::top_scored(&scores, RANK_DEPTH, file_order));
         out.own_file_rankings.push(ranking.clone());
         out.file_rankings.push(ranking);
+        if let Some(scores) = tag_scores(seen.len(), units, terms, tagged) {
+            let ranking = rank::Ranking::new(weights.tags, rank::top_scored(&scores, RANK_DEPTH, file_order));
+            out.own_file_rankings.push(ranking.clone());
+            out.file_rankings.push(ranking);
+        }
     }
     tracing::debug!(?files_at, paths_at = ?started.elapsed(), "words: done");
     Ok(out)
+}
+
+/// A tagged file's row and its tags' terms (`terms::terms` of its task and
+/// what it relates to, each once, sorted).
+pub(super) struct Tagged {
+    pub(super) rowid: i64,
+    pub(super) terms: Vec<String>,
+}
+
+/// The share of the query's words, weighed by their rarity, that a file's
+/// tags must hold for the tags ranking to name it: a tag is a deliberate
+/// statement of what a file is for, but a single common word of it (`fix`,
+/// `bug`) should not lift the file for every question holding that word.
+pub(super) const TAGS_COVER: f64 = 0.5;
+
+/// The tags ranking's score for every visible file (`None` when no visible
+/// file's tags cover the query): each query word its tags hold adds its
+/// inverse document frequency among the visible tagged files (as the paths'
+/// ranking, the visible files counted, so nothing hidden changes a score), for
+/// files whose tags hold at least `TAGS_COVER` of what all the query's words
+/// would add. The paths' ranking counts the tags' words too, but as one of
+/// many weak votes; a file tagged with the very words asked for is the
+/// file asked for, even when its text shares none of them.
+fn tag_scores(files: usize, units: &Units, terms: &[String], tagged: &[Tagged]) -> Option<Vec<f64>> {
+    if tagged.is_empty() || terms.is_empty() {
+        return None;
+    }
+    let starts = &units.starts;
+    let mut visible: Vec<(u32, u32)> = Vec::new();
+    units.files_of_tagged(tagged, |file, at| {
+        if starts[file as usize] < starts[file as usize + 1] {
+            visible.push((file, at));
+        }
+    });
+    let holds = |at: u32, term: &String| tagged[at as usize].terms.binary_search(term).is_ok();
+    let n = files as f64;
+    let idf: Vec<f64> = terms
+        .iter()
+        .map(|term| rank::idf(n, visible.iter().filter(|&&(_, at)| holds(at, term)).count() as f64))
+        .collect();
+    let whole: f64 = idf.iter().sum();
+    let mut scores = vec![0f64; files];
+    let mut any = false;
+    for &(file, at) in &visible {
+        let score: f64 = terms.iter().zip(&idf).filter(|(term, _)| holds(at, term)).map(|(_, idf)| idf).sum();
+        if score > 0.0 && score >= TAGS_COVER * whole {
+            scores[file as usize] = score;
+            any = true;
+        }
+    }
+    any.then_some(scores)
 }
 
 /// The meaning ranking: cosine similarity to the query's vector. The sign

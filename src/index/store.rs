@@ -232,6 +232,7 @@ fn create_schema(db: &Connection) -> rusqlite::Result<()> {
              words, content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 0');
          CREATE VIRTUAL TABLE IF NOT EXISTS meta_vocab USING fts5vocab(meta_terms, 'instance');",
     )?;
+    db.execute_batch(FILES_TAGGED)?;
     db.execute_batch(META_VERSION)
 }
 
@@ -474,6 +475,18 @@ impl IndexStore {
             Some((rowid, had)) if had.is_some() || created_by.is_none() => Ok(rowid),
             _ => self.refresh_meta(path),
         }
+    }
+
+    /// Every tagged file's row id and its tags (its task, then what it
+    /// relates to), by row id.
+    pub fn tagged(&self) -> anyhow::Result<Vec<(i64, String)>> {
+        let mut rows = self.db.prepare_cached(
+            "SELECT rowid, COALESCE(task, ''), COALESCE(related, '') FROM files
+             WHERE task IS NOT NULL OR related IS NOT NULL ORDER BY rowid",
+        )?;
+        let rows =
+            rows.query_map([], |r| Ok((r.get(0)?, format!("{} {}", r.get::<_, String>(1)?, r.get::<_, String>(2)?))))?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// Sets a file's tags; `None` leaves one as it is.
@@ -806,7 +819,25 @@ fn create_schema_or_migrate(db: &Connection) -> anyhow::Result<()> {
         db.execute_batch(META_VERSION)?;
         tx.commit()?;
     }
+    // Likewise the tagged files' index, which `IndexStore::tagged` reads.
+    if !has_index(db, "files_tagged")? {
+        let tx = Transaction::new_unchecked(db, TransactionBehavior::Immediate)?;
+        db.execute_batch(FILES_TAGGED)?;
+        tx.commit()?;
+    }
     Ok(())
+}
+
+/// The files an agent tagged, apart, so a search reads them without
+/// scanning every file's row (`IndexStore::tagged`).
+const FILES_TAGGED: &str = "CREATE INDEX IF NOT EXISTS files_tagged ON files(task, related)
+    WHERE task IS NOT NULL OR related IS NOT NULL;";
+
+fn has_index(db: &Connection, name: &str) -> rusqlite::Result<bool> {
+    db.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = ?1", [name], |r| {
+        r.get::<_, i64>(0)
+    })
+    .map(|n| n > 0)
 }
 
 #[cfg(test)]
