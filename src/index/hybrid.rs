@@ -1496,6 +1496,29 @@ enum SkipWhy {
     Unreadable,
 }
 
+/// Before the row of `gone` is removed: when it holds what only the index
+/// knows of the file (its creator, its tags) and a path new in this walk has
+/// the very same content, that is where the file went (a rename or move, by
+/// ctxfs or anyone else), and the new path takes it over, keeping any of its
+/// own. A file both moved and changed is not recognised, and its tags go
+/// with its old path.
+fn carry_kept(
+    store: &IndexStore,
+    gone: &str,
+    blob: &Sha,
+    arrived: &mut HashMap<Sha, Vec<String>>,
+) -> anyhow::Result<()> {
+    let Some(paths) = arrived.get_mut(blob) else { return Ok(()) };
+    if paths.is_empty() {
+        return Ok(());
+    }
+    let Some(kept) = store.kept(gone)? else { return Ok(()) };
+    if let Some(to) = paths.pop() {
+        store.take_over(&to, &kept)?;
+    }
+    Ok(())
+}
+
 /// Opens the store at `path`, emptying it first when it is damaged.
 fn open_mending(path: &Path) -> anyhow::Result<IndexStore> {
     match IndexStore::open(path) {
@@ -2507,6 +2530,9 @@ impl Index {
             });
             let outcome = (|| -> anyhow::Result<()> {
                 let mut pending_orphans: Vec<Sha> = Vec::new();
+                // Paths new to the index in this walk, by content: a tagged file that is gone may
+                // have moved to one of them (`carry_kept`).
+                let mut arrived: HashMap<Sha, Vec<String>> = HashMap::new();
                 let (mut files_since, mut chunks_since) = (0usize, 0usize);
                 let mut last_commit = std::time::Instant::now();
                 let tick = std::time::Duration::from_millis(100);
@@ -2540,6 +2566,9 @@ impl Index {
                         }
                         _ => {
                             let rowid = store.put_file(real.as_str(), &sha, size, mtime, None)?;
+                            if old.is_none() {
+                                arrived.entry(sha).or_default().push(real.to_string());
+                            }
                             let entry = FileEntry { rowid, blob: sha, size, mtime, mark: AtomicU32::new(epoch) };
                             let mut mirror = self.mirror_mut();
                             mirror.files.insert(real.as_str().to_owned(), entry);
@@ -2592,6 +2621,7 @@ impl Index {
                         .collect()
                 };
                 for (path, blob) in gone {
+                    carry_kept(store, &path, &blob, &mut arrived)?;
                     store.remove_file(&path)?;
                     let mut mirror = self.mirror_mut();
                     mirror.files.remove(&path);
@@ -4549,6 +4579,35 @@ mod tests {
         index.note_written(&VPath::parse("/w/b.md").unwrap(), b"gamma\n", Some("agent-one")).unwrap();
         assert_eq!(index.store().file("/w/b.md").unwrap().unwrap().created_by.as_deref(), Some("agent-one"));
         assert_eq!(index.mends.load(Ordering::SeqCst), 0, "mended before the index was made");
+    }
+
+    /// A tagged file moved to another path (by ctxfs's `mv`, an editor or
+    /// `git mv`: the walk sees one path gone and one new with the same
+    /// content) keeps its tags and creator there; one moved and changed at
+    /// once is a new file.
+    #[test]
+    fn tags_follow_a_file_that_moved() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        fs.add_file("/w/a.md", "alpha beta\n");
+        fs.add_file("/w/b.md", "gamma delta\n");
+        let access = access(fs.clone(), &[("/w", Level::Stage)]);
+        let root = access.target("/w", Need::Look).unwrap();
+        let index = index(dir.path());
+        index.search(&access, &root, "alpha", 5).unwrap();
+        index.tag(&VPath::parse("/w/a.md").unwrap(), b"", Some("auth bug"), None).unwrap();
+        index.note_written(&VPath::parse("/w/b.md").unwrap(), b"gamma delta\n", Some("agent-one")).unwrap();
+        index.tag(&VPath::parse("/w/b.md").unwrap(), b"", None, Some("login flow")).unwrap();
+        // a.md moves as it is; b.md moves and changes.
+        assert!(fs.remove("/w/a.md") && fs.remove("/w/b.md"));
+        fs.add_file("/w/docs/moved.md", "alpha beta\n");
+        fs.add_file("/w/docs/changed.md", "gamma delta epsilon\n");
+        assert_eq!(index.search(&access, &root, "auth bug", 5).unwrap()[0].path.as_str(), "/w/docs/moved.md");
+        let store = index.store();
+        assert_eq!(store.file("/w/docs/moved.md").unwrap().unwrap().task.as_deref(), Some("auth bug"));
+        let changed = store.file("/w/docs/changed.md").unwrap().unwrap();
+        assert_eq!((changed.related, changed.created_by), (None, None), "changed as it moved: a new file");
+        assert!(store.file("/w/a.md").unwrap().is_none() && store.file("/w/b.md").unwrap().is_none());
     }
 
     /// The kept walk's files are in `passage_order`, so its units' chunk ids rise.

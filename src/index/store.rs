@@ -477,6 +477,37 @@ impl IndexStore {
         }
     }
 
+    /// What only the index holds of the file at `path` (its creator, its
+    /// tags), if it holds any of it.
+    pub(crate) fn kept(&self, path: &str) -> anyhow::Result<Option<super::damage::Kept>> {
+        Ok(self
+            .db
+            .prepare_cached(
+                "SELECT path, created_by, task, related FROM files WHERE path = ?1
+                 AND (created_by IS NOT NULL OR task IS NOT NULL OR related IS NOT NULL)",
+            )?
+            .query_row([path], |r| {
+                Ok(super::damage::Kept { path: r.get(0)?, created_by: r.get(1)?, task: r.get(2)?, related: r.get(3)? })
+            })
+            .optional()?)
+    }
+
+    /// Gives the file at `path` the creator and tags of `kept` where it has
+    /// none of its own.
+    pub(crate) fn take_over(&self, path: &str, kept: &super::damage::Kept) -> anyhow::Result<()> {
+        let changed = self
+            .db
+            .prepare_cached(
+                "UPDATE files SET created_by = COALESCE(created_by, ?2), task = COALESCE(task, ?3),
+                     related = COALESCE(related, ?4) WHERE path = ?1",
+            )?
+            .execute(params![path, kept.created_by, kept.task, kept.related])?;
+        if changed > 0 {
+            self.refresh_meta(path)?;
+        }
+        Ok(())
+    }
+
     /// Every tagged file's row id and its tags (its task, then what it
     /// relates to), by row id.
     pub fn tagged(&self) -> anyhow::Result<Vec<(i64, String)>> {
