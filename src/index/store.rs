@@ -850,11 +850,15 @@ fn create_schema_or_migrate(db: &Connection) -> anyhow::Result<()> {
         db.execute_batch(META_VERSION)?;
         tx.commit()?;
     }
-    // Likewise the tagged files' index, which `IndexStore::tagged` reads.
+    // Likewise the tagged files' index, which `IndexStore::tagged` reads;
+    // without it (a store another process keeps busy) that read scans the
+    // files' rows instead, so failing to make it fails nothing.
     if !has_index(db, "files_tagged")? {
-        let tx = Transaction::new_unchecked(db, TransactionBehavior::Immediate)?;
-        db.execute_batch(FILES_TAGGED)?;
-        tx.commit()?;
+        let made = Transaction::new_unchecked(db, TransactionBehavior::Immediate)
+            .and_then(|tx| db.execute_batch(FILES_TAGGED).and_then(|()| tx.commit()));
+        if let Err(e) = made {
+            tracing::warn!(error = %e, "could not add the tagged files' index; tags are read by a scan");
+        }
     }
     Ok(())
 }
