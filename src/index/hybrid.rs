@@ -3378,6 +3378,16 @@ mod tests {
         }
     }
 
+    /// Three files under `/w` at `level`, each about one of `Topics`' topics
+    /// (sending, painting, storing), the first saying so only by meaning.
+    fn three_topics(level: Level) -> Access {
+        let fs = Arc::new(MemFs::new(VPath::root()));
+        fs.add_file("/w/net.rs", "fn push_blob() { transfer(); send(); }\n// when it fails, backoff and go again\n");
+        fs.add_file("/w/paint.rs", "fn colour() { paint(); }\n");
+        fs.add_file("/w/disk.rs", "fn store_file() { disk(); }\n");
+        access(fs, &[("/w", level)])
+    }
+
     fn index_with(path: &Path, vectors: bool) -> Index {
         let chunker = Arc::new(TokenChunker::new(Arc::new(super::super::chunk::HalfBytes)));
         let vectorizer: Option<Arc<dyn Embedder>> = vectors.then(|| Arc::new(Topics) as Arc<dyn Embedder>);
@@ -3387,11 +3397,7 @@ mod tests {
     #[test]
     fn meaning_finds_passages_without_the_words_and_survives_a_restart() {
         let dir = tempfile::tempdir().unwrap();
-        let fs = Arc::new(MemFs::new(VPath::root()));
-        fs.add_file("/w/net.rs", "fn push_blob() { transfer(); send(); }\n// when it fails, backoff and go again\n");
-        fs.add_file("/w/paint.rs", "fn colour() { paint(); }\n");
-        fs.add_file("/w/disk.rs", "fn store_file() { disk(); }\n");
-        let access = access(fs, &[("/w", Level::Ro)]);
+        let access = three_topics(Level::Ro);
         let root = access.target("/w", Need::Look).unwrap();
         let meaning = Rankings { meaning: true, ..Rankings::NONE };
         let first = index_with(dir.path(), true).search_with(&access, &root, "retry upload", 3, meaning).unwrap();
@@ -4501,10 +4507,7 @@ mod tests {
     #[test]
     fn a_damaged_store_is_emptied_by_the_search_that_meets_it_keeping_the_tags() {
         let dir = tempfile::tempdir().unwrap();
-        let fs = Arc::new(MemFs::new(VPath::root()));
-        fs.add_file("/w/net.rs", "fn push_blob() { transfer(); send(); }\n// when it fails, backoff and go again\n");
-        fs.add_file("/w/paint.rs", "fn colour() { paint(); }\n");
-        let access = access(fs, &[("/w", Level::Stage)]);
+        let access = three_topics(Level::Stage);
         let root = access.target("/w", Need::Look).unwrap();
         let path = dir.path().join("index.db");
         {
@@ -4539,11 +4542,7 @@ mod tests {
     #[test]
     fn an_index_sharing_the_store_goes_on_after_another_empties_it() {
         let dir = tempfile::tempdir().unwrap();
-        let fs = Arc::new(MemFs::new(VPath::root()));
-        fs.add_file("/w/net.rs", "fn push_blob() { transfer(); send(); }\n// when it fails, backoff and go again\n");
-        fs.add_file("/w/paint.rs", "fn colour() { paint(); }\n");
-        fs.add_file("/w/disk.rs", "fn store_file() { disk(); }\n");
-        let access = access(fs, &[("/w", Level::Stage)]);
+        let access = three_topics(Level::Stage);
         let (one, other) = (index_with(dir.path(), true), index_with(dir.path(), true));
         let before: Vec<_> = ["retry upload", "paint", "store a file"].map(|q| hits_of(&other, &access, q)).into();
         assert!(before.iter().all(|hits| !hits.is_empty()), "{before:?}");
