@@ -1,5 +1,6 @@
 //! Opening ctxfs's own SQLite databases (stored results, the search index, memory) the one way
-//! they are shared between sessions and processes. No schemas and no queries live here.
+//! they are shared between sessions and processes, telling their failures apart, and emptying a
+//! damaged one in place. No schemas and no queries live here.
 
 use anyhow::Context;
 use std::path::Path;
@@ -31,6 +32,81 @@ pub fn open_shared(path: &Path) -> anyhow::Result<rusqlite::Connection> {
     }
     db.pragma_update(None, "synchronous", "NORMAL")?;
     Ok(db)
+}
+
+/// Whether `error` says the database's file is damaged: SQLite found a page it
+/// cannot read as what it should be, or a file that is not a database.
+pub fn is_damage(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| match cause.downcast_ref::<rusqlite::Error>() {
+        Some(rusqlite::Error::SqliteFailure(failure, _)) => {
+            matches!(failure.code, rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+        }
+        _ => false,
+    })
+}
+
+/// Why a store failed, in words for the model: the kind of failure, not
+/// SQLite's message (which stderr has).
+pub fn failure_in_words(error: &anyhow::Error) -> &'static str {
+    use rusqlite::ErrorCode::*;
+    let code = error.chain().find_map(|cause| match cause.downcast_ref::<rusqlite::Error>() {
+        Some(rusqlite::Error::SqliteFailure(failure, _)) => Some(failure.code),
+        _ => None,
+    });
+    match code {
+        Some(DiskFull) => "the disk that holds it is full",
+        Some(DatabaseBusy | DatabaseLocked) => "another process kept it busy",
+        Some(ReadOnly | PermissionDenied | CannotOpen) => "its file cannot be written",
+        Some(DatabaseCorrupt | NotADatabase) => "its file is damaged",
+        Some(SystemIoFailure) => "the disk failed to read or write it",
+        _ => "it failed",
+    }
+}
+
+/// Empties the database at `path` in place with SQLite's reset, which
+/// works on a file however damaged, keeping its journal mode. In place,
+/// not renamed or deleted: other processes may have it open, and a renamed
+/// database whose write-ahead log another process still names would lose
+/// that log's pages or take the new file's. They see an empty database at
+/// their next read.
+pub fn empty_in_place(path: &Path) -> anyhow::Result<()> {
+    let db = rusqlite::Connection::open(path)?;
+    db.busy_timeout(Duration::from_secs(10))?;
+    // SQLite's recipe: read the schema first (errors and all), so that a
+    // database in WAL mode stays in it after the reset.
+    let _ = db.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0));
+    db.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_RESET_DATABASE, true)?;
+    let emptied = db.execute_batch("VACUUM");
+    db.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_RESET_DATABASE, false)?;
+    emptied?;
+    Ok(())
+}
+
+/// Damage made on purpose, for the tests of what a damaged database becomes.
+#[cfg(test)]
+pub(crate) mod spoiling {
+    use rusqlite::Connection;
+    use std::path::Path;
+
+    /// Writes garbage over page `page` (1-based) of the database at `path`,
+    /// whose connections are all closed (so its log is in the file).
+    pub(crate) fn spoil_page(path: &Path, page: u64) {
+        use std::io::{Seek, Write};
+        let size: i64 = Connection::open(path).unwrap().pragma_query_value(None, "page_size", |r| r.get(0)).unwrap();
+        let size = size as u64;
+        let mut file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        file.seek(std::io::SeekFrom::Start((page - 1) * size)).unwrap();
+        file.write_all(&vec![0xA5; size as usize]).unwrap();
+        file.sync_all().unwrap();
+    }
+
+    /// The first page of a table or index of the database at `path`.
+    pub(crate) fn root_page(path: &Path, name: &str) -> u64 {
+        Connection::open(path)
+            .unwrap()
+            .query_row("SELECT rootpage FROM sqlite_master WHERE name = ?1", [name], |r| r.get::<_, i64>(0))
+            .unwrap() as u64
+    }
 }
 
 #[cfg(test)]

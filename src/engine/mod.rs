@@ -507,7 +507,7 @@ impl Engine {
         let mut access = Access::new(self.session_fs(&id), view, start);
         access.set_alias(self.root_alias().cloned());
         let mut results_db = None;
-        let store: Box<dyn ResultStore> = match SqliteStore::open(&self.sessions_db(), &id) {
+        let store: Box<dyn ResultStore> = match SqliteStore::open_mending(&self.sessions_db(), &id) {
             Ok(store) => {
                 results_db = Some(self.sessions_db());
                 Box::new(store)

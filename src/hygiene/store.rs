@@ -335,6 +335,22 @@ fn text_sha(text: &str) -> String {
     crate::tools::hex(&crate::tools::sha256(text.as_bytes()))
 }
 
+/// Where ids go on from after a damaged store that shows no id at all: far
+/// past what sessions reach (a thousand ids a day is a busy user), so that an
+/// id given before the damage is not given again.
+const AFTER_UNREADABLE: u64 = 1 << 20;
+
+/// The highest id the (damaged) database at `path` still shows: its counter,
+/// its results' and its reserved blocks', whichever can be read.
+fn highest_id_readable(path: &std::path::Path) -> Option<u64> {
+    let db = rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).ok()?;
+    ["SELECT last FROM id_counter WHERE one = 1", "SELECT MAX(id) FROM results", "SELECT MAX(last) FROM id_blocks"]
+        .iter()
+        .filter_map(|query| db.query_row(query, [], |r| r.get::<_, Option<i64>>(0)).ok().flatten())
+        .max()
+        .map(|n| n.max(0) as u64)
+}
+
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path` for `session`.
     pub fn open(path: &std::path::Path, session: &str) -> anyhow::Result<SqliteStore> {
@@ -347,6 +363,30 @@ impl SqliteStore {
         // not handed out again: the ids in it may have been given.
         db.execute("DELETE FROM id_blocks WHERE session = ?1", [session])?;
         Ok(SqliteStore { db, session: session.to_string(), next: 1, block_last: 0, touched: now })
+    }
+
+    /// `open`, emptying the database in place first when it is damaged
+    /// (`sqlite::is_damage`). Its stored results are lost (`recall` then
+    /// says it has no such result), but the id counter goes on from the
+    /// highest id the damaged file still shows (or from `AFTER_UNREADABLE`
+    /// when it shows none), so that no id is given twice.
+    pub fn open_mending(path: &std::path::Path, session: &str) -> anyhow::Result<SqliteStore> {
+        match SqliteStore::open(path, session) {
+            Err(e) if crate::sqlite::is_damage(&e) => {
+                let highest = highest_id_readable(path);
+                crate::sqlite::empty_in_place(path)?;
+                let store = SqliteStore::open(path, session)?;
+                let from = highest.unwrap_or(AFTER_UNREADABLE);
+                store.db.execute("UPDATE id_counter SET last = MAX(last, ?1) WHERE one = 1", [from as i64])?;
+                tracing::error!(
+                    path = %path.display(), error = %e, ids_from = from + 1,
+                    "the stored results were damaged: emptied, so earlier results cannot be recalled; ids go on past {} ",
+                    if highest.is_some() { "the last one given" } else { "any an earlier session is likely to have used" }
+                );
+                Ok(store)
+            }
+            other => other,
+        }
     }
 
     /// Opens the database at `path` to list and read `session`'s results
@@ -776,6 +816,45 @@ mod tests {
                 }
             });
         }
+    }
+
+    /// A damaged store (here its results' first page, the pages a new
+    /// session writes first) is emptied when a session opens it: the earlier
+    /// results are gone, and the ids go on past every one given before.
+    #[test]
+    fn a_damaged_store_is_emptied_and_never_gives_an_id_twice() {
+        use crate::sqlite::spoiling::{root_page, spoil_page};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions.db");
+        let mut store = SqliteStore::open(&path, "s").unwrap();
+        let given: Vec<u64> = (0..5).map(|_| put(&mut store, "read", "text")).collect();
+        drop(store);
+        spoil_page(&path, root_page(&path, "results"));
+        spoil_page(&path, root_page(&path, "sessions"));
+        let damaged = SqliteStore::open(&path, "s").err().expect("the damage is met at open");
+        assert!(crate::sqlite::is_damage(&damaged), "{damaged:#}");
+        let mut mended = SqliteStore::open_mending(&path, "s").unwrap();
+        let next = mended.next_id().unwrap();
+        assert!(next > *given.iter().max().unwrap(), "{next} after {given:?}");
+        assert_eq!(mended.get(given[0]).unwrap(), None, "the earlier results are gone");
+        let id = put(&mut mended, "read", "again");
+        assert_eq!(mended.get(id).unwrap().as_deref(), Some("again"));
+        drop(mended);
+        assert!(SqliteStore::open(&path, "t").unwrap().next_id().unwrap() > id, "and later sessions number on");
+    }
+
+    /// A file that shows no id at all (its first page overwritten) goes on
+    /// far past what sessions use.
+    #[test]
+    fn a_store_that_shows_no_id_goes_on_far_past_any() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions.db");
+        let mut store = SqliteStore::open(&path, "s").unwrap();
+        put(&mut store, "read", "text");
+        drop(store);
+        crate::sqlite::spoiling::spoil_page(&path, 1);
+        let mut mended = SqliteStore::open_mending(&path, "s").unwrap();
+        assert!(mended.next_id().unwrap() > AFTER_UNREADABLE);
     }
 
     #[test]

@@ -1,8 +1,7 @@
-//! A failing index store: its failure told in plain words, and a damaged
-//! one made usable again (SQLite's "corrupt" and "not a database" told apart
-//! from other failures, the file emptied in place with the tags it still
-//! holds kept); not the store's schema (`store`), nor when an index decides
-//! to mend (`hybrid::Index::mended`).
+//! A damaged index store made usable again: the file emptied in place
+//! (`sqlite::empty_in_place`) with the tags it still holds kept; not how
+//! damage is told (`sqlite::is_damage`), the store's schema (`store`), nor
+//! when an index decides to mend (`hybrid::Index::mended`).
 //!
 //! The index is a cache of the files it describes, with one exception: a
 //! file's creator and the task and related notes an agent tagged it with
@@ -18,37 +17,10 @@
 //! read, as after any other process's change, and walk again.
 
 use super::store::IndexStore;
+#[cfg(test)]
+use crate::sqlite::is_damage;
 use rusqlite::{Connection, OpenFlags};
 use std::path::Path;
-
-/// Whether `error` says the store's file is damaged: SQLite found a page it
-/// cannot read as what it should be, or a file that is not a database.
-pub(crate) fn is_damage(error: &anyhow::Error) -> bool {
-    error.chain().any(|cause| match cause.downcast_ref::<rusqlite::Error>() {
-        Some(rusqlite::Error::SqliteFailure(failure, _)) => {
-            matches!(failure.code, rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
-        }
-        _ => false,
-    })
-}
-
-/// Why the store failed, in words for the model: the kind of failure, not
-/// SQLite's message (which stderr has).
-pub fn failure_in_words(error: &anyhow::Error) -> &'static str {
-    use rusqlite::ErrorCode::*;
-    let code = error.chain().find_map(|cause| match cause.downcast_ref::<rusqlite::Error>() {
-        Some(rusqlite::Error::SqliteFailure(failure, _)) => Some(failure.code),
-        _ => None,
-    });
-    match code {
-        Some(DiskFull) => "the disk that holds it is full",
-        Some(DatabaseBusy | DatabaseLocked) => "another process kept it busy",
-        Some(ReadOnly | PermissionDenied | CannotOpen) => "its file cannot be written",
-        Some(DatabaseCorrupt | NotADatabase) => "its file is damaged",
-        Some(SystemIoFailure) => "the disk failed to read or write it",
-        _ => "it failed",
-    }
-}
 
 /// What only the index holds of one file: who created it and how it was tagged.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +45,7 @@ pub(crate) struct Salvage {
 /// what was salvaged.
 pub(crate) fn empty_and_reopen(path: &Path) -> anyhow::Result<(IndexStore, Salvage)> {
     let salvage = salvage(path);
-    reset(path)?;
+    crate::sqlite::empty_in_place(path)?;
     let store = IndexStore::open(path)?;
     store.put_kept(&salvage.kept)?;
     Ok((store, salvage))
@@ -101,44 +73,10 @@ fn salvage(path: &Path) -> Salvage {
     out
 }
 
-/// Empties the database at `path` with SQLite's reset, which works on a
-/// file however damaged, keeping its journal mode.
-fn reset(path: &Path) -> anyhow::Result<()> {
-    let db = Connection::open(path)?;
-    db.busy_timeout(std::time::Duration::from_secs(10))?;
-    // SQLite's recipe: read the schema first (errors and all), so that a
-    // database in WAL mode stays in it after the reset.
-    let _ = db.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0));
-    db.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_RESET_DATABASE, true)?;
-    let emptied = db.execute_batch("VACUUM");
-    db.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_RESET_DATABASE, false)?;
-    emptied?;
-    Ok(())
-}
-
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-
-    /// Writes garbage over page `page` (1-based) of the database at `path`,
-    /// whose connections are all closed (so its log is in the file).
-    pub(crate) fn spoil_page(path: &Path, page: u64) {
-        use std::io::{Seek, Write};
-        let size: i64 = Connection::open(path).unwrap().pragma_query_value(None, "page_size", |r| r.get(0)).unwrap();
-        let size = size as u64;
-        let mut file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
-        file.seek(std::io::SeekFrom::Start((page - 1) * size)).unwrap();
-        file.write_all(&vec![0xA5; size as usize]).unwrap();
-        file.sync_all().unwrap();
-    }
-
-    /// The first page of a table or index of the database at `path`.
-    pub(crate) fn root_page(path: &Path, name: &str) -> u64 {
-        Connection::open(path)
-            .unwrap()
-            .query_row("SELECT rootpage FROM sqlite_master WHERE name = ?1", [name], |r| r.get::<_, i64>(0))
-            .unwrap() as u64
-    }
+    use crate::sqlite::spoiling::{root_page, spoil_page};
 
     fn store_with_tags(path: &Path) {
         let store = IndexStore::open(path).unwrap();

@@ -1522,7 +1522,7 @@ fn carry_kept(
 /// Opens the store at `path`, emptying it first when it is damaged.
 fn open_mending(path: &Path) -> anyhow::Result<IndexStore> {
     match IndexStore::open(path) {
-        Err(e) if super::damage::is_damage(&e) => reopened_empty(path, &e),
+        Err(e) if crate::sqlite::is_damage(&e) => reopened_empty(path, &e),
         other => other,
     }
 }
@@ -1584,7 +1584,7 @@ impl Index {
     fn mended<T>(&self, op: impl Fn() -> anyhow::Result<T>) -> anyhow::Result<T> {
         let mends = self.mends.load(Ordering::SeqCst);
         match op() {
-            Err(e) if super::damage::is_damage(&e) => {
+            Err(e) if crate::sqlite::is_damage(&e) => {
                 self.mend(mends, &e)?;
                 op()
             }
@@ -4515,8 +4515,8 @@ mod tests {
             assert_eq!(index.search(&access, &root, "retry upload", 3).unwrap()[0].path.as_str(), "/w/net.rs");
             index.tag(&VPath::parse("/w/paint.rs").unwrap(), b"", Some("auth bug"), None).unwrap();
         }
-        let vectors = super::super::damage::tests::root_page(&path, "chunk_vectors");
-        super::super::damage::tests::spoil_page(&path, vectors);
+        let vectors = crate::sqlite::spoiling::root_page(&path, "chunk_vectors");
+        crate::sqlite::spoiling::spoil_page(&path, vectors);
 
         let index = index_with(dir.path(), true);
         let hits = index.search(&access, &root, "retry upload", 3).unwrap();
@@ -4572,7 +4572,7 @@ mod tests {
         let root = access.target("/w", Need::Look).unwrap();
         let path = dir.path().join("index.db");
         index_with(dir.path(), false).search(&access, &root, "alpha", 3).unwrap();
-        super::super::damage::tests::spoil_page(&path, 1);
+        crate::sqlite::spoiling::spoil_page(&path, 1);
         let index = index_with(dir.path(), false);
         assert_eq!(index.search(&access, &root, "alpha", 3).unwrap()[0].path.as_str(), "/w/a.md");
         index.note_written(&VPath::parse("/w/b.md").unwrap(), b"gamma\n", Some("agent-one")).unwrap();

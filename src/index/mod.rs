@@ -9,7 +9,7 @@ pub mod background;
 pub mod bert;
 pub mod chunk;
 mod codes;
-pub mod damage;
+mod damage;
 pub mod embed;
 pub mod http;
 pub mod hybrid;

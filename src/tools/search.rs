@@ -76,7 +76,7 @@ pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
             Ok(found) => return Ok(indexed_answer(ctx, &params.query, &query, root, found)),
             Err(e) => {
                 tracing::error!(error = %format!("{e:#}"), "the search index failed; this search ranks by words only");
-                unusable = Some(crate::index::damage::failure_in_words(&e));
+                unusable = Some(crate::sqlite::failure_in_words(&e));
             }
         }
     }
@@ -275,7 +275,7 @@ pub fn tag(ctx: &mut Ctx<'_>, params: super::params::TagParams) -> ToolResult {
         .map_err(|e| ToolError::from_fs(e, &target.path))?;
     index.tag(&target.real, &bytes, params.task.as_deref(), params.related.as_deref()).map_err(|e| {
         tracing::error!(error = %format!("{e:#}"), path = %target.path, "could not tag");
-        let why = crate::index::damage::failure_in_words(&e);
+        let why = crate::sqlite::failure_in_words(&e);
         ToolError::Message(format!("Could not tag {}: the search index could not be used ({why}).", target.path))
     })?;
     Ok(Outcome::Text { body: format!("Tagged {}\n", target.path), path: Some(target.path) })
