@@ -380,7 +380,7 @@ impl SqliteStore {
                 store.db.execute("UPDATE id_counter SET last = MAX(last, ?1) WHERE one = 1", [from as i64])?;
                 tracing::error!(
                     path = %path.display(), error = %e, ids_from = from + 1,
-                    "the stored results were damaged: emptied, so earlier results cannot be recalled; ids go on past {} ",
+                    "the stored results were damaged: emptied, so earlier results cannot be recalled; ids go on past {}",
                     if highest.is_some() { "the last one given" } else { "any an earlier session is likely to have used" }
                 );
                 Ok(store)
