@@ -100,6 +100,18 @@ pub(crate) mod spoiling {
         file.sync_all().unwrap();
     }
 
+    /// The `nth` (from 0) leaf page of a table or index of the database at `path`.
+    pub(crate) fn leaf_page(path: &Path, name: &str, nth: i64) -> u64 {
+        Connection::open(path)
+            .unwrap()
+            .query_row(
+                "SELECT pageno FROM dbstat WHERE name = ?1 AND pagetype = 'leaf' ORDER BY pageno LIMIT 1 OFFSET ?2",
+                rusqlite::params![name, nth],
+                |r| r.get::<_, i64>(0),
+            )
+            .unwrap() as u64
+    }
+
     /// The first page of a table or index of the database at `path`.
     pub(crate) fn root_page(path: &Path, name: &str) -> u64 {
         Connection::open(path)

@@ -392,9 +392,115 @@ fn read_scope(db: &rusqlite::Connection, key: &str, scope: Scope) -> anyhow::Res
     Ok(Listing { records, used })
 }
 
+/// Opens the memory database (`open_tables`) and reads every record once, so that damage is
+/// met here rather than by a tool later (the memory is small: a few scopes of at most
+/// [`SCOPE_CHARS`] each); a damaged database is mended first (`mend`).
+fn open(path: &Path) -> anyhow::Result<rusqlite::Connection> {
+    let read_through = || -> anyhow::Result<rusqlite::Connection> {
+        let db = open_tables(path)?;
+        db.query_row("SELECT count(*), COALESCE(sum(length(scope) + length(text)), 0) FROM records", [], |r| {
+            r.get::<_, i64>(1)
+        })?;
+        Ok(db)
+    };
+    match read_through() {
+        Err(e) if crate::sqlite::is_damage(&e) => {
+            mend(path, &e)?;
+            read_through()
+        }
+        other => other,
+    }
+}
+
+/// A damaged memory database made usable again. Its records are the user's and exist nowhere
+/// else, so the file (and its log) is first copied aside whole, for a recovery tool; then every
+/// record that can still be read is kept (read a few ids at a time, so one unreadable page
+/// loses only the records on it), the file is emptied in place (`sqlite::empty_in_place`) and
+/// the kept records are written back with their ids. Ids go on past the highest one the
+/// damaged file shows, so none is given twice. stderr says where the copy is and what was kept.
+fn mend(path: &Path, error: &anyhow::Error) -> anyhow::Result<()> {
+    let aside = PathBuf::from(format!("{}.damaged-{}", path.display(), now()));
+    std::fs::copy(path, &aside).with_context(|| format!("copying the damaged memory to {}", aside.display()))?;
+    let wal = PathBuf::from(format!("{}-wal", path.display()));
+    if wal.exists() {
+        std::fs::copy(&wal, format!("{}-wal", aside.display())).context("copying the damaged memory's log")?;
+    }
+    let salvage = salvage(path);
+    crate::sqlite::empty_in_place(path)?;
+    let db = open_tables(path)?;
+    let tx = db.unchecked_transaction()?;
+    for (id, scope, text, created, updated) in &salvage.records {
+        tx.execute(
+            "INSERT INTO records (id, scope, text, created, updated) VALUES (?1, ?2, ?3, ?4, ?5)",
+            rusqlite::params![id, scope, text, created, updated],
+        )?;
+    }
+    // AUTOINCREMENT's counter, past every id the damaged file shows.
+    if tx.execute("UPDATE sqlite_sequence SET seq = max(seq, ?1) WHERE name = 'records'", [salvage.highest])? == 0 {
+        tx.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('records', ?1)", [salvage.highest])?;
+    }
+    tx.commit()?;
+    tracing::error!(
+        path = %path.display(), error = %error, copy = %aside.display(), kept = salvage.records.len(),
+        unreadable_spans = salvage.unreadable,
+        "the memory database was damaged: copied aside, emptied, and the {} records still readable written back{}",
+        salvage.records.len(),
+        if salvage.unreadable > 0 { "; some could not be read (the copy has them)" } else { "" }
+    );
+    Ok(())
+}
+
+/// What a damaged memory database still gives: its readable records (id, scope, text,
+/// created, updated), the highest id it shows, and how many spans of ids could not be read.
+struct Salvage {
+    records: Vec<(i64, String, String, i64, i64)>,
+    highest: i64,
+    unreadable: usize,
+}
+
+/// Reads a damaged memory database's records `SALVAGE_SPAN` ids at a time.
+fn salvage(path: &Path) -> Salvage {
+    /// How many ids one read asks for: an unreadable page costs the records of its read only.
+    const SALVAGE_SPAN: i64 = 8;
+    let mut out = Salvage { records: Vec::new(), highest: 0, unreadable: 0 };
+    let Ok(db) = rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY) else {
+        out.unreadable = 1;
+        return out;
+    };
+    let shown = ["SELECT seq FROM sqlite_sequence WHERE name = 'records'", "SELECT max(id) FROM records"]
+        .iter()
+        .filter_map(|query| db.query_row(query, [], |r| r.get::<_, Option<i64>>(0)).ok().flatten())
+        .max();
+    let Some(highest) = shown else {
+        out.unreadable = 1;
+        return out;
+    };
+    out.highest = highest;
+    let mut from = 1;
+    // A damaged counter could claim any number; no memory holds more than a million records.
+    while from <= highest.min(1 << 20) {
+        let read = db
+            .prepare_cached(
+                "SELECT id, scope, text, created, updated FROM records WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([from, from + SALVAGE_SPAN - 1], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                })?
+                .collect::<Result<Vec<_>, _>>()
+            });
+        match read {
+            Ok(mut records) => out.records.append(&mut records),
+            Err(_) => out.unreadable += 1,
+        }
+        from += SALVAGE_SPAN;
+    }
+    out
+}
+
 /// Opens (and on first use makes) the memory database: WAL, so sessions of several processes
 /// read while one writes; a busy wait, so they take turns writing.
-fn open(path: &Path) -> anyhow::Result<rusqlite::Connection> {
+fn open_tables(path: &Path) -> anyhow::Result<rusqlite::Connection> {
     let db = crate::sqlite::open_shared(path)?;
     // AUTOINCREMENT: an id is never given again, even after the newest record is removed.
     db.execute_batch(
@@ -530,6 +636,51 @@ mod tests {
             Ok(None) => Err(Refused("already there".into())),
             Err(refused) => Err(refused),
         }
+    }
+
+    /// A damaged memory database (one of its records' pages overwritten) is copied aside whole,
+    /// keeps every record not on that page with its id, and never gives an id twice.
+    #[test]
+    fn a_damaged_memory_keeps_what_it_can_and_its_copy() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ids = Vec::new();
+        for project in ["/a", "/b", "/c", "/d", "/e", "/f"] {
+            let m = memory(dir.path(), project);
+            for n in 0..14 {
+                let text = format!("{project} note {n}: {}", "remember this detail ".repeat(30));
+                ids.push(add(&m, Scope::Project, &text).unwrap().record.id);
+            }
+        }
+        let path = dir.path().join("memory.db");
+        let leaf = crate::sqlite::spoiling::leaf_page(&path, "records", 2);
+        crate::sqlite::spoiling::spoil_page(&path, leaf);
+        let damaged = open_tables(&path)
+            .and_then(|db| Ok(db.query_row("SELECT sum(length(text)) FROM records", [], |r| r.get::<_, i64>(0))?));
+        assert!(damaged.as_ref().is_err_and(crate::sqlite::is_damage), "{damaged:?}");
+
+        let m = memory(dir.path(), "/c");
+        let kept = m.list(Scope::Project).unwrap().records;
+        let all: usize = ["/a", "/b", "/c", "/d", "/e", "/f"]
+            .iter()
+            .map(|p| memory(dir.path(), p).list(Scope::Project).unwrap().records.len())
+            .sum();
+        assert!(
+            all < ids.len() && all >= ids.len() - 16,
+            "one page's records lost, the rest kept: {all} of {}",
+            ids.len()
+        );
+        assert!(kept.iter().all(|r| ids.contains(&r.id) && r.text.starts_with("/c note")), "kept with their ids");
+        let next = add(&m, Scope::User, "a new note").unwrap().record.id;
+        assert!(next > *ids.iter().max().unwrap(), "{next}");
+        let copies: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|name| name.starts_with("memory.db.damaged-") && !name.ends_with("-wal"))
+            .collect();
+        assert_eq!(copies.len(), 1, "{copies:?}");
+        let copy = rusqlite::Connection::open(dir.path().join(&copies[0])).unwrap();
+        let in_copy: i64 = copy.query_row("SELECT count(*) FROM records", [], |r| r.get(0)).unwrap();
+        assert_eq!(in_copy as usize, ids.len(), "the copy still holds every record's id");
     }
 
     #[test]
