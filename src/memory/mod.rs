@@ -442,7 +442,7 @@ fn mend(path: &Path, error: &anyhow::Error) -> anyhow::Result<()> {
     tx.commit()?;
     tracing::error!(
         path = %path.display(), error = %error, copy = %aside.display(), kept = salvage.records.len(),
-        unreadable_spans = salvage.unreadable,
+        unreadable_ids = salvage.unreadable,
         "the memory database was damaged: copied aside, emptied, and the {} records still readable written back{}",
         salvage.records.len(),
         if salvage.unreadable > 0 { "; some could not be read (the copy has them)" } else { "" }
@@ -451,14 +451,15 @@ fn mend(path: &Path, error: &anyhow::Error) -> anyhow::Result<()> {
 }
 
 /// What a damaged memory database still gives: its readable records (id, scope, text,
-/// created, updated), the highest id it shows, and how many spans of ids could not be read.
+/// created, updated), the highest id it shows, and how many ids could not be read.
 struct Salvage {
     records: Vec<(i64, String, String, i64, i64)>,
     highest: i64,
     unreadable: usize,
 }
 
-/// Reads a damaged memory database's records `SALVAGE_SPAN` ids at a time.
+/// Reads a damaged memory database's records `SALVAGE_SPAN` ids at a time, and one at a time
+/// where a span meets the damage.
 fn salvage(path: &Path) -> Salvage {
     /// How many ids one read asks for: an unreadable page costs the records of its read only.
     const SALVAGE_SPAN: i64 = 8;
@@ -478,22 +479,39 @@ fn salvage(path: &Path) -> Salvage {
     out.highest = highest;
     let mut from = 1;
     // A damaged counter could claim any number; no memory holds more than a million records.
-    while from <= highest.min(1 << 20) {
-        let read = db
-            .prepare_cached(
-                "SELECT id, scope, text, created, updated FROM records WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
-            )
-            .and_then(|mut stmt| {
-                stmt.query_map([from, from + SALVAGE_SPAN - 1], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-                })?
+    let read = |first: i64, last: i64| {
+        db.prepare_cached(
+            "SELECT id, scope, text, created, updated FROM records WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_map([first, last], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))?
                 .collect::<Result<Vec<_>, _>>()
-            });
-        match read {
+        })
+    };
+    while from <= highest.min(1 << 20) {
+        let last = from + SALVAGE_SPAN - 1;
+        match read(from, last) {
             Ok(mut records) => out.records.append(&mut records),
-            Err(_) => out.unreadable += 1,
+            // A span that meets the damaged page may also hold records on good pages beside it:
+            // each id is asked for alone then.
+            Err(_) => {
+                for id in from..=last {
+                    // Equal, not a range: a range's scan steps on to the next row, which may be
+                    // on the damaged page.
+                    let one = db
+                        .prepare_cached("SELECT id, scope, text, created, updated FROM records WHERE id = ?1")
+                        .and_then(|mut stmt| {
+                            stmt.query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))?
+                                .collect::<Result<Vec<_>, _>>()
+                        });
+                    match one {
+                        Ok(mut records) => out.records.append(&mut records),
+                        Err(_) => out.unreadable += 1,
+                    }
+                }
+            }
         }
-        from += SALVAGE_SPAN;
+        from = last + 1;
     }
     out
 }
@@ -653,6 +671,10 @@ mod tests {
         }
         let path = dir.path().join("memory.db");
         let leaf = crate::sqlite::spoiling::leaf_page(&path, "records", 2);
+        let on_leaf: i64 = rusqlite::Connection::open(&path)
+            .unwrap()
+            .query_row("SELECT ncell FROM dbstat WHERE pageno = ?1", [leaf as i64], |r| r.get(0))
+            .unwrap();
         crate::sqlite::spoiling::spoil_page(&path, leaf);
         let damaged = open_tables(&path)
             .and_then(|db| Ok(db.query_row("SELECT sum(length(text)) FROM records", [], |r| r.get::<_, i64>(0))?));
@@ -664,11 +686,7 @@ mod tests {
             .iter()
             .map(|p| memory(dir.path(), p).list(Scope::Project).unwrap().records.len())
             .sum();
-        assert!(
-            all < ids.len() && all >= ids.len() - 16,
-            "one page's records lost, the rest kept: {all} of {}",
-            ids.len()
-        );
+        assert_eq!(all, ids.len() - on_leaf as usize, "the damaged page's records lost, all others kept");
         assert!(kept.iter().all(|r| ids.contains(&r.id) && r.text.starts_with("/c note")), "kept with their ids");
         let next = add(&m, Scope::User, "a new note").unwrap().record.id;
         assert!(next > *ids.iter().max().unwrap(), "{next}");
