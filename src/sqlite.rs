@@ -37,11 +37,14 @@ pub fn open_shared(path: &Path) -> anyhow::Result<rusqlite::Connection> {
 /// Whether `error` says the database's file is damaged: SQLite found a page it
 /// cannot read as what it should be, or a file that is not a database.
 pub fn is_damage(error: &anyhow::Error) -> bool {
-    error.chain().any(|cause| match cause.downcast_ref::<rusqlite::Error>() {
-        Some(rusqlite::Error::SqliteFailure(failure, _)) => {
-            matches!(failure.code, rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
-        }
-        _ => false,
+    matches!(failure_code(error), Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase))
+}
+
+/// SQLite's code for the failure behind `error`, if SQLite failed.
+fn failure_code(error: &anyhow::Error) -> Option<rusqlite::ErrorCode> {
+    error.chain().find_map(|cause| match cause.downcast_ref::<rusqlite::Error>() {
+        Some(rusqlite::Error::SqliteFailure(failure, _)) => Some(failure.code),
+        _ => None,
     })
 }
 
@@ -49,11 +52,7 @@ pub fn is_damage(error: &anyhow::Error) -> bool {
 /// SQLite's message (which stderr has).
 pub fn failure_in_words(error: &anyhow::Error) -> &'static str {
     use rusqlite::ErrorCode::*;
-    let code = error.chain().find_map(|cause| match cause.downcast_ref::<rusqlite::Error>() {
-        Some(rusqlite::Error::SqliteFailure(failure, _)) => Some(failure.code),
-        _ => None,
-    });
-    match code {
+    match failure_code(error) {
         Some(DiskFull) => "the disk that holds it is full",
         Some(DatabaseBusy | DatabaseLocked) => "another process kept it busy",
         Some(ReadOnly | PermissionDenied | CannotOpen) => "its file cannot be written",

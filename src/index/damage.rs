@@ -31,6 +31,13 @@ pub(crate) struct Kept {
     pub(crate) related: Option<String>,
 }
 
+impl Kept {
+    /// The row of a `SELECT path, created_by, task, related`.
+    pub(crate) fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Kept> {
+        Ok(Kept { path: row.get(0)?, created_by: row.get(1)?, task: row.get(2)?, related: row.get(3)? })
+    }
+}
+
 /// The tags a damaged store gave back before it was emptied.
 #[derive(Debug, Default)]
 pub(crate) struct Salvage {
@@ -63,7 +70,7 @@ fn salvage(path: &Path) -> Salvage {
         )?;
         let mut rows = rows.query([])?;
         while let Some(row) = rows.next()? {
-            out.kept.push(Kept { path: row.get(0)?, created_by: row.get(1)?, task: row.get(2)?, related: row.get(3)? });
+            out.kept.push(Kept::from_row(row)?);
         }
         Ok(())
     })();

@@ -255,7 +255,7 @@ fn migrate(db: &Connection) -> anyhow::Result<()> {
     if version == SCHEMA_VERSION {
         return Ok(());
     }
-    let has_files = has_table(db, "files")?;
+    let has_files = has_in_schema(db, "table", "files")?;
     // Rolled back when dropped on an error.
     let tx = Transaction::new_unchecked(db, TransactionBehavior::Immediate)?;
     // Another process may have migrated while this one waited for the lock.
@@ -486,9 +486,7 @@ impl IndexStore {
                 "SELECT path, created_by, task, related FROM files WHERE path = ?1
                  AND (created_by IS NOT NULL OR task IS NOT NULL OR related IS NOT NULL)",
             )?
-            .query_row([path], |r| {
-                Ok(super::damage::Kept { path: r.get(0)?, created_by: r.get(1)?, task: r.get(2)?, related: r.get(3)? })
-            })
+            .query_row([path], super::damage::Kept::from_row)
             .optional()?)
     }
 
@@ -822,8 +820,9 @@ impl IndexStore {
 }
 
 /// Whether the store has a table of this name.
-fn has_table(db: &Connection, name: &str) -> rusqlite::Result<bool> {
-    db.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1", [name], |r| {
+/// Whether the schema holds a `kind` (`table`, `index`) named `name`.
+fn has_in_schema(db: &Connection, kind: &str, name: &str) -> rusqlite::Result<bool> {
+    db.query_row("SELECT count(*) FROM sqlite_master WHERE type = ?1 AND name = ?2", [kind, name], |r| {
         r.get::<_, i64>(0)
     })
     .map(|n| n > 0)
@@ -845,7 +844,7 @@ fn create_schema_or_migrate(db: &Connection) -> anyhow::Result<()> {
     }
     // An index made before the paths' version was kept gets it now (a read
     // first: most opens find it and take no write lock).
-    if !has_table(db, "meta_version")? {
+    if !has_in_schema(db, "table", "meta_version")? {
         let tx = Transaction::new_unchecked(db, TransactionBehavior::Immediate)?;
         db.execute_batch(META_VERSION)?;
         tx.commit()?;
@@ -853,7 +852,7 @@ fn create_schema_or_migrate(db: &Connection) -> anyhow::Result<()> {
     // Likewise the tagged files' index, which `IndexStore::tagged` reads;
     // without it (a store another process keeps busy) that read scans the
     // files' rows instead, so failing to make it fails nothing.
-    if !has_index(db, "files_tagged")? {
+    if !has_in_schema(db, "index", "files_tagged")? {
         let made = Transaction::new_unchecked(db, TransactionBehavior::Immediate)
             .and_then(|tx| db.execute_batch(FILES_TAGGED).and_then(|()| tx.commit()));
         if let Err(e) = made {
@@ -867,13 +866,6 @@ fn create_schema_or_migrate(db: &Connection) -> anyhow::Result<()> {
 /// scanning every file's row (`IndexStore::tagged`).
 const FILES_TAGGED: &str = "CREATE INDEX IF NOT EXISTS files_tagged ON files(task, related)
     WHERE task IS NOT NULL OR related IS NOT NULL;";
-
-fn has_index(db: &Connection, name: &str) -> rusqlite::Result<bool> {
-    db.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = ?1", [name], |r| {
-        r.get::<_, i64>(0)
-    })
-    .map(|n| n > 0)
-}
 
 #[cfg(test)]
 mod tests {

@@ -477,34 +477,28 @@ fn salvage(path: &Path) -> Salvage {
         return out;
     };
     out.highest = highest;
+    // One reading of rows for a span of ids and for one id alone.
+    let read = |filter: &str, ids: &[i64]| {
+        db.prepare_cached(&format!("SELECT id, scope, text, created, updated FROM records WHERE {filter} ORDER BY id"))
+            .and_then(|mut stmt| {
+                stmt.query_map(rusqlite::params_from_iter(ids), |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                })?
+                .collect::<Result<Vec<_>, _>>()
+            })
+    };
     let mut from = 1;
     // A damaged counter could claim any number; no memory holds more than a million records.
-    let read = |first: i64, last: i64| {
-        db.prepare_cached(
-            "SELECT id, scope, text, created, updated FROM records WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
-        )
-        .and_then(|mut stmt| {
-            stmt.query_map([first, last], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))?
-                .collect::<Result<Vec<_>, _>>()
-        })
-    };
     while from <= highest.min(1 << 20) {
         let last = from + SALVAGE_SPAN - 1;
-        match read(from, last) {
+        match read("id BETWEEN ?1 AND ?2", &[from, last]) {
             Ok(mut records) => out.records.append(&mut records),
             // A span that meets the damaged page may also hold records on good pages beside it:
-            // each id is asked for alone then.
+            // each id is asked for alone then, by equality (a range's scan steps on to the next
+            // row, which may be on the damaged page).
             Err(_) => {
                 for id in from..=last {
-                    // Equal, not a range: a range's scan steps on to the next row, which may be
-                    // on the damaged page.
-                    let one = db
-                        .prepare_cached("SELECT id, scope, text, created, updated FROM records WHERE id = ?1")
-                        .and_then(|mut stmt| {
-                            stmt.query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))?
-                                .collect::<Result<Vec<_>, _>>()
-                        });
-                    match one {
+                    match read("id = ?1", &[id]) {
                         Ok(mut records) => out.records.append(&mut records),
                         Err(_) => out.unreadable += 1,
                     }

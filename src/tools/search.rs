@@ -114,7 +114,7 @@ pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
         .collect();
     let mut body = answer(&shown, &query);
     if body.is_empty() {
-        body = format!("No passages match {:?} in {}.\n", params.query, root.path);
+        body = no_match(&params.query, &root);
     }
     if let Some(why) = unusable {
         body.push_str(&format!(
@@ -123,6 +123,11 @@ pub fn search(ctx: &mut Ctx<'_>, params: SearchParams) -> ToolResult {
         ));
     }
     Ok(Outcome::Text { body, path: Some(root.path) })
+}
+
+/// The whole answer when nothing matches.
+fn no_match(query: &str, root: &crate::access::Target) -> String {
+    format!("No passages match {query:?} in {}.\n", root.path)
 }
 
 /// The answer from the index: its passages, the closing line when files
@@ -138,7 +143,7 @@ fn indexed_answer(
         found.hits.iter().map(|h| (h.path.as_str(), h.first_line, h.last_line, h.text.as_str())).collect();
     let mut body = answer(&shown, terms);
     if found.hits.is_empty() {
-        body = format!("No passages match {query:?} in {}.\n", root.path);
+        body = no_match(query, &root);
     }
     if found.pending > 0 {
         body.push_str(&not_indexed_yet(found.pending, found.pending_words, found.pending_earlier, found.pending_bytes));
